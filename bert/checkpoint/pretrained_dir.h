@@ -1,0 +1,53 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "bert/checkpoint/tensor_map.h"
+#include "bert/model/bert_config.h"
+
+namespace bert {
+
+enum class WeightsFormat {
+  kSafetensors,         ///< model.safetensors
+  kSafetensorsSharded,  ///< model.safetensors.index.json + shards
+  kTorchBin,            ///< pytorch_model.bin (torch.save zip)
+  kTorchBinSharded,     ///< pytorch_model.bin.index.json + shards
+};
+
+/// The files of a Hugging Face model directory. Weights are chosen in HF's order of
+/// preference: model.safetensors, its sharded index, pytorch_model.bin, its sharded index.
+struct PretrainedDir {
+  std::filesystem::path dir;
+  std::filesystem::path config;                           ///< config.json
+  std::optional<std::filesystem::path> vocab;             ///< vocab.txt (WordPiece)
+  std::optional<std::filesystem::path> sentencepiece;     ///< spiece.model / spm.model / *.model
+  std::optional<std::filesystem::path> tokenizer_config;  ///< tokenizer_config.json
+  std::filesystem::path weights;
+  WeightsFormat format = WeightsFormat::kSafetensors;
+
+  /// Throws CheckpointError naming the directory and what is missing in it.
+  static PretrainedDir find(const std::filesystem::path& dir);
+};
+
+/// Reads every tensor of a weights file or sharded index (any WeightsFormat), converting
+/// floating tensors to `dtype` when given. Throws CheckpointError.
+TensorMap read_weights(const std::filesystem::path& weights,
+                       std::optional<torch::ScalarType> dtype = std::nullopt);
+
+/// Writes `tensors` in HF layout: one model.safetensors, or, when their size exceeds
+/// `max_shard_bytes` (> 0), shards model-0000i-of-0000n.safetensors plus
+/// model.safetensors.index.json. Every file is written atomically.
+void save_weights(const std::filesystem::path& dir,
+                  const TensorMap& tensors,
+                  int64_t max_shard_bytes = 0);
+
+/// Writes config.json (atomically) for `config` with `architectures` set to `architecture`.
+void save_config(const std::filesystem::path& dir, const BertConfig& config,
+                 const std::string& architecture);
+
+}  // namespace bert

@@ -1,0 +1,13 @@
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace bert {
+
+/// Named tensors in key order, as read from or written to a checkpoint file.
+using TensorMap = std::map<std::string, torch::Tensor>;
+
+}  // namespace bert

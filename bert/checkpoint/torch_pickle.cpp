@@ -1,0 +1,386 @@
+#include "bert/checkpoint/torch_pickle.h"
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include <caffe2/serialize/inline_container.h>
+#include <fmt/format.h>
+
+#include "bert/common/error.h"
+
+namespace bert {
+namespace {
+
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+/// The few kinds of Python object a state-dict pickle contains.
+struct Value {
+  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor, kMark };
+  Kind kind = Kind::kNone;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;                                     // string; global "module.name"
+  std::vector<ValuePtr> items;                       // tuple, list
+  std::vector<std::pair<ValuePtr, ValuePtr>> dict;   // dict / OrderedDict, insertion order
+  torch::Tensor tensor;                              // storage (1-D) or tensor
+};
+
+ValuePtr make(Value::Kind kind) {
+  auto v = std::make_shared<Value>();
+  v->kind = kind;
+  return v;
+}
+
+torch::ScalarType storage_dtype(const std::string& name, const std::string& where) {
+  static const std::unordered_map<std::string, torch::ScalarType> types = {
+      {"torch.FloatStorage", torch::kFloat},    {"torch.DoubleStorage", torch::kDouble},
+      {"torch.HalfStorage", torch::kHalf},      {"torch.BFloat16Storage", torch::kBFloat16},
+      {"torch.LongStorage", torch::kLong},      {"torch.IntStorage", torch::kInt},
+      {"torch.ShortStorage", torch::kShort},    {"torch.CharStorage", torch::kChar},
+      {"torch.ByteStorage", torch::kByte},      {"torch.BoolStorage", torch::kBool},
+  };
+  const auto it = types.find(name);
+  if (it == types.end())
+    throw CheckpointError(fmt::format("{}: unsupported storage type {}", where, name));
+  return it->second;
+}
+
+class RestrictedUnpickler {
+ public:
+  RestrictedUnpickler(const std::string& data, caffe2::serialize::PyTorchStreamReader& archive,
+                      std::string where)
+      : data_(data), archive_(archive), where_(std::move(where)) {}
+
+  ValuePtr run() {
+    while (true) {
+      const uint8_t op = byte();
+      switch (op) {
+        case 0x80: byte(); break;                                   // PROTO
+        case 0x95: take(8); break;                                  // FRAME
+        case '}': push(make(Value::Kind::kDict)); break;            // EMPTY_DICT
+        case ']': push(make(Value::Kind::kList)); break;            // EMPTY_LIST
+        case ')': push(make(Value::Kind::kTuple)); break;           // EMPTY_TUPLE
+        case '(': push(make(Value::Kind::kMark)); break;            // MARK
+        case 'N': push(make(Value::Kind::kNone)); break;            // NONE
+        case 0x88: push_bool(true); break;                          // NEWTRUE
+        case 0x89: push_bool(false); break;                         // NEWFALSE
+        case 'K': push_int(byte()); break;                          // BININT1
+        case 'M': push_int(uint16()); break;                        // BININT2
+        case 'J': push_int(static_cast<int32_t>(uint32())); break;  // BININT
+        case 0x8a: push_int(long1()); break;                        // LONG1
+        case 'G': push_float(); break;                              // BINFLOAT
+        case 'X': push_string(uint32()); break;                     // BINUNICODE
+        case 0x8c: push_string(byte()); break;                      // SHORT_BINUNICODE
+        case 'T': push_string(uint32()); break;                     // BINSTRING
+        case 'U': push_string(byte()); break;                       // SHORT_BINSTRING
+        case 'q': memo_put(byte()); break;                          // BINPUT
+        case 'r': memo_put(uint32()); break;                        // LONG_BINPUT
+        case 0x94: memo_put(memo_.size()); break;                   // MEMOIZE
+        case 'h': memo_get(byte()); break;                          // BINGET
+        case 'j': memo_get(uint32()); break;                        // LONG_BINGET
+        case 't': push_tuple(pop_mark()); break;                    // TUPLE
+        case 0x85: push_tuple(pop_n(1)); break;                     // TUPLE1
+        case 0x86: push_tuple(pop_n(2)); break;                     // TUPLE2
+        case 0x87: push_tuple(pop_n(3)); break;                     // TUPLE3
+        case 'c': {                                                 // GLOBAL
+          std::string module = line();
+          global(module, line());
+          break;
+        }
+        case 0x93: {                                                // STACK_GLOBAL
+          auto name = pop(), module = pop();
+          global(module->s, name->s);
+          break;
+        }
+        case 'Q': persistent_load(pop()); break;                    // BINPERSID
+        case 'R': reduce(); break;                                  // REDUCE
+        case 0x81: reduce(); break;                                 // NEWOBJ (cls, args)
+        case 'b': pop(); break;                                     // BUILD: state ignored (_metadata)
+        case 's': {                                                 // SETITEM
+          auto value = pop(), key = pop();
+          dict_target()->dict.emplace_back(key, value);
+          break;
+        }
+        case 'u': {                                                 // SETITEMS
+          auto items = pop_mark();
+          auto target = dict_target();
+          if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
+          for (size_t k = 0; k < items.size(); k += 2) target->dict.emplace_back(items[k], items[k + 1]);
+          break;
+        }
+        case 'a': {                                                 // APPEND
+          auto value = pop();
+          list_target()->items.push_back(value);
+          break;
+        }
+        case 'e': {                                                 // APPENDS
+          auto items = pop_mark();
+          auto target = list_target();
+          target->items.insert(target->items.end(), items.begin(), items.end());
+          break;
+        }
+        case '.': return pop();                                     // STOP
+        default:
+          fail(fmt::format("unsupported pickle opcode 0x{:02x} at byte {}", op, pos_ - 1));
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw CheckpointError(fmt::format("{}: {}", where_, what));
+  }
+  const char* take(size_t n) {
+    if (n > data_.size() - pos_) fail("truncated pickle (data.pkl ends early)");
+    const char* p = data_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  uint8_t byte() { return static_cast<uint8_t>(*take(1)); }
+  uint16_t uint16() {
+    const auto* p = reinterpret_cast<const uint8_t*>(take(2));
+    return static_cast<uint16_t>(p[0] | (p[1] << 8));
+  }
+  uint32_t uint32() {
+    const auto* p = reinterpret_cast<const uint8_t*>(take(4));
+    return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+  }
+  int64_t long1() {
+    const size_t n = byte();
+    if (n > 8) fail("integer wider than 64 bits");
+    const auto* p = reinterpret_cast<const uint8_t*>(take(n));
+    uint64_t v = 0;
+    for (size_t k = 0; k < n; ++k) v |= static_cast<uint64_t>(p[k]) << (8 * k);
+    if (n > 0 && n < 8 && (p[n - 1] & 0x80)) v |= ~uint64_t{0} << (8 * n);  // sign-extend
+    return static_cast<int64_t>(v);
+  }
+  std::string line() {
+    const size_t end = data_.find('\n', pos_);
+    if (end == std::string::npos) fail("truncated pickle (GLOBAL without newline)");
+    std::string s = data_.substr(pos_, end - pos_);
+    pos_ = end + 1;
+    return s;
+  }
+
+  void push(ValuePtr v) { stack_.push_back(std::move(v)); }
+  void push_bool(bool b) {
+    auto v = make(Value::Kind::kBool);
+    v->i = b;
+    push(v);
+  }
+  void push_int(int64_t i) {
+    auto v = make(Value::Kind::kInt);
+    v->i = i;
+    push(v);
+  }
+  void push_float() {
+    const auto* p = reinterpret_cast<const uint8_t*>(take(8));
+    uint64_t bits = 0;
+    for (int k = 0; k < 8; ++k) bits = (bits << 8) | p[k];  // big-endian
+    auto v = make(Value::Kind::kFloat);
+    std::memcpy(&v->f, &bits, sizeof(double));
+    push(v);
+  }
+  void push_string(size_t n) {
+    auto v = make(Value::Kind::kString);
+    v->s.assign(take(n), n);
+    push(v);
+  }
+  void push_tuple(std::vector<ValuePtr> items) {
+    auto v = make(Value::Kind::kTuple);
+    v->items = std::move(items);
+    push(v);
+  }
+  ValuePtr pop() {
+    if (stack_.empty()) fail("malformed pickle (stack underflow)");
+    auto v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  std::vector<ValuePtr> pop_n(size_t n) {
+    if (stack_.size() < n) fail("malformed pickle (stack underflow)");
+    std::vector<ValuePtr> out(stack_.end() - static_cast<long>(n), stack_.end());
+    stack_.resize(stack_.size() - n);
+    return out;
+  }
+  std::vector<ValuePtr> pop_mark() {
+    for (size_t k = stack_.size(); k-- > 0;) {
+      if (stack_[k]->kind == Value::Kind::kMark) {
+        std::vector<ValuePtr> out(stack_.begin() + static_cast<long>(k) + 1, stack_.end());
+        stack_.resize(k);
+        return out;
+      }
+    }
+    fail("malformed pickle (no MARK)");
+  }
+  ValuePtr dict_target() {
+    if (stack_.empty() || stack_.back()->kind != Value::Kind::kDict) fail("SETITEM(S) on a non-dict");
+    return stack_.back();
+  }
+  ValuePtr list_target() {
+    if (stack_.empty() || stack_.back()->kind != Value::Kind::kList) fail("APPEND(S) on a non-list");
+    return stack_.back();
+  }
+  void memo_put(size_t index) {
+    if (stack_.empty()) fail("malformed pickle (memo of empty stack)");
+    memo_[index] = stack_.back();
+  }
+  void memo_get(size_t index) {
+    const auto it = memo_.find(index);
+    if (it == memo_.end()) fail(fmt::format("malformed pickle (memo {} unset)", index));
+    push(it->second);
+  }
+
+  void global(const std::string& module, const std::string& name) {
+    const std::string full = module + "." + name;
+    static const char* const allowed[] = {
+        "collections.OrderedDict", "torch._utils._rebuild_tensor_v2",
+        "torch._utils._rebuild_parameter", "torch.FloatStorage", "torch.DoubleStorage",
+        "torch.HalfStorage", "torch.BFloat16Storage", "torch.LongStorage", "torch.IntStorage",
+        "torch.ShortStorage", "torch.CharStorage", "torch.ByteStorage", "torch.BoolStorage"};
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || full == a;
+    if (!ok)
+      fail(fmt::format("refusing pickle global '{}': a state dict needs only tensors and "
+                       "OrderedDict (the file may contain code; it was not run)",
+                       full));
+    auto v = make(Value::Kind::kGlobal);
+    v->s = full;
+    push(v);
+  }
+
+  void persistent_load(const ValuePtr& pid) {
+    // ('storage', storage_type, key, location, numel)
+    if (pid->kind != Value::Kind::kTuple || pid->items.size() < 5 ||
+        pid->items[0]->kind != Value::Kind::kString || pid->items[0]->s != "storage" ||
+        pid->items[1]->kind != Value::Kind::kGlobal || pid->items[2]->kind != Value::Kind::kString ||
+        pid->items[4]->kind != Value::Kind::kInt)
+      fail("unsupported persistent id (expected ('storage', type, key, location, numel))");
+    const std::string& key = pid->items[2]->s;
+    auto it = storages_.find(key);
+    if (it == storages_.end()) {
+      const auto dtype = storage_dtype(pid->items[1]->s, where_);
+      const int64_t numel = pid->items[4]->i;
+      const std::string record = "data/" + key;
+      if (!archive_.hasRecord(record)) fail(fmt::format("missing record '{}'", record));
+      auto [ptr, size] = archive_.getRecord(record);
+      const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
+      if (numel < 0 || size != expected)
+        fail(fmt::format("record '{}' has {} bytes, {} expected", record, size, expected));
+      torch::Tensor storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+      if (expected > 0) std::memcpy(storage.data_ptr(), ptr.get(), expected);
+      it = storages_.emplace(key, storage).first;
+    }
+    auto v = make(Value::Kind::kStorage);
+    v->tensor = it->second;
+    push(v);
+  }
+
+  static std::vector<int64_t> int_tuple(const ValuePtr& v) {
+    std::vector<int64_t> out;
+    for (const auto& item : v->items) out.push_back(item->i);
+    return out;
+  }
+
+  void reduce() {
+    auto args = pop();
+    auto callable = pop();
+    if (callable->kind != Value::Kind::kGlobal || args->kind != Value::Kind::kTuple)
+      fail("malformed pickle (REDUCE of a non-callable)");
+    if (callable->s == "collections.OrderedDict") {
+      push(make(Value::Kind::kDict));
+    } else if (callable->s == "torch._utils._rebuild_tensor_v2") {
+      // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
+      if (args->items.size() < 4 || args->items[0]->kind != Value::Kind::kStorage)
+        fail("malformed _rebuild_tensor_v2 arguments");
+      const auto& storage = args->items[0]->tensor;
+      const int64_t offset = args->items[1]->i;
+      const auto size = int_tuple(args->items[2]);
+      const auto stride = int_tuple(args->items[3]);
+      int64_t last = offset;  // highest element index the view touches
+      bool empty = false;
+      for (size_t d = 0; d < size.size(); ++d) {
+        if (size[d] == 0) empty = true;
+        if (size[d] < 0 || stride.size() != size.size() || stride[d] < 0)
+          fail("tensor with invalid size or stride");
+        last += (size[d] - 1) * stride[d];
+      }
+      if (!empty && (offset < 0 || last >= storage.numel()))
+        fail("tensor view lies outside its storage");
+      auto v = make(Value::Kind::kTensor);
+      v->tensor = empty ? torch::empty(size, storage.options())
+                        : storage.as_strided(size, stride, offset);
+      push(v);
+    } else if (callable->s == "torch._utils._rebuild_parameter") {
+      if (args->items.empty() || args->items[0]->kind != Value::Kind::kTensor)
+        fail("malformed _rebuild_parameter arguments");
+      push(args->items[0]);
+    } else {
+      fail(fmt::format("refusing to call '{}'", callable->s));
+    }
+  }
+
+  const std::string& data_;
+  caffe2::serialize::PyTorchStreamReader& archive_;
+  std::string where_;
+  size_t pos_ = 0;
+  std::vector<ValuePtr> stack_;
+  std::unordered_map<size_t, ValuePtr> memo_;
+  std::unordered_map<std::string, torch::Tensor> storages_;
+};
+
+}  // namespace
+
+TensorMap load_torch_state_dict(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw CheckpointError(fmt::format("{}: cannot open", where));
+    char magic[4] = {};
+    in.read(magic, 4);
+    if (in.gcount() != 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0)
+      throw CheckpointError(fmt::format(
+          "{}: not a zip-format torch.save file (legacy pre-1.6 format or not a checkpoint); "
+          "re-save it with torch >= 1.6 or convert it to model.safetensors",
+          where));
+  }
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> archive;
+  std::string pickle;
+  try {
+    archive = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path.string());
+    if (!archive->hasRecord("data.pkl"))
+      throw CheckpointError(fmt::format("{}: zip archive has no data.pkl record", where));
+    auto [ptr, size] = archive->getRecord("data.pkl");
+    pickle.assign(static_cast<const char*>(ptr.get()), size);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CheckpointError(fmt::format("{}: cannot read zip archive: {}", where, e.what()));
+  }
+  ValuePtr root;
+  try {
+    root = RestrictedUnpickler(pickle, *archive, where).run();
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CheckpointError(fmt::format("{}: {}", where, e.what()));
+  }
+  if (root->kind != Value::Kind::kDict)
+    throw CheckpointError(fmt::format("{}: the pickle is not a state dict (a dict of tensors)", where));
+  TensorMap out;
+  for (const auto& [key, value] : root->dict) {
+    if (key->kind != Value::Kind::kString)
+      throw CheckpointError(fmt::format("{}: state dict key is not a string", where));
+    if (value->kind != Value::Kind::kTensor)
+      throw CheckpointError(fmt::format("{}: entry '{}' is not a tensor", where, key->s));
+    out.emplace(key->s, value->tensor);
+  }
+  return out;
+}
+
+}  // namespace bert

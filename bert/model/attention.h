@@ -1,0 +1,59 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include "bert/model/bert_config.h"
+
+namespace bert {
+
+/// Multi-head scaled dot-product self-attention. Children: query, key, value, dropout.
+class BertSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit BertSelfAttentionImpl(const BertConfig& config);
+
+  /// hidden [batch, seq, hidden]; additive_mask [batch, 1, 1, seq] float (0 = attend, very
+  /// negative = masked) or undefined. Returns the context [batch, seq, hidden]; when
+  /// `probs_out` is non-null it receives the attention probabilities [batch, heads, seq, seq].
+  torch::Tensor forward(const torch::Tensor& hidden,
+                        const torch::Tensor& additive_mask,
+                        torch::Tensor* probs_out = nullptr);
+
+ private:
+  torch::Tensor split_heads(const torch::Tensor& x) const;
+
+  int64_t num_heads_;
+  int64_t head_dim_;
+  torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(BertSelfAttention);
+
+/// Output projection of attention with residual + LayerNorm. Children: dense, LayerNorm, dropout.
+class BertSelfOutputImpl : public torch::nn::Module {
+ public:
+  explicit BertSelfOutputImpl(const BertConfig& config);
+  /// LayerNorm(dropout(dense(hidden)) + residual); both [batch, seq, hidden].
+  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& residual);
+
+ private:
+  torch::nn::Linear dense_{nullptr};
+  torch::nn::LayerNorm layer_norm_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(BertSelfOutput);
+
+/// Children: self (BertSelfAttention), output (BertSelfOutput).
+class BertAttentionImpl : public torch::nn::Module {
+ public:
+  explicit BertAttentionImpl(const BertConfig& config);
+  torch::Tensor forward(const torch::Tensor& hidden,
+                        const torch::Tensor& additive_mask,
+                        torch::Tensor* probs_out = nullptr);
+
+ private:
+  BertSelfAttention self_{nullptr};
+  BertSelfOutput output_{nullptr};
+};
+TORCH_MODULE(BertAttention);
+
+}  // namespace bert

@@ -1,0 +1,253 @@
+#include "bert/model/bert_config.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+
+namespace bert {
+namespace {
+
+using json = nlohmann::json;
+
+/// Collects typed reads of config.json keys and every problem with them.
+class KeyReader {
+ public:
+  KeyReader(const json& root, std::string source) : root_(root), source_(std::move(source)) {}
+
+  template <class T>
+  void read(const char* key, T& out) {
+    seen_.insert(key);
+    const auto it = root_.find(key);
+    if (it == root_.end() || it->is_null()) return;
+    try {
+      if constexpr (std::is_same_v<T, int64_t>) {
+        if (!it->is_number_integer()) throw std::invalid_argument("expected an integer");
+        out = it->template get<int64_t>();
+      } else if constexpr (std::is_same_v<T, double>) {
+        if (!it->is_number()) throw std::invalid_argument("expected a number");
+        out = it->template get<double>();
+      } else {
+        out = it->template get<T>();
+      }
+    } catch (const std::exception& e) {
+      problem(key, fmt::format("{} (got {})", e.what(), it->dump()));
+    }
+  }
+
+  void mark(const char* key) { seen_.insert(key); }
+  bool seen(const std::string& key) const { return seen_.count(key) > 0; }
+  const json* find(const char* key) const {
+    const auto it = root_.find(key);
+    return it == root_.end() ? nullptr : &*it;
+  }
+  void problem(const std::string& key, const std::string& message) {
+    problems_.push_back(fmt::format("{}: key '{}': {}", source_, key, message));
+  }
+  std::vector<std::string>& problems() { return problems_; }
+
+ private:
+  const json& root_;
+  std::string source_;
+  std::set<std::string> seen_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+Activation parse_activation(const std::string& name, const std::string& where) {
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::kGeluNew;
+  if (name == "relu") return Activation::kRelu;
+  throw ConfigError(fmt::format("{}: key 'hidden_act': unsupported activation '{}'; supported: "
+                                "gelu, gelu_new, gelu_pytorch_tanh, relu",
+                                where, name));
+}
+
+std::string activation_name(Activation activation) {
+  switch (activation) {
+    case Activation::kGelu: return "gelu";
+    case Activation::kGeluNew: return "gelu_new";
+    case Activation::kRelu: return "relu";
+  }
+  return "gelu";
+}
+
+BertConfig BertConfig::from_json(const json& root, const std::string& source) {
+  if (!root.is_object()) throw ConfigError(fmt::format("{}: expected a JSON object", source));
+  BertConfig c;
+  KeyReader r(root, source);
+  r.read("vocab_size", c.vocab_size_);
+  r.read("hidden_size", c.hidden_size_);
+  r.read("num_hidden_layers", c.num_hidden_layers_);
+  r.read("num_attention_heads", c.num_attention_heads_);
+  r.read("intermediate_size", c.intermediate_size_);
+  r.read("hidden_dropout_prob", c.hidden_dropout_prob_);
+  r.read("attention_probs_dropout_prob", c.attention_probs_dropout_prob_);
+  r.read("max_position_embeddings", c.max_position_embeddings_);
+  r.read("type_vocab_size", c.type_vocab_size_);
+  r.read("initializer_range", c.initializer_range_);
+  r.read("layer_norm_eps", c.layer_norm_eps_);
+  r.read("pad_token_id", c.pad_token_id_);
+
+  r.mark("hidden_act");
+  if (const json* act = r.find("hidden_act")) {
+    if (!act->is_string()) {
+      r.problem("hidden_act", fmt::format("expected a string, got {}", act->dump()));
+    } else {
+      try {
+        c.hidden_act_ = parse_activation(act->get<std::string>(), source);
+      } catch (const ConfigError& e) {
+        r.problems().push_back(e.what());
+      }
+    }
+  }
+  r.mark("classifier_dropout");
+  if (const json* d = r.find("classifier_dropout"); d != nullptr && !d->is_null()) {
+    if (d->is_number()) c.classifier_dropout_ = d->get<double>();
+    else r.problem("classifier_dropout", fmt::format("expected a number or null, got {}", d->dump()));
+  }
+  r.mark("problem_type");
+  if (const json* p = r.find("problem_type"); p != nullptr && !p->is_null()) {
+    if (p->is_string()) c.problem_type_ = p->get<std::string>();
+    else r.problem("problem_type", "expected a string or null");
+  }
+  r.mark("architectures");
+  if (const json* a = r.find("architectures"); a != nullptr && !a->is_null()) {
+    try {
+      c.architectures_ = a->get<std::vector<std::string>>();
+    } catch (const std::exception&) {
+      r.problem("architectures", "expected a list of strings");
+    }
+  }
+  r.mark("label2id");  // derived from id2label when written
+  r.mark("id2label");
+  if (const json* labels = r.find("id2label"); labels != nullptr && !labels->is_null()) {
+    if (!labels->is_object()) {
+      r.problem("id2label", "expected an object {\"0\": \"LABEL\", ...}");
+    } else {
+      std::map<int64_t, std::string> by_id;
+      for (const auto& [k, v] : labels->items()) {
+        try {
+          size_t used = 0;
+          const int64_t id = std::stoll(k, &used);
+          if (used != k.size() || id < 0) throw std::invalid_argument(k);
+          if (!v.is_string()) throw std::invalid_argument(k);
+          by_id[id] = v.get<std::string>();
+        } catch (const std::exception&) {
+          r.problem("id2label", fmt::format("entry \"{}\": {} is not a non-negative id -> string", k,
+                                            v.dump()));
+        }
+      }
+      int64_t expected = 0;
+      for (const auto& [id, name] : by_id) {
+        if (id != expected++) {
+          r.problem("id2label", fmt::format("ids must be 0..{} without gaps", by_id.size() - 1));
+          break;
+        }
+        c.id2label_.push_back(name);
+      }
+    }
+  }
+  // Settings of HF BertConfig that change the computation and that bertft does not implement.
+  r.mark("position_embedding_type");
+  if (const json* p = r.find("position_embedding_type"); p != nullptr && !p->is_null()) {
+    if (!p->is_string() || p->get<std::string>() != "absolute")
+      r.problem("position_embedding_type",
+                fmt::format("unsupported value {}; bertft implements only \"absolute\"", p->dump()));
+  }
+  for (const char* flag : {"is_decoder", "add_cross_attention"}) {
+    r.mark(flag);
+    if (const json* f = r.find(flag); f != nullptr && f->is_boolean() && f->get<bool>())
+      r.problem(flag, "true is unsupported: bertft implements the BERT encoder only");
+  }
+  r.mark("model_type");
+  if (const json* t = r.find("model_type"); t != nullptr && t->is_string()) {
+    const auto type = t->get<std::string>();
+    if (type != "bert")
+      r.problem("model_type", fmt::format("'{}' is not a BERT checkpoint (expected \"bert\")", type));
+  }
+  for (const auto& [key, value] : root.items()) {
+    if (!r.seen(key)) c.extra_[key] = value;
+  }
+  if (!r.problems().empty()) throw ConfigError(std::move(r.problems()));
+  c.validate(source);
+  return c;
+}
+
+BertConfig BertConfig::from_file(const std::filesystem::path& path) {
+  json root;
+  try {
+    root = json::parse(read_file(path));
+  } catch (const json::parse_error& e) {
+    throw ConfigError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
+  return from_json(root, path.string());
+}
+
+void BertConfig::validate(const std::string& source) const {
+  std::vector<std::string> problems;
+  auto positive = [&](const char* key, int64_t value) {
+    if (value <= 0) problems.push_back(fmt::format("{}: key '{}': must be > 0, got {}", source, key, value));
+  };
+  positive("vocab_size", vocab_size_);
+  positive("hidden_size", hidden_size_);
+  positive("num_hidden_layers", num_hidden_layers_);
+  positive("num_attention_heads", num_attention_heads_);
+  positive("intermediate_size", intermediate_size_);
+  positive("max_position_embeddings", max_position_embeddings_);
+  positive("type_vocab_size", type_vocab_size_);
+  if (num_attention_heads_ > 0 && hidden_size_ % num_attention_heads_ != 0)
+    problems.push_back(fmt::format(
+        "{}: key 'num_attention_heads': hidden_size ({}) must be divisible by num_attention_heads ({})",
+        source, hidden_size_, num_attention_heads_));
+  for (const auto& [key, p] : {std::pair{"hidden_dropout_prob", hidden_dropout_prob_},
+                               std::pair{"attention_probs_dropout_prob", attention_probs_dropout_prob_}}) {
+    if (p < 0.0 || p >= 1.0)
+      problems.push_back(fmt::format("{}: key '{}': must be in [0, 1), got {}", source, key, p));
+  }
+  if (layer_norm_eps_ <= 0.0)
+    problems.push_back(fmt::format("{}: key 'layer_norm_eps': must be > 0", source));
+  if (pad_token_id_ < 0 || pad_token_id_ >= vocab_size_)
+    problems.push_back(fmt::format("{}: key 'pad_token_id': {} is outside the vocabulary [0, {})",
+                                   source, pad_token_id_, vocab_size_));
+  if (!problems.empty()) throw ConfigError(std::move(problems));
+}
+
+json BertConfig::to_json() const {
+  json out = extra_;
+  out["model_type"] = "bert";
+  out["vocab_size"] = vocab_size_;
+  out["hidden_size"] = hidden_size_;
+  out["num_hidden_layers"] = num_hidden_layers_;
+  out["num_attention_heads"] = num_attention_heads_;
+  out["intermediate_size"] = intermediate_size_;
+  out["hidden_act"] = activation_name(hidden_act_);
+  out["hidden_dropout_prob"] = hidden_dropout_prob_;
+  out["attention_probs_dropout_prob"] = attention_probs_dropout_prob_;
+  out["max_position_embeddings"] = max_position_embeddings_;
+  out["type_vocab_size"] = type_vocab_size_;
+  out["initializer_range"] = initializer_range_;
+  out["layer_norm_eps"] = layer_norm_eps_;
+  out["pad_token_id"] = pad_token_id_;
+  out["position_embedding_type"] = "absolute";
+  out["classifier_dropout"] = classifier_dropout_ ? json(*classifier_dropout_) : json(nullptr);
+  if (!architectures_.empty()) out["architectures"] = architectures_;
+  if (problem_type_) out["problem_type"] = *problem_type_;
+  if (!id2label_.empty()) {
+    json id2label = json::object(), label2id = json::object();
+    for (size_t i = 0; i < id2label_.size(); ++i) {
+      id2label[std::to_string(i)] = id2label_[i];
+      label2id[id2label_[i]] = i;
+    }
+    out["id2label"] = id2label;
+    out["label2id"] = label2id;
+  }
+  return out;
+}
+
+}  // namespace bert

@@ -1,0 +1,48 @@
+#include "bert/model/layer.h"
+
+namespace bert {
+
+torch::Tensor apply_activation(Activation activation, const torch::Tensor& x) {
+  switch (activation) {
+    case Activation::kGelu: return torch::gelu(x);
+    case Activation::kGeluNew: return torch::gelu(x, "tanh");
+    case Activation::kRelu: return torch::relu(x);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown activation");
+}
+
+BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation_(c.hidden_act()) {
+  dense_ = register_module("dense", torch::nn::Linear(c.hidden_size(), c.intermediate_size()));
+}
+
+torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
+  return apply_activation(activation_, dense_(hidden));
+}
+
+BertOutputImpl::BertOutputImpl(const BertConfig& c) {
+  dense_ = register_module("dense", torch::nn::Linear(c.intermediate_size(), c.hidden_size()));
+  layer_norm_ = register_module(
+      "LayerNorm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));
+  dropout_ = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob()));
+}
+
+torch::Tensor BertOutputImpl::forward(const torch::Tensor& intermediate,
+                                      const torch::Tensor& residual) {
+  return layer_norm_(dropout_(dense_(intermediate)) + residual);
+}
+
+BertLayerImpl::BertLayerImpl(const BertConfig& c) {
+  attention_ = register_module("attention", BertAttention(c));
+  intermediate_ = register_module("intermediate", BertIntermediate(c));
+  output_ = register_module("output", BertOutput(c));
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden,
+                                     const torch::Tensor& additive_mask,
+                                     torch::Tensor* probs_out) {
+  const torch::Tensor attended = attention_->forward(hidden, additive_mask, probs_out);
+  return output_(intermediate_(attended), attended);
+}
+
+}  // namespace bert

@@ -1,0 +1,82 @@
+#include "bert/model/pretraining.h"
+
+#include "bert/model/init.h"
+#include "bert/model/layer.h"
+
+namespace bert {
+
+constexpr int64_t kIgnoreIndex = -100;  // label value skipped by cross_entropy (HF convention)
+
+BertPredictionHeadTransformImpl::BertPredictionHeadTransformImpl(const BertConfig& c)
+    : activation_(c.hidden_act()) {
+  dense_ = register_module("dense", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
+  layer_norm_ = register_module(
+      "LayerNorm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));
+}
+
+torch::Tensor BertPredictionHeadTransformImpl::forward(const torch::Tensor& hidden) {
+  return layer_norm_(apply_activation(activation_, dense_(hidden)));
+}
+
+BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertConfig& c, torch::Tensor tied)
+    : decoder_weight_(std::move(tied)) {
+  TORCH_CHECK(decoder_weight_.dim() == 2 && decoder_weight_.size(0) == c.vocab_size(),
+              "tied decoder weight must be [vocab_size, hidden]");
+  transform_ = register_module("transform", BertPredictionHeadTransform(c));
+  bias = register_parameter("bias", torch::zeros({c.vocab_size()}));
+}
+
+torch::Tensor BertLMPredictionHeadImpl::forward(const torch::Tensor& hidden) {
+  return torch::linear(transform_(hidden), decoder_weight_, bias);  // [batch, seq, vocab]
+}
+
+BertPreTrainingHeadsImpl::BertPreTrainingHeadsImpl(const BertConfig& c, torch::Tensor tied) {
+  predictions = register_module("predictions", BertLMPredictionHead(c, std::move(tied)));
+  seq_relationship = register_module("seq_relationship", torch::nn::Linear(c.hidden_size(), 2));
+}
+
+BertForPreTrainingImpl::BertForPreTrainingImpl(const BertConfig& config) {
+  bert = register_module("bert", BertModel(config));
+  cls = register_module("cls",
+                        BertPreTrainingHeads(config, bert->embeddings->word_embeddings->weight));
+  init_bert_weights(*cls, config.initializer_range());
+  torch::NoGradGuard no_grad;
+  cls->predictions->bias.zero_();
+}
+
+PreTrainingOutput BertForPreTrainingImpl::forward(const torch::Tensor& input_ids,
+                                                  const torch::Tensor& attention_mask,
+                                                  const torch::Tensor& token_type_ids,
+                                                  const ForwardOptions& options) {
+  PreTrainingOutput out;
+  out.encoder = bert->forward(input_ids, attention_mask, token_type_ids, options);
+  out.prediction_logits = cls->predictions(out.encoder.last_hidden_state);    // [batch, seq, vocab]
+  out.seq_relationship_logits = cls->seq_relationship(out.encoder.pooler_output);  // [batch, 2]
+  return out;
+}
+
+PreTrainingLoss BertForPreTrainingImpl::loss(const PreTrainingOutput& out,
+                                             const torch::Tensor& mlm_labels,
+                                             const torch::Tensor& next_sentence_label) {
+  namespace F = torch::nn::functional;
+  const int64_t vocab = out.prediction_logits.size(-1);
+  PreTrainingLoss l;
+  l.mlm = F::cross_entropy(out.prediction_logits.reshape({-1, vocab}).to(torch::kFloat),
+                           mlm_labels.reshape({-1}),
+                           F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+  l.nsp = F::cross_entropy(out.seq_relationship_logits.to(torch::kFloat),
+                           next_sentence_label.reshape({-1}));
+  l.total = l.mlm + l.nsp;
+  return l;
+}
+
+const std::map<std::string, std::string>& BertForPreTrainingImpl::tied_aliases() {
+  static const std::map<std::string, std::string> aliases = {
+      {"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
+      {"cls.predictions.decoder.bias", "cls.predictions.bias"},
+  };
+  return aliases;
+}
+
+}  // namespace bert

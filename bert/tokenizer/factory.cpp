@@ -1,0 +1,98 @@
+#include "bert/tokenizer/factory.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+#include "bert/common/log.h"
+#include "bert/tokenizer/sentencepiece_model.h"
+#include "bert/tokenizer/wordpiece.h"
+
+namespace bert::tok {
+namespace {
+
+using json = nlohmann::json;
+
+/// A special token in tokenizer_config.json is a string or {"content": "..."}.
+std::optional<std::string> special_name(const json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir, int64_t model_vocab_size,
+                                          const TokenizerOverrides& overrides) {
+  json config = json::object();
+  std::string config_name = "(none)";
+  if (dir.tokenizer_config) {
+    config_name = dir.tokenizer_config->string();
+    try {
+      config = json::parse(read_file(*dir.tokenizer_config));
+    } catch (const json::parse_error& e) {
+      throw ConfigError(fmt::format("{}: invalid JSON: {}", config_name, e.what()));
+    }
+    if (!config.is_object()) throw ConfigError(fmt::format("{}: expected a JSON object", config_name));
+  }
+  int64_t max_length = 0;
+  if (const auto it = config.find("model_max_length"); it != config.end() && it->is_number_integer()) {
+    const auto n = it->get<int64_t>();
+    if (n > 0 && n < (int64_t{1} << 40)) max_length = n;  // HF writes 1e30 for "unlimited"
+  }
+
+  if (!dir.vocab && dir.sentencepiece) {
+    auto tokenizer = std::make_unique<SentencePieceTokenizer>(*dir.sentencepiece);
+    tokenizer->set_model_max_length(max_length);
+    return tokenizer;
+  }
+  if (!dir.vocab)
+    throw TokenizerError(fmt::format("{}: no vocab.txt or sentencepiece model", dir.dir.string()));
+
+  WordPieceOptions options;
+  options.model_vocab_size = model_vocab_size;
+  options.check_casing = !overrides.check_casing ? CasingCheck::kOff
+                         : overrides.lowercase   ? CasingCheck::kError
+                                                 : CasingCheck::kWarn;
+  auto read_bool = [&](const char* key) -> std::optional<bool> {
+    const auto it = config.find(key);
+    if (it == config.end() || it->is_null()) return std::nullopt;
+    if (!it->is_boolean())
+      throw ConfigError(fmt::format("{}: key '{}': expected true, false or null", config_name, key));
+    return it->get<bool>();
+  };
+  std::optional<bool> lowercase = overrides.lowercase;
+  if (!lowercase && dir.tokenizer_config) lowercase = read_bool("do_lower_case").value_or(true);
+  if (!lowercase) {
+    // No tokenizer_config.json: decide from the vocabulary instead of HF's lower-casing default,
+    // which silently breaks cased checkpoints.
+    std::vector<std::string> vocab;
+    {
+      std::istringstream in(read_file(*dir.vocab));
+      std::string line;
+      while (std::getline(in, line)) vocab.push_back(line);
+    }
+    lowercase = !vocab_casing(vocab).cased();
+    log::info("[tokenizer] {}: no tokenizer_config.json; the vocabulary is {}, so lower-casing is {}",
+              dir.dir.string(), *lowercase ? "uncased" : "cased", *lowercase ? "on" : "off");
+  }
+  options.normalizer.lowercase = *lowercase;
+  options.normalizer.strip_accents = read_bool("strip_accents").value_or(*lowercase);
+  options.normalizer.handle_chinese_chars = read_bool("tokenize_chinese_chars").value_or(true);
+  if (auto s = special_name(config, "unk_token")) options.special.unk = *s;
+  if (auto s = special_name(config, "cls_token")) options.special.cls = *s;
+  if (auto s = special_name(config, "sep_token")) options.special.sep = *s;
+  if (auto s = special_name(config, "pad_token")) options.special.pad = *s;
+  if (auto s = special_name(config, "mask_token")) options.special.mask = *s;
+  auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);
+  tokenizer->set_model_max_length(max_length);
+  return tokenizer;
+}
+
+}  // namespace bert::tok

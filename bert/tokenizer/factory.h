@@ -1,0 +1,27 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/tokenizer/tokenizer.h"
+
+namespace bert::tok {
+
+/// Settings that override what a model directory says.
+struct TokenizerOverrides {
+  /// The user's casing choice; a vocabulary that contradicts it is an error (a checkpoint's
+  /// own contradicting tokenizer_config.json only gets a warning).
+  std::optional<bool> lowercase;
+  bool check_casing = true;
+};
+
+/// Builds the tokenizer of a model directory: WordPiece from vocab.txt (casing and special
+/// tokens from tokenizer_config.json; without that file the casing is inferred from the
+/// vocabulary and logged), else SentencePiece from its .model. `model_vocab_size` (the
+/// checkpoint's vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.
+std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
+                                          int64_t model_vocab_size,
+                                          const TokenizerOverrides& overrides = {});
+
+}  // namespace bert::tok

@@ -1,0 +1,124 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "bert/tokenizer/encoding.h"
+
+namespace bert::tok {
+
+enum class Truncation {
+  kLongestFirst,  ///< HF "longest_first": shorten the longer text first
+  kOnlyFirst,     ///< "only_first"
+  kOnlySecond,    ///< "only_second"
+};
+/// Parses "longest_first" | "only_first" | "only_second"; throws ConfigError otherwise.
+Truncation parse_truncation(const std::string& name);
+
+enum class Padding {
+  kNone,       ///< no padding
+  kMaxLength,  ///< pad every encoding to EncodeOptions::max_length
+  kLongest,    ///< (batch only) pad to the longest encoding of the batch
+};
+
+struct EncodeOptions {
+  bool add_special_tokens = true;
+  /// Maximum length including special tokens; 0 = no truncation.
+  int64_t max_length = 0;
+  Truncation truncation = Truncation::kLongestFirst;
+  Padding padding = Padding::kNone;
+};
+
+/// The names and ids of BERT's special tokens in this vocabulary (id -1 if absent).
+struct SpecialTokens {
+  std::string unk = "[UNK]", cls = "[CLS]", sep = "[SEP]", pad = "[PAD]", mask = "[MASK]";
+  int64_t unk_id = -1, cls_id = -1, sep_id = -1, pad_id = -1, mask_id = -1;
+};
+
+/// Text -> Encoding for BERT: a subword model (WordPiece or SentencePiece) followed by BERT's
+/// post-processing ([CLS] A [SEP] B [SEP], segment ids, truncation, padding). Immutable after
+/// construction; every method is safe to call from several threads.
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  /// Sub-word pieces of `text` without special tokens; offsets in bytes of `text`.
+  /// Special-token strings in the text (e.g. "[SEP]") become that token, never split.
+  /// Throws TokenizerError on invalid UTF-8.
+  virtual std::vector<Piece> tokenize(std::string_view text) const = 0;
+
+  /// Writes the files a Hugging Face tokenizer and bertft need into `dir` (vocab.txt or the
+  /// .model, tokenizer_config.json, special_tokens_map.json, ...), each atomically.
+  virtual void save(const std::filesystem::path& dir) const = 0;
+
+  /// Encodes one text or a text pair. Throws TokenizerError if truncation cannot meet
+  /// max_length (e.g. only_second with a short second text).
+  Encoding encode(std::string_view text,
+                  std::optional<std::string_view> pair = std::nullopt,
+                  const EncodeOptions& options = {}) const;
+
+  /// Encodes many inputs on `threads` threads (0 = all cores); results in input order.
+  /// With Padding::kLongest every encoding is padded to the longest one.
+  std::vector<Encoding> encode_batch(
+      const std::vector<std::pair<std::string, std::optional<std::string>>>& inputs,
+      const EncodeOptions& options = {},
+      int threads = 0) const;
+
+  int64_t vocab_size() const { return static_cast<int64_t>(id_to_token_.size()); }
+  /// -1 if the token is not in the vocabulary.
+  int64_t token_to_id(std::string_view token) const;
+  const std::string& id_to_token(int64_t id) const;
+  const SpecialTokens& special_tokens() const { return special_; }
+  /// Maximum input length the checkpoint supports (HF `model_max_length`), 0 if unknown.
+  int64_t model_max_length() const { return model_max_length_; }
+  void set_model_max_length(int64_t n) { model_max_length_ = n; }
+
+ protected:
+  /// Appends [PAD] tokens (attention 0, offsets (0, 0)) until `e` has `length` tokens.
+  void pad(Encoding& e, size_t length) const;
+  /// Sets the vocabulary and resolves the special-token ids (missing ones stay -1).
+  void set_vocab(std::vector<std::string> id_to_token, SpecialTokens special);
+  /// Splits `text` at occurrences of special-token strings (leftmost, longest first).
+  /// Calls `normal(begin, end)` for ordinary stretches and `special(begin, end, id)`.
+  template <class Normal, class Special>
+  void split_on_special_tokens(std::string_view text, Normal&& normal, Special&& special) const;
+
+  std::vector<std::string> id_to_token_;
+  std::unordered_map<std::string, int64_t> token_to_id_;
+  SpecialTokens special_;
+  std::vector<std::pair<std::string, int64_t>> special_strings_;  // longest first
+  bool special_first_byte_[256] = {};
+  int64_t model_max_length_ = 0;
+};
+
+template <class Normal, class Special>
+void Tokenizer::split_on_special_tokens(std::string_view text, Normal&& normal,
+                                        Special&& special) const {
+  size_t start = 0, pos = 0;
+  while (pos < text.size()) {
+    if (!special_first_byte_[static_cast<unsigned char>(text[pos])]) {
+      ++pos;
+      continue;
+    }
+    bool matched = false;
+    for (const auto& [s, id] : special_strings_) {
+      if (text.compare(pos, s.size(), s) == 0) {
+        if (pos > start) normal(start, pos);
+        special(pos, pos + s.size(), id);
+        pos += s.size();
+        start = pos;
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) ++pos;
+  }
+  if (start < text.size()) normal(start, text.size());
+}
+
+}  // namespace bert::tok

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+/// Unicode character classes as Hugging Face's BERT normalizer and pre-tokenizer define them.
+/// Categories come from utf8proc; the definitions (which categories, which extra ASCII
+/// characters) follow HF `tokenizers`.
+namespace bert::tok::unicode {
+
+/// Decodes UTF-8 into code points; `byte_offsets[i]` is the byte where code point i starts and
+/// `byte_offsets.back() == text.size()` (one entry more than code points). Throws
+/// TokenizerError naming the byte position of invalid UTF-8.
+void decode_utf8(std::string_view text, std::vector<char32_t>& code_points,
+                 std::vector<uint32_t>& byte_offsets);
+void append_utf8(char32_t c, std::string& out);
+
+/// \t \n \r and every character with the Unicode White_Space property.
+bool is_whitespace(char32_t c);
+/// Control, format and private-use characters (Cc, Cf, Co), except \t \n \r.
+bool is_control(char32_t c);
+/// ASCII punctuation (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~) or any Unicode P* category.
+bool is_punctuation(char32_t c);
+/// The CJK ideograph blocks that BERT splits into single characters.
+bool is_chinese_char(char32_t c);
+/// Category Mn (removed by accent stripping after NFD).
+bool is_mark_nonspacing(char32_t c);
+/// Uppercase letter (Lu, Lt).
+bool is_upper(char32_t c);
+
+/// Full lower-case mapping of one code point (İ U+0130 -> "i̇", two code points).
+void append_lowercase(char32_t c, std::vector<char32_t>& out);
+/// Canonical decomposition (NFD) of one code point, without reordering.
+void append_nfd(char32_t c, std::vector<char32_t>& out);
+/// Canonical combining class (for canonical reordering after NFD).
+int combining_class(char32_t c);
+
+}  // namespace bert::tok::unicode

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bert/tokenizer/normalizer.h"
+#include "bert/tokenizer/tokenizer.h"
+
+namespace bert::tok {
+
+enum class CasingCheck {
+  kError,  ///< throw TokenizerError (a user's setting contradicts the vocabulary)
+  kWarn,   ///< log a warning (the checkpoint's own tokenizer_config.json says so)
+  kOff,
+};
+
+struct WordPieceOptions {
+  BertNormalizerOptions normalizer;
+  std::string continuing_subword_prefix = "##";
+  /// Words with more code points than this become a single [UNK] (HF default 100).
+  size_t max_input_chars_per_word = 100;
+  /// The model's embedding size; vocabulary lines at or past it are left out of the lookup
+  /// (with a warning), so no id the model cannot embed is ever produced. 0 = no limit.
+  int64_t model_vocab_size = 0;
+  /// What to do with a cased vocabulary and lower-casing on, or an uncased one with it off.
+  CasingCheck check_casing = CasingCheck::kError;
+  SpecialTokens special;
+};
+
+/// Casing of a WordPiece vocabulary, judged from its ordinary tokens.
+struct VocabCasing {
+  size_t tokens_with_letters = 0;
+  size_t tokens_with_capitals = 0;
+  std::string example;  ///< one token with a capital letter, if any
+  bool cased() const { return tokens_with_capitals * 200 > tokens_with_letters; }  // > 0.5%
+};
+VocabCasing vocab_casing(const std::vector<std::string>& vocab);
+
+/// BERT's WordPiece tokenizer, identical to HF's fast BertTokenizer (the `tokenizers` Rust
+/// pipeline BertNormalizer -> BertPreTokenizer -> WordPiece -> BertProcessing). Written by
+/// hand: no packaged C++ library implements it.
+class WordPieceTokenizer final : public Tokenizer {
+ public:
+  /// Reads vocab.txt (line number = id). Throws TokenizerError if the file is missing, empty,
+  /// has a duplicate token (naming both lines), lacks [UNK], or its casing contradicts
+  /// `options.normalizer.lowercase` (with CasingCheck::kError).
+  static std::unique_ptr<WordPieceTokenizer> from_file(const std::filesystem::path& vocab,
+                                                       WordPieceOptions options = {});
+  /// From an in-memory vocabulary (id = index).
+  WordPieceTokenizer(std::vector<std::string> vocab, WordPieceOptions options,
+                     std::string source = "<vocab>");
+  WordPieceTokenizer(const WordPieceTokenizer&) = delete;  // lookup tables point into the vocab
+  WordPieceTokenizer& operator=(const WordPieceTokenizer&) = delete;
+
+  std::vector<Piece> tokenize(std::string_view text) const override;
+  void save(const std::filesystem::path& dir) const override;
+
+  /// The HF `tokenizer.json` that describes this tokenizer (fast-tokenizer format).
+  nlohmann::json hf_tokenizer_json() const;
+  const WordPieceOptions& options() const { return options_; }
+
+ private:
+  void word_pieces(const NormalizedText& text, uint32_t begin, uint32_t end, int32_t word,
+                   std::vector<Piece>& out) const;
+
+  WordPieceOptions options_;
+  BertNormalizer normalizer_;
+  std::unordered_map<std::string_view, int64_t> word_start_;    // pieces that begin a word
+  std::unordered_map<std::string_view, int64_t> continuation_;  // "##x" stored as "x"
+  size_t max_piece_bytes_ = 0;
+};
+
+}  // namespace bert::tok

@@ -1,0 +1,256 @@
+#include "recipes/runner/cli.h"
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/error.h"
+#include "bert/common/log.h"
+#include "bert/common/threads.h"
+#include "bert/model/pretraining.h"
+#include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/sentencepiece_model.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "recipes/runner/quickstart.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct TokenizeArgs {
+  std::string vocab, spm, model;
+  bool lowercase = false;
+  bool no_casing_check = false;
+  int64_t max_length = 0;
+  std::string truncation = "longest_first";
+  bool pad = false;
+  int threads = 0;
+};
+
+std::unique_ptr<tok::Tokenizer> make_cli_tokenizer(const TokenizeArgs& a) {
+  const int sources = !a.vocab.empty() + !a.spm.empty() + !a.model.empty();
+  if (sources != 1) throw ConfigError("tokenize: give exactly one of --vocab, --spm, --model");
+  if (!a.spm.empty()) return std::make_unique<tok::SentencePieceTokenizer>(a.spm);
+  if (!a.model.empty()) {
+    const auto dir = PretrainedDir::find(a.model);
+    const auto config = BertConfig::from_file(dir.config);
+    tok::TokenizerOverrides overrides;
+    if (a.lowercase) overrides.lowercase = true;  // otherwise the directory's own setting
+    overrides.check_casing = !a.no_casing_check;
+    return tok::load_tokenizer(dir, config.vocab_size(), overrides);
+  }
+  tok::WordPieceOptions options;
+  options.normalizer.lowercase = a.lowercase;
+  options.normalizer.strip_accents = a.lowercase;
+  options.check_casing = a.no_casing_check ? tok::CasingCheck::kOff : tok::CasingCheck::kError;
+  return tok::WordPieceTokenizer::from_file(a.vocab, options);
+}
+
+int run_tokenize(const TokenizeArgs& a) {
+  const auto tokenizer = make_cli_tokenizer(a);
+  tok::EncodeOptions options;
+  options.max_length = a.max_length;
+  options.truncation = tok::parse_truncation(a.truncation);
+  options.padding = a.pad ? tok::Padding::kMaxLength : tok::Padding::kNone;
+  if (a.pad && a.max_length <= 0) throw ConfigError("tokenize: --pad needs --max-length");
+
+  constexpr size_t kChunk = 2048;
+  std::vector<std::pair<std::string, std::optional<std::string>>> batch;
+  size_t line_no = 0;
+  auto flush = [&] {
+    for (const auto& e : tokenizer->encode_batch(batch, options, a.threads))
+      std::cout << tok::to_json(e).dump() << '\n';
+    batch.clear();
+  };
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    const auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] == '{') {
+      json j;
+      try {
+        j = json::parse(line);
+      } catch (const json::parse_error& e) {
+        throw DataError(fmt::format("<stdin>:{}: invalid JSON: {}", line_no, e.what()));
+      }
+      if (!j.contains("text") || !j["text"].is_string())
+        throw DataError(fmt::format("<stdin>:{}: a JSON line needs a string \"text\"", line_no));
+      std::optional<std::string> pair;
+      if (j.contains("text_pair") && !j["text_pair"].is_null()) {
+        if (!j["text_pair"].is_string())
+          throw DataError(fmt::format("<stdin>:{}: \"text_pair\" must be a string", line_no));
+        pair = j["text_pair"].get<std::string>();
+      }
+      batch.emplace_back(j["text"].get<std::string>(), pair);
+    } else {
+      batch.emplace_back(line, std::nullopt);
+    }
+    if (batch.size() == kChunk) {
+      try {
+        flush();
+      } catch (const TokenizerError& e) {
+        throw TokenizerError(fmt::format("<stdin>: lines {}..{}: {}", line_no - kChunk + 1, line_no, e.what()));
+      }
+    }
+  }
+  try {
+    flush();
+  } catch (const TokenizerError& e) {
+    throw TokenizerError(fmt::format("<stdin>: near line {}: {}", line_no, e.what()));
+  }
+  std::cout.flush();
+  return 0;
+}
+
+bool has_prefix_key(const TensorMap& tensors, const std::string& prefix) {
+  for (const auto& [k, v] : tensors)
+    if (k.rfind(prefix, 0) == 0 || k.rfind("bert." + prefix, 0) == 0) return true;
+  return false;
+}
+
+int run_inspect(const std::string& model_dir, bool strict) {
+  const auto dir = PretrainedDir::find(model_dir);
+  const auto config = BertConfig::from_file(dir.config);
+  const TensorMap tensors = read_weights(dir.weights);
+  LoadOptions options;
+  options.strict = strict;
+  LoadReport report;
+  std::string architecture;
+  if (has_prefix_key(tensors, "cls.")) {
+    architecture = "BertForPreTraining";
+    BertForPreTraining model(config);
+    options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
+    report = load_state_dict(*model, tensors, dir.weights.string(), options);
+  } else {
+    architecture = has_prefix_key(tensors, "pooler.") ? "BertModel" : "BertModel (no pooler)";
+    BertModel model(config, has_prefix_key(tensors, "pooler."));
+    report = load_state_dict(*model, tensors, dir.weights.string(), options);
+  }
+  int64_t params = 0;
+  for (const auto& [k, t] : tensors) params += t.numel();
+  fmt::print("model      {}\n", dir.dir.string());
+  fmt::print("weights    {} ({} tensors, {:.2f} M values)\n", dir.weights.filename().string(),
+             tensors.size(), params / 1e6);
+  fmt::print("config     vocab {} | hidden {} | layers {} | heads {} | intermediate {} | act {} | "
+             "max positions {} | labels {}\n",
+             config.vocab_size(), config.hidden_size(), config.num_hidden_layers(),
+             config.num_attention_heads(), config.intermediate_size(),
+             activation_name(config.hidden_act()), config.max_position_embeddings(),
+             config.num_labels());
+  fmt::print("loaded as  {}\n", architecture);
+  fmt::print("report     {}\n", report.summary());
+  for (const auto& name : report.unexpected) fmt::print("  unexpected {}\n", name);
+  for (const auto& name : report.missing) fmt::print("  missing    {}\n", name);
+  for (const auto& what : report.mismatched) fmt::print("  mismatched {}\n", what);
+  for (const auto& what : report.renamed) fmt::print("  renamed    {}\n", what);
+  for (const auto& name : report.ignored) fmt::print("  ignored    {}\n", name);
+  if (dir.vocab || dir.sentencepiece) {
+    const auto tokenizer = tok::load_tokenizer(dir, config.vocab_size());
+    fmt::print("tokenizer  {} ({} entries; [CLS]={} [SEP]={} [PAD]={} [UNK]={} [MASK]={})\n",
+               dir.vocab ? "WordPiece" : "SentencePiece", tokenizer->vocab_size(),
+               tokenizer->special_tokens().cls_id, tokenizer->special_tokens().sep_id,
+               tokenizer->special_tokens().pad_id, tokenizer->special_tokens().unk_id,
+               tokenizer->special_tokens().mask_id);
+  }
+  return 0;
+}
+
+int run_convert(const std::string& model_dir, const std::string& out, double shard_mb) {
+  const auto dir = PretrainedDir::find(model_dir);
+  const auto config = BertConfig::from_file(dir.config);
+  TensorMap tensors = read_weights(dir.weights);
+  // Tied aliases and non-persistent buffers are not written, as HF's safetensors writer does.
+  for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases())
+    if (tensors.count(target)) tensors.erase(alias);
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    const std::string& k = it->first;
+    const bool buffer = k.size() >= 12 && (k.find("embeddings.position_ids") != std::string::npos ||
+                                           k.find("embeddings.token_type_ids") != std::string::npos);
+    it = buffer ? tensors.erase(it) : std::next(it);
+  }
+  const fs::path out_dir(out);
+  fs::create_directories(out_dir);
+  save_weights(out_dir, tensors, static_cast<int64_t>(shard_mb * (1 << 20)));
+  const std::string architecture =
+      config.architectures().empty() ? "BertModel" : config.architectures().front();
+  save_config(out_dir, config, architecture);
+  if (dir.vocab || dir.sentencepiece) tok::load_tokenizer(dir, config.vocab_size())->save(out_dir);
+  log::info("[convert] {} -> {}: {} tensors", dir.weights.string(), out_dir.string(), tensors.size());
+  return 0;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"bertft: fine-tune BERT from C++ (LibTorch)", "bertft"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "bertft 0.1.0");
+  int threads = 0;
+  app.add_option("--threads", threads, "Intra-op threads for LibTorch (0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Log debug messages");
+
+  TokenizeArgs tokenize;
+  auto* tok_cmd = app.add_subcommand(
+      "tokenize",
+      "Tokenize stdin (text lines, or JSONL with \"text\" and optional \"text_pair\") into JSON "
+      "lines with ids, tokens, offsets, token_type_ids");
+  tok_cmd->add_option("--vocab", tokenize.vocab, "WordPiece vocab.txt")->check(CLI::ExistingFile);
+  tok_cmd->add_option("--spm", tokenize.spm, "SentencePiece .model file")->check(CLI::ExistingFile);
+  tok_cmd->add_option("--model", tokenize.model, "Hugging Face model directory")
+      ->check(CLI::ExistingDirectory);
+  tok_cmd->add_flag("--lowercase", tokenize.lowercase, "Lower-case and strip accents (uncased vocabularies)");
+  tok_cmd->add_flag("--no-casing-check", tokenize.no_casing_check,
+                    "Allow a vocabulary whose casing contradicts --lowercase");
+  tok_cmd->add_option("--max-length", tokenize.max_length, "Truncate to this many tokens (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  tok_cmd->add_option("--truncation", tokenize.truncation, "longest_first | only_first | only_second")
+      ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
+  tok_cmd->add_flag("--pad", tokenize.pad, "Pad every line to --max-length");
+  tok_cmd->add_option("--tokenizer-threads", tokenize.threads, "Encoding threads (0 = all cores)");
+
+  std::string inspect_dir;
+  bool inspect_strict = false;
+  auto* inspect_cmd = app.add_subcommand(
+      "inspect", "Load a Hugging Face BERT directory and report its config, weights and tokenizer");
+  inspect_cmd->add_option("model", inspect_dir, "Model directory")->required()->check(CLI::ExistingDirectory);
+  inspect_cmd->add_flag("--strict", inspect_strict, "Fail on missing or unexpected keys");
+
+  std::string convert_dir, convert_out;
+  double shard_mb = 0;
+  auto* convert_cmd = app.add_subcommand(
+      "convert", "Rewrite a Hugging Face BERT directory (any weights format) as model.safetensors");
+  convert_cmd->add_option("model", convert_dir, "Model directory")->required()->check(CLI::ExistingDirectory);
+  convert_cmd->add_option("--out", convert_out, "Output directory")->required();
+  convert_cmd->add_option("--shard-size", shard_mb, "Shard above this many MiB (0 = one file)")
+      ->check(CLI::NonNegativeNumber);
+
+  QuickstartOptions quickstart;
+  auto* quick_cmd = app.add_subcommand(
+      "quickstart", "The embedded default job: build, save, reload and run a small BERT, offline");
+  quick_cmd->add_option("--out", quickstart.out, "Output directory");
+  quick_cmd->add_option("--seed", quickstart.seed, "Random seed");
+
+  CLI11_PARSE(app, argc, argv);
+  if (verbose) log::set_level(log::Level::kDebug);
+  configure_threads(threads);
+  if (*tok_cmd) return run_tokenize(tokenize);
+  if (*inspect_cmd) return run_inspect(inspect_dir, inspect_strict);
+  if (*convert_cmd) return run_convert(convert_dir, convert_out, shard_mb);
+  if (*quick_cmd) {
+    quickstart.threads = threads;
+    return run_quickstart(quickstart);
+  }
+  return 0;
+}
+
+}  // namespace bert::recipes

@@ -1,0 +1,22 @@
+#include <exception>
+
+#include <c10/util/Exception.h>
+
+#include "bert/common/error.h"
+#include "bert/common/log.h"
+#include "recipes/runner/cli.h"
+
+int main(int argc, char** argv) {
+  try {
+    return bert::recipes::run_cli(argc, argv);
+  } catch (const bert::ConfigError& e) {
+    for (const auto& problem : e.problems()) bert::log::error("{}", problem);
+    return 2;
+  } catch (const c10::Error& e) {  // TORCH_CHECK failures: the message without the C++ backtrace
+    bert::log::error("{}", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    bert::log::error("{}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,199 @@
+#include <fstream>
+
+#include <caffe2/serialize/inline_container.h>
+#include <gtest/gtest.h>
+
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/safetensors.h"
+#include "bert/checkpoint/torch_pickle.h"
+#include "bert/common/error.h"
+#include "bert/model/pretraining.h"
+#include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "tests/support/test_support.h"
+
+namespace bert {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+using testing::tiny_config;
+
+class CheckpointTest : public testing::SeededTest {};
+
+TEST_F(CheckpointTest, SaveThenLoadIsBitExact) {
+  BertForPreTraining model(tiny_config());
+  TempDir dir;
+  save_weights(dir.path(), state_dict(*model));
+  save_config(dir.path(), tiny_config(), "BertForPreTraining");
+  const auto found = PretrainedDir::find(dir.path());
+  EXPECT_EQ(found.format, WeightsFormat::kSafetensors);
+  const auto config = BertConfig::from_file(found.config);
+  EXPECT_EQ(config.to_json()["architectures"], nlohmann::json({"BertForPreTraining"}));
+
+  torch::manual_seed(99);  // different init, so equality below proves the load
+  BertForPreTraining reloaded(config);
+  LoadOptions options;
+  options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
+  const auto report = load_state_dict(*reloaded, read_weights(found.weights), "saved", options);
+  EXPECT_TRUE(report.clean()) << report.summary();
+  const auto a = state_dict(*model), b = state_dict(*reloaded);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+}
+
+TEST_F(CheckpointTest, ShardedSafetensorsRoundTrip) {
+  BertModel model(tiny_config());
+  TempDir dir;
+  const auto tensors = state_dict(*model);
+  save_weights(dir.path(), tensors, /*max_shard_bytes=*/20000);
+  ASSERT_TRUE(fs::exists(dir.path() / "model.safetensors.index.json"));
+  int shards = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) shards += entry.path().extension() == ".safetensors";
+  EXPECT_GE(shards, 2);
+  save_config(dir.path(), tiny_config(), "BertModel");
+  const auto found = PretrainedDir::find(dir.path());
+  EXPECT_EQ(found.format, WeightsFormat::kSafetensorsSharded);
+  const auto back = read_weights(found.weights);
+  ASSERT_EQ(back.size(), tensors.size());
+  for (const auto& [name, t] : tensors) EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
+}
+
+TEST_F(CheckpointTest, ShardIndexNamingAMissingShardIsAnError) {
+  TempDir dir;
+  testing::write_bytes(dir.path() / "model.safetensors.index.json",
+                       R"({"weight_map": {"a": "model-00001-of-00002.safetensors"}})");
+  try {
+    read_weights(dir.path() / "model.safetensors.index.json");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos);
+  }
+}
+
+TEST_F(CheckpointTest, StrictLoadingListsEveryProblem) {
+  BertModel model(tiny_config());
+  auto tensors = state_dict(*model);
+  tensors.erase("pooler.dense.bias");
+  tensors["encoder.layer.9.extra"] = torch::zeros({1});
+  tensors["embeddings.word_embeddings.weight"] = torch::zeros({98, 32});
+  BertModel target(tiny_config());
+  try {
+    load_state_dict(*target, tensors, "ckpt");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("missing key 'pooler.dense.bias'"), std::string::npos) << message;
+    EXPECT_NE(message.find("unexpected key 'encoder.layer.9.extra'"), std::string::npos) << message;
+    EXPECT_NE(message.find("embeddings.word_embeddings.weight: checkpoint [98, 32] vs model [99, 32]"),
+              std::string::npos) << message;
+  }
+  LoadOptions lenient;
+  lenient.strict = false;
+  const auto report = load_state_dict(*target, tensors, "ckpt", lenient);
+  EXPECT_EQ(report.missing, (std::vector<std::string>{"pooler.dense.bias"}));  // mismatched is not missing
+  EXPECT_EQ(report.unexpected, (std::vector<std::string>{"encoder.layer.9.extra"}));
+  EXPECT_EQ(report.mismatched.size(), 1u);
+}
+
+TEST_F(CheckpointTest, LegacyNamesAndBuffersAreMappedLikeHf) {
+  BertModel model(tiny_config());
+  TensorMap legacy;
+  for (const auto& [name, t] : state_dict(*model)) {
+    std::string key = "bert." + name;
+    const auto ln = key.find("LayerNorm.");
+    if (ln != std::string::npos) {
+      if (key.compare(key.size() - 6, 6, "weight") == 0) key = key.substr(0, key.size() - 6) + "gamma";
+      else key = key.substr(0, key.size() - 4) + "beta";
+    }
+    legacy[key] = t;
+  }
+  legacy["bert.embeddings.position_ids"] = torch::arange(64).unsqueeze(0);
+  torch::manual_seed(5);
+  BertModel target(tiny_config());
+  const auto report = load_state_dict(*target, legacy, "legacy");
+  EXPECT_TRUE(report.clean()) << report.summary();
+  EXPECT_EQ(report.renamed.size(), 10u);  // 5 LayerNorms x (gamma, beta)
+  EXPECT_EQ(report.ignored, (std::vector<std::string>{"bert.embeddings.position_ids"}));
+  for (const auto& [name, t] : state_dict(*model)) EXPECT_TRUE(torch::equal(t, state_dict(*target).at(name))) << name;
+}
+
+TEST_F(CheckpointTest, CamphrCheckpointFromOlderTransformersLoadsWithReport) {
+  const auto path = testing::shared_dir() / "data" / "tiny-bert-camphr-ner";
+  BERTFT_REQUIRE_PATH(path);
+  const auto dir = PretrainedDir::find(path);
+  EXPECT_EQ(dir.format, WeightsFormat::kTorchBin);
+  const auto config = BertConfig::from_file(dir.config);
+  EXPECT_EQ(config.vocab_size(), 402);
+  EXPECT_EQ(config.num_labels(), 9);
+  const auto tensors = read_weights(dir.weights);  // torch::pickle_load fails on this file
+  EXPECT_EQ(tensors.size(), 24u);
+  EXPECT_EQ(tensors.at("bert.embeddings.word_embeddings.weight").sizes(), (std::vector<int64_t>{402, 16}));
+
+  BertModel model(config, /*add_pooling_layer=*/false);
+  LoadOptions options;
+  options.strict = false;
+  const auto report = load_state_dict(*model, tensors, dir.weights.string(), options);
+  EXPECT_EQ(report.loaded, 21u);
+  EXPECT_TRUE(report.missing.empty()) << report.summary();
+  EXPECT_EQ(report.unexpected, (std::vector<std::string>{"classifier.bias", "classifier.weight"}));
+  EXPECT_EQ(report.ignored, (std::vector<std::string>{"bert.embeddings.position_ids"}));
+  EXPECT_TRUE(torch::equal(model->embeddings->word_embeddings->weight,
+                           tensors.at("bert.embeddings.word_embeddings.weight")));
+
+  // vocab.txt has 405 lines for 402 embeddings: the tokenizer never produces ids >= 402.
+  const auto tokenizer = tok::load_tokenizer(dir, config.vocab_size());
+  EXPECT_EQ(tokenizer->vocab_size(), 405);
+  for (int64_t id = 402; id < 405; ++id) {
+    const auto e = tokenizer->encode(tokenizer->id_to_token(id));
+    for (const auto x : e.ids) EXPECT_LT(x, 402) << tokenizer->id_to_token(id);
+  }
+}
+
+std::string zip_with_pickle(const fs::path& path, const std::string& pickle) {
+  caffe2::serialize::PyTorchStreamWriter writer(path.string());
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  writer.writeEndOfFile();
+  return path.string();
+}
+
+TEST_F(CheckpointTest, PickleWithForeignGlobalIsRefused) {
+  TempDir dir;
+  // PROTO 2, GLOBAL 'os system', string, TUPLE1, REDUCE, STOP
+  const std::string pickle = std::string("\x80\x02") + "cos\nsystem\n" + "X\x04\0\0\0echo" + "\x85" + "R.";
+  const auto path = zip_with_pickle(dir.path() / "evil.bin", pickle);
+  try {
+    load_torch_state_dict(path);
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("refusing pickle global 'os.system'"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointTest, TruncatedPickleAndLegacyFormatAreClearErrors) {
+  TempDir dir;
+  const auto path = zip_with_pickle(dir.path() / "cut.bin", std::string("\x80\x02}q\x00(X\x05\0\0\0ab", 14));
+  EXPECT_THROW(load_torch_state_dict(path), CheckpointError);
+  testing::write_bytes(dir.path() / "legacy.bin", std::string("\x80\x02\x8a\x0a", 4) + "lots of bytes");
+  try {
+    load_torch_state_dict(dir.path() / "legacy.bin");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a zip-format torch.save file"), std::string::npos);
+  }
+}
+
+TEST_F(CheckpointTest, MissingWeightsNameTheDirectory) {
+  TempDir dir;
+  testing::write_bytes(dir.path() / "config.json", "{}");
+  try {
+    PretrainedDir::find(dir.path());
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("no weights (looked for model.safetensors"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace bert

@@ -1,0 +1,105 @@
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bert/checkpoint/load.h"
+#include "bert/model/bert_model.h"
+#include "bert/model/pretraining.h"
+#include "tests/support/test_support.h"
+
+namespace bert {
+namespace {
+
+using testing::tiny_config;
+
+class BertModelTest : public testing::SeededTest {};
+
+std::map<std::string, std::vector<int64_t>> manifest_keys(const std::string& model) {
+  std::ifstream in(testing::hf_fixture_dir() / "manifest.json");
+  const auto manifest = nlohmann::json::parse(in);
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& [k, v] : manifest["models"][model]["state_dict_keys"].items())
+    out[k] = v["shape"].get<std::vector<int64_t>>();
+  return out;
+}
+
+std::map<std::string, std::vector<int64_t>> model_keys(const torch::nn::Module& m) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& [k, t] : state_dict(m)) out[k] = t.sizes().vec();
+  return out;
+}
+
+TEST_F(BertModelTest, KeysAndShapesEqualHfBertModel) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "manifest.json");
+  BertModel model(tiny_config());
+  EXPECT_EQ(model_keys(*model), manifest_keys("bert_model"));
+}
+
+TEST_F(BertModelTest, KeysAndShapesEqualHfBertForPreTraining) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "manifest.json");
+  BertForPreTraining model(tiny_config());
+  auto expected = manifest_keys("pretraining");
+  for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases()) expected.erase(alias);
+  EXPECT_EQ(model_keys(*model), expected);
+}
+
+TEST_F(BertModelTest, DecoderIsTiedToWordEmbeddings) {
+  BertForPreTraining model(tiny_config());
+  model->eval();
+  const auto ids = torch::tensor({{2, 17, 29, 3}}, torch::kLong);
+  const auto before = model->forward(ids).prediction_logits;
+  {
+    torch::NoGradGuard no_grad;
+    model->bert->embeddings->word_embeddings->weight[17].add_(torch::randn({32}));
+  }
+  const auto after = model->forward(ids).prediction_logits;
+  // Every position's logit for token 17 changes: the decoder reads the embedding matrix.
+  EXPECT_GT((after.select(2, 17) - before.select(2, 17)).abs().min().item<double>(), 1e-4);
+}
+
+TEST_F(BertModelTest, PaddingDoesNotChangeRealTokens) {
+  BertModel model(tiny_config());
+  model->eval();
+  const auto ids = torch::tensor({{2, 17, 29, 3}}, torch::kLong);
+  const auto padded = torch::tensor({{2, 17, 29, 3, 0, 0}}, torch::kLong);
+  const auto mask = torch::tensor({{1, 1, 1, 1, 0, 0}}, torch::kLong);
+  const auto a = model->forward(ids, torch::ones_like(ids)).last_hidden_state;
+  const auto b = model->forward(padded, mask).last_hidden_state.slice(1, 0, 4);
+  EXPECT_LT(testing::max_abs_diff(a, b), 1e-6);
+}
+
+TEST_F(BertModelTest, InitialisationFollowsBert) {
+  auto config = tiny_config();
+  config.initializer_range(0.02).vocab_size(2000).hidden_size(64);
+  BertModel model(config);
+  const auto& w = model->embeddings->word_embeddings->weight;
+  EXPECT_NEAR(w.slice(0, 1).std().item<double>(), 0.02, 0.001);
+  EXPECT_EQ(w[0].abs().sum().item<double>(), 0.0);  // padding row
+  for (const auto& [name, t] : state_dict(*model)) {
+    if (name.find("LayerNorm.weight") != std::string::npos) EXPECT_TRUE(torch::all(t == 1).item<bool>()) << name;
+    if (name.find("bias") != std::string::npos) EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
+  }
+}
+
+TEST_F(BertModelTest, ReturnsEveryHiddenStateAndAttention) {
+  BertModel model(tiny_config());
+  model->eval();
+  const auto ids = torch::randint(5, 99, {2, 7});
+  const auto out = model->forward(ids, {}, {}, {/*output_hidden_states=*/true, /*output_attentions=*/true});
+  ASSERT_EQ(out.hidden_states.size(), 3u);
+  ASSERT_EQ(out.attentions.size(), 2u);
+  EXPECT_TRUE(torch::equal(out.hidden_states.back(), out.last_hidden_state));
+  EXPECT_EQ(out.attentions[0].sizes(), (std::vector<int64_t>{2, 4, 7, 7}));
+  EXPECT_LT(testing::max_abs_diff(out.attentions[1].sum(-1), torch::ones({2, 4, 7})), 1e-5);
+  EXPECT_EQ(out.pooler_output.sizes(), (std::vector<int64_t>{2, 32}));
+}
+
+TEST_F(BertModelTest, RejectsSequencesLongerThanPositions) {
+  BertModel model(tiny_config());
+  EXPECT_THROW(model->forward(torch::zeros({1, 65}, torch::kLong)), c10::Error);
+}
+
+}  // namespace
+}  // namespace bert

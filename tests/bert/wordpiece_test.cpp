@@ -1,0 +1,236 @@
+#include <gtest/gtest.h>
+
+#include "bert/common/error.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "tests/support/test_support.h"
+
+namespace bert::tok {
+namespace {
+
+namespace fs = std::filesystem;
+using Tokens = std::vector<std::string>;
+using Offsets = std::vector<std::pair<int64_t, int64_t>>;
+
+fs::path vocab_path(bool uncased) {
+  return testing::shared_dir() / "data" / "bert-vocab" /
+         (uncased ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
+}
+
+std::unique_ptr<WordPieceTokenizer> real(bool uncased) {
+  WordPieceOptions o;
+  o.normalizer.lowercase = uncased;
+  o.normalizer.strip_accents = uncased;
+  return WordPieceTokenizer::from_file(vocab_path(uncased), o);
+}
+
+Tokens pieces(const Tokenizer& t, std::string_view text) {
+  Tokens out;
+  for (const auto& p : t.tokenize(text)) out.push_back(p.token);
+  return out;
+}
+
+class RealVocabTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BERTFT_REQUIRE_PATH(vocab_path(false));
+    cased_ = real(false);
+    uncased_ = real(true);
+  }
+  std::unique_ptr<WordPieceTokenizer> cased_, uncased_;
+};
+
+TEST_F(RealVocabTest, SpecialIdsOfBertBase) {
+  const auto& s = cased_->special_tokens();
+  EXPECT_EQ(s.pad_id, 0);
+  EXPECT_EQ(s.unk_id, 100);
+  EXPECT_EQ(s.cls_id, 101);
+  EXPECT_EQ(s.sep_id, 102);
+  EXPECT_EQ(s.mask_id, 103);
+  EXPECT_EQ(cased_->vocab_size(), 28996);
+  EXPECT_EQ(uncased_->vocab_size(), 30522);
+}
+
+TEST_F(RealVocabTest, EncodesWithIdsOffsetsAndSpecials) {
+  const auto e = cased_->encode("The cat sat.");
+  EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "The", "cat", "sat", ".", "[SEP]"}));
+  EXPECT_EQ(e.ids[1], 1109);
+  EXPECT_EQ(e.offsets, (Offsets{{0, 0}, {0, 3}, {4, 7}, {8, 11}, {11, 12}, {0, 0}}));
+  EXPECT_EQ(e.special_tokens_mask, (std::vector<int64_t>{1, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(uncased_->encode("The").ids[1], 1996);
+}
+
+TEST_F(RealVocabTest, GreedyLongestMatchWithContinuations) {
+  EXPECT_EQ(pieces(*cased_, "tokenization"), (Tokens{"token", "##ization"}));
+  const auto e = cased_->encode("unaffable");
+  EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "un", "##af", "##fa", "##ble", "[SEP]"}));
+  EXPECT_EQ(e.offsets, (Offsets{{0, 0}, {0, 2}, {2, 4}, {4, 6}, {6, 9}, {0, 0}}));
+}
+
+TEST_F(RealVocabTest, PunctuationIsSplitIncludingUnicode) {
+  EXPECT_EQ(pieces(*cased_, "don't!"), (Tokens{"don", "'", "t", "!"}));
+  EXPECT_EQ(pieces(*cased_, "a$b"), (Tokens{"a", "$", "b"}));  // ASCII symbols count as punctuation
+  EXPECT_EQ(pieces(*cased_, "x\u2014y"), (Tokens{"x", "\u2014", "y"}));  // em dash (Pd)
+}
+
+TEST_F(RealVocabTest, ControlCharactersAreRemovedAndWhitespaceSplits) {
+  EXPECT_EQ(pieces(*cased_, "hel\x01\x7f" "lo"), (Tokens{"hello"}));
+  EXPECT_EQ(pieces(*cased_, "zero\u200bwidth"), pieces(*cased_, "zerowidth"));  // Cf removed
+  EXPECT_EQ(pieces(*cased_, "a\u00a0b\u3000c\td"), (Tokens{"a", "b", "c", "d"}));
+  const auto e = cased_->encode("hel\u200blo");
+  EXPECT_EQ(e.tokens[1], "hello");
+  EXPECT_EQ(e.offsets[1], (std::pair<int64_t, int64_t>{0, 6}));  // spans the removed char
+}
+
+TEST_F(RealVocabTest, ChineseCharactersAreSplit) {
+  const auto e = cased_->encode("中文x");
+  EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "中", "文", "x", "[SEP]"}));
+  EXPECT_EQ(e.offsets, (Offsets{{0, 0}, {0, 1}, {1, 2}, {2, 3}, {0, 0}}));
+}
+
+TEST_F(RealVocabTest, AccentsStrippedOnlyWhenLowercasing) {
+  const auto u = uncased_->encode("Café");
+  EXPECT_EQ(u.tokens, (Tokens{"[CLS]", "cafe", "[SEP]"}));
+  EXPECT_EQ(u.offsets[1], (std::pair<int64_t, int64_t>{0, 4}));
+  EXPECT_EQ(pieces(*uncased_, "cafe\u0301"), (Tokens{"cafe"}));  // decomposed accent, too
+  EXPECT_EQ(pieces(*cased_, "Café"), (Tokens{"Café"}));
+}
+
+TEST_F(RealVocabTest, SpecialTokensAreNeverSplit) {
+  EXPECT_EQ(pieces(*cased_, "a [SEP] b[MASK]c"), (Tokens{"a", "[SEP]", "b", "[MASK]", "c"}));
+  EXPECT_EQ(pieces(*cased_, "[sep]"), (Tokens{"[", "se", "##p", "]"}));  // case-sensitive match
+  EXPECT_EQ(pieces(*uncased_, "[SEP]"), (Tokens{"[SEP]"}));
+}
+
+TEST_F(RealVocabTest, OverlongWordsBecomeOneUnknown) {
+  const std::string word(101, 'a');
+  const auto e = cased_->encode("x " + word + " y");
+  EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "x", "[UNK]", "y", "[SEP]"}));
+  EXPECT_EQ(e.offsets[2], (std::pair<int64_t, int64_t>{2, 103}));
+  EXPECT_NE(pieces(*cased_, std::string(100, 'a')), (Tokens{"[UNK]"}));
+}
+
+TEST_F(RealVocabTest, OffsetsCountCodePointsNotBytes) {
+  const auto e = cased_->encode("😀 Zürich");
+  EXPECT_EQ(e.tokens[1], "[UNK]");
+  EXPECT_EQ(e.offsets[1], (std::pair<int64_t, int64_t>{0, 1}));
+  EXPECT_EQ(e.byte_offsets[1], (std::pair<int64_t, int64_t>{0, 4}));
+  EXPECT_EQ(e.offsets[2].first, 2);
+  EXPECT_EQ(e.offsets.back(), (std::pair<int64_t, int64_t>{0, 0}));
+}
+
+TEST_F(RealVocabTest, PairsGetSegmentIds) {
+  const auto e = cased_->encode("Hi there", std::string_view("Bye"));
+  EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "Hi", "there", "[SEP]", "Bye", "[SEP]"}));
+  EXPECT_EQ(e.type_ids, (std::vector<int64_t>{0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(e.sequence_ids, (std::vector<int64_t>{-1, 0, 0, -1, 1, -1}));
+  EXPECT_EQ(e.offsets[4], (std::pair<int64_t, int64_t>{0, 3}));  // offsets are per text
+}
+
+TEST_F(RealVocabTest, TruncationStrategiesMatchHf) {
+  // Lengths as in HF tokenizers' own truncation table (max_length 7 without specials).
+  const std::string four = "a b c d", eight = "e f g h i j k l", two = "m n";
+  EncodeOptions o;
+  o.max_length = 7 + 3;
+  auto lengths = [&](const std::string& a, const std::string& b) {
+    const auto e = cased_->encode(a, std::string_view(b), o);
+    int64_t na = 0, nb = 0;
+    for (auto s : e.sequence_ids) (s == 0 ? na : s == 1 ? nb : na) += s >= 0;
+    return std::pair{na, nb};
+  };
+  EXPECT_EQ(lengths(two, eight), (std::pair<int64_t, int64_t>{2, 5}));
+  EXPECT_EQ(lengths(four, four), (std::pair<int64_t, int64_t>{3, 4}));
+  EXPECT_EQ(lengths(eight, four), (std::pair<int64_t, int64_t>{4, 3}));
+  EXPECT_EQ(lengths(eight, eight), (std::pair<int64_t, int64_t>{3, 4}));
+  o.truncation = Truncation::kOnlySecond;
+  EXPECT_EQ(lengths(two, eight), (std::pair<int64_t, int64_t>{2, 5}));
+  EXPECT_THROW(cased_->encode(eight, std::string_view(two), o), TokenizerError);
+  o.truncation = Truncation::kOnlyFirst;
+  EXPECT_EQ(lengths(eight, two), (std::pair<int64_t, int64_t>{5, 2}));
+  const auto single = cased_->encode(eight, std::nullopt, {true, 5});
+  EXPECT_EQ(single.tokens, (Tokens{"[CLS]", "e", "f", "g", "[SEP]"}));
+  EXPECT_EQ(single.num_truncated, 5);
+}
+
+TEST_F(RealVocabTest, PaddingAndAttentionMask) {
+  EncodeOptions o;
+  o.max_length = 6;
+  o.padding = Padding::kMaxLength;
+  const auto e = cased_->encode("Hi", std::nullopt, o);
+  EXPECT_EQ(e.ids, (std::vector<int64_t>{101, 8790, 102, 0, 0, 0}));
+  EXPECT_EQ(e.attention_mask, (std::vector<int64_t>{1, 1, 1, 0, 0, 0}));
+  o.padding = Padding::kLongest;
+  const auto batch = cased_->encode_batch({{"Hi", std::nullopt}, {"Hi there you", std::nullopt}}, o);
+  EXPECT_EQ(batch[0].size(), batch[1].size());
+  EXPECT_EQ(batch[0].attention_mask, (std::vector<int64_t>{1, 1, 1, 0, 0}));
+}
+
+TEST_F(RealVocabTest, BatchEqualsSequentialOnManyThreads) {
+  std::vector<std::pair<std::string, std::optional<std::string>>> inputs;
+  for (int i = 0; i < 500; ++i)
+    inputs.emplace_back("Sentence number " + std::to_string(i) + " – naïve 中文!",
+                        i % 2 ? std::optional<std::string>("pair " + std::to_string(i)) : std::nullopt);
+  const auto batch = cased_->encode_batch(inputs, {}, 4);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto e = inputs[i].second ? cased_->encode(inputs[i].first, std::string_view(*inputs[i].second))
+                                    : cased_->encode(inputs[i].first);
+    ASSERT_EQ(batch[i].ids, e.ids) << i;
+    ASSERT_EQ(batch[i].offsets, e.offsets) << i;
+  }
+}
+
+TEST_F(RealVocabTest, InvalidUtf8IsReported) {
+  try {
+    cased_->encode("ok \xff\xfe bad");
+    FAIL();
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("invalid UTF-8 at byte 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(WordPieceCasingTest, CasingMismatchIsCaughtBothWays) {
+  BERTFT_REQUIRE_PATH(vocab_path(false));
+  WordPieceOptions lower;
+  lower.normalizer.lowercase = true;
+  try {
+    WordPieceTokenizer::from_file(vocab_path(false), lower);
+    FAIL();
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("the vocabulary is cased"), std::string::npos);
+  }
+  WordPieceOptions keep;
+  keep.normalizer.lowercase = false;
+  keep.normalizer.strip_accents = false;
+  try {
+    WordPieceTokenizer::from_file(vocab_path(true), keep);
+    FAIL();
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("the vocabulary is uncased"), std::string::npos);
+  }
+  keep.check_casing = CasingCheck::kOff;
+  EXPECT_NO_THROW(WordPieceTokenizer::from_file(vocab_path(true), keep));
+}
+
+TEST(WordPieceVocabTest, SplitsIntoLongestKnownPieces) {
+  WordPieceOptions o;
+  o.check_casing = CasingCheck::kOff;
+  WordPieceTokenizer wp({"[UNK]", "un", "##aff", "##able", "##a"}, o);
+  EXPECT_EQ(pieces(wp, "unaffable"), (Tokens{"un", "##aff", "##able"}));
+  EXPECT_EQ(pieces(wp, "unx"), (Tokens{"[UNK]"}));  // any unmatched rest -> the whole word is [UNK]
+}
+
+TEST(WordPieceVocabTest, DuplicateTokenNamesBothLines) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "vocab.txt", "[UNK]\nab\ncd\nab\n");
+  WordPieceOptions o;
+  o.check_casing = CasingCheck::kOff;
+  try {
+    WordPieceTokenizer::from_file(dir.path() / "vocab.txt", o);
+    FAIL();
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("vocab.txt:4: duplicate token 'ab' (first on line 2)"), std::string::npos);
+  }
+  EXPECT_THROW(WordPieceTokenizer::from_file(dir.path() / "missing.txt", o), TokenizerError);
+}
+
+}  // namespace
+}  // namespace bert::tok

@@ -1,0 +1,47 @@
+#include "tests/support/test_support.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+namespace bert::testing {
+
+std::filesystem::path shared_dir() {
+  if (const char* env = std::getenv("BERTFT_SHARED")) return env;
+  return std::filesystem::path(BERTFT_SOURCE_DIR) / ".." / "shared";
+}
+
+std::filesystem::path hf_fixture_dir() {
+  if (const char* env = std::getenv("BERTFT_HF_FIXTURE")) return env;
+  return shared_dir() / "fixtures" / "hf-tiny-bert-a";
+}
+
+BertConfig tiny_config() {
+  BertConfig c;
+  c.vocab_size(99).hidden_size(32).num_hidden_layers(2).num_attention_heads(4)
+      .intermediate_size(37).max_position_embeddings(64).initializer_range(0.08);
+  return c;
+}
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = std::filesystem::temp_directory_path() /
+          ("bertft-test-" + std::to_string(rd()) + std::to_string(rd()));
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace bert::testing

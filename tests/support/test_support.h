@@ -1,0 +1,51 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "bert/model/bert_config.h"
+
+namespace bert::testing {
+
+/// ../shared beside the source tree, or $BERTFT_SHARED.
+std::filesystem::path shared_dir();
+/// The HF golden fixture: $BERTFT_HF_FIXTURE, default shared_dir()/fixtures/hf-tiny-bert-a.
+std::filesystem::path hf_fixture_dir();
+
+/// Skips the calling test cleanly when `path` does not exist.
+#define BERTFT_REQUIRE_PATH(path)                                                    \
+  do {                                                                               \
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "not found: " << (path);    \
+  } while (0)
+
+/// Seeds torch in the constructor so every test starts from the same random state.
+class SeededTest : public ::testing::Test {
+ protected:
+  SeededTest() { torch::manual_seed(0); }
+};
+
+/// 2 layers, hidden 32, 4 heads, intermediate 37, vocab 99, 64 positions (fixture config A).
+BertConfig tiny_config();
+
+/// A fresh empty directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Max |a - b| over all elements (as double).
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
+
+/// Writes `bytes` to `path` (test helper, not atomic).
+void write_bytes(const std::filesystem::path& path, const std::string& bytes);
+
+}  // namespace bert::testing
