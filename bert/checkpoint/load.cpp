@@ -6,18 +6,12 @@
 #include <fmt/ranges.h>
 
 #include "bert/common/error.h"
+#include "bert/common/strings.h"
 
 namespace bert {
 namespace {
 
 constexpr const char* kBasePrefix = "bert.";
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string shape_string(const torch::Tensor& t) { return fmt::format("{}", t.sizes().vec()); }
 

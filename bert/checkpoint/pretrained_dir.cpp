@@ -8,6 +8,7 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/checkpoint/torch_pickle.h"
 #include "bert/common/error.h"
+#include "bert/common/strings.h"
 #include "bert/common/file_util.h"
 
 namespace bert {
@@ -49,10 +50,6 @@ PretrainedDir PretrainedDir::find(const fs::path& dir) {
 }
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 TensorMap read_single(const fs::path& file, std::optional<torch::ScalarType> dtype) {
   if (ends_with(file.string(), ".safetensors")) return SafetensorsReader(file).read_all(dtype);

@@ -12,6 +12,7 @@
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 #include "bert/common/threads.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/factory.h"
@@ -172,8 +173,7 @@ int run_convert(const std::string& model_dir, const std::string& out, double sha
     if (tensors.count(target)) tensors.erase(alias);
   for (auto it = tensors.begin(); it != tensors.end();) {
     const std::string& k = it->first;
-    const bool buffer = k.size() >= 12 && (k.find("embeddings.position_ids") != std::string::npos ||
-                                           k.find("embeddings.token_type_ids") != std::string::npos);
+    const bool buffer = ends_with(k, "embeddings.position_ids") || ends_with(k, "embeddings.token_type_ids");
     it = buffer ? tensors.erase(it) : std::next(it);
   }
   const fs::path out_dir(out);
