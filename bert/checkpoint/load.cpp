@@ -36,6 +36,10 @@ std::string LoadReport::summary() const {
   return out;
 }
 
+bool is_legacy_buffer_key(const std::string& key) {
+  return ends_with(key, "embeddings.position_ids") || ends_with(key, "embeddings.token_type_ids");
+}
+
 TensorMap state_dict(const torch::nn::Module& model) {
   TensorMap out;
   for (const auto& p : model.named_parameters(/*recurse=*/true)) out.emplace(p.key(), p.value());
@@ -70,7 +74,7 @@ LoadReport load_state_dict(torch::nn::Module& model, const TensorMap& checkpoint
         key = renamed;
       }
     }
-    if (ends_with(key, "embeddings.position_ids") || ends_with(key, "embeddings.token_type_ids")) {
+    if (is_legacy_buffer_key(key)) {
       if (targets.count(key) == 0) {
         report.ignored.push_back(original);
         continue;

@@ -46,6 +46,10 @@ LoadReport load_state_dict(torch::nn::Module& model,
                            const std::string& source,
                            const LoadOptions& options = {});
 
+/// True for keys of buffers that HF no longer saves (`embeddings.position_ids`,
+/// `embeddings.token_type_ids`, with any prefix): old checkpoints hold them, loaders skip them.
+bool is_legacy_buffer_key(const std::string& key);
+
 /// The model's state dict (parameters and buffers) by HF key, sharing memory with the model.
 TensorMap state_dict(const torch::nn::Module& model);
 

@@ -8,8 +8,8 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/checkpoint/torch_pickle.h"
 #include "bert/common/error.h"
-#include "bert/common/strings.h"
 #include "bert/common/file_util.h"
+#include "bert/common/strings.h"
 
 namespace bert {
 namespace fs = std::filesystem;

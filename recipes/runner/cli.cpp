@@ -113,7 +113,7 @@ int run_tokenize(const TokenizeArgs& a) {
 
 bool has_prefix_key(const TensorMap& tensors, const std::string& prefix) {
   for (const auto& [k, v] : tensors)
-    if (k.rfind(prefix, 0) == 0 || k.rfind("bert." + prefix, 0) == 0) return true;
+    if (starts_with(k, prefix) || starts_with(k, "bert." + prefix)) return true;
   return false;
 }
 
@@ -171,11 +171,8 @@ int run_convert(const std::string& model_dir, const std::string& out, double sha
   // Tied aliases and non-persistent buffers are not written, as HF's safetensors writer does.
   for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases())
     if (tensors.count(target)) tensors.erase(alias);
-  for (auto it = tensors.begin(); it != tensors.end();) {
-    const std::string& k = it->first;
-    const bool buffer = ends_with(k, "embeddings.position_ids") || ends_with(k, "embeddings.token_type_ids");
-    it = buffer ? tensors.erase(it) : std::next(it);
-  }
+  for (auto it = tensors.begin(); it != tensors.end();)
+    it = is_legacy_buffer_key(it->first) ? tensors.erase(it) : std::next(it);
   const fs::path out_dir(out);
   fs::create_directories(out_dir);
   save_weights(out_dir, tensors, static_cast<int64_t>(shard_mb * (1 << 20)));
