@@ -19,6 +19,7 @@
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/quickstart.h"
+#include "recipes/runner/score.h"
 
 namespace bert::recipes {
 namespace {
@@ -237,12 +238,38 @@ int run_cli(int argc, char** argv) {
   quick_cmd->add_option("--out", quickstart.out, "Output directory");
   quick_cmd->add_option("--seed", quickstart.seed, "Random seed");
 
+  ScoreOptions score;
+  auto* score_cmd = app.add_subcommand(
+      "score", "Score a prediction file in a dataset's official format against the gold data");
+  score_cmd->add_option("--task", score.task, "sequence_classification | multiple_choice | question_answering | "
+                        "token_classification")->required();
+  score_cmd->add_option("--data", score.data, "Gold data (GLUE TSV, CSV/JSONL, SWAG CSV, SQuAD JSON, CoNLL)")
+      ->check(CLI::ExistingFile);
+  score_cmd->add_option("--predictions", score.predictions,
+                        "SQuAD: JSON {id: answer}; CoNLL: token ... gold predicted per line; "
+                        "classification: one label per line or JSONL")
+      ->required()->check(CLI::ExistingFile);
+  score_cmd->add_option("--format", score.format, "Data format: auto | glue | tsv | csv | jsonl | squad | conll | swag");
+  score_cmd->add_option("--glue-task", score.glue_task, "GLUE task, when not clear from the directory name");
+  score_cmd->add_option("--na-probs", score.na_probs, "SQuAD v2.0: JSON {id: no-answer probability}")
+      ->check(CLI::ExistingFile);
+  score_cmd->add_option("--na-prob-thresh", score.na_prob_threshold, "SQuAD v2.0 no-answer threshold (default 1.0)");
+  score_cmd->add_option("--tag-scheme", score.tag_scheme, "iob1 | iob2 | iobes (for --strict)");
+  score_cmd->add_flag("--strict", score.strict, "Count only well-formed entities (seqeval strict mode)");
+  score_cmd->add_flag("--regression", score.regression, "Scores, not labels: Pearson and Spearman");
+  score_cmd->add_option("--positive-label", score.positive_label, "Positive class of binary F1 (default 1)");
+
   CLI11_PARSE(app, argc, argv);
   if (verbose) log::set_level(log::Level::kDebug);
   configure_threads(threads);
   if (*tok_cmd) return run_tokenize(tokenize);
   if (*inspect_cmd) return run_inspect(inspect_dir, inspect_strict);
   if (*convert_cmd) return run_convert(convert_dir, convert_out, shard_mb);
+  if (*score_cmd) {
+    if (score.data.empty() && score.task != "token_classification")
+      throw ConfigError("score: --data is required for --task " + score.task);
+    return run_score(score);
+  }
   if (*quick_cmd) {
     quickstart.threads = threads;
     return run_quickstart(quickstart);

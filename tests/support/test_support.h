@@ -45,6 +45,17 @@ class TempDir {
 /// Max |a - b| over all elements (as double).
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 
+/// The message of the bert::Error `fn` throws, or "(no error)".
+template <class Fn>
+std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 /// Writes `bytes` to `path` (test helper, not atomic).
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
 

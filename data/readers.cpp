@@ -1,0 +1,339 @@
+#include "data/readers.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bert/common/error.h"
+#include "bert/common/log.h"
+#include "data/glue.h"
+#include "data/table.h"
+#include "data/text_file.h"
+
+namespace bert::data {
+namespace {
+
+using json = nlohmann::json;
+
+std::string example_id(const Table& table, size_t row, int id_column) {
+  if (id_column >= 0 && table.rows[row][id_column]) return *table.rows[row][id_column];
+  return std::to_string(row);
+}
+
+template <class T>
+void apply_limit(std::vector<T>& v, int64_t limit) {
+  if (limit > 0 && static_cast<int64_t>(v.size()) > limit) v.resize(static_cast<size_t>(limit));
+}
+
+TableFormat generic_table_format(const DataSpec& spec, DataFormat format) {
+  switch (format) {
+    case DataFormat::kTsv: return TableFormat::kTsv;
+    case DataFormat::kCsv:
+    case DataFormat::kSwag: return TableFormat::kCsv;
+    case DataFormat::kJsonl: return TableFormat::kJsonl;
+    default:
+      throw ConfigError(fmt::format("{}: format '{}' cannot be read as a table", spec.path.string(),
+                                    enum_name(format)));
+  }
+}
+
+std::vector<TextExample> read_glue(const DataSpec& spec) {
+  const std::string name = spec.glue_task.empty() ? spec.path.parent_path().filename().string() : spec.glue_task;
+  const auto task = find_glue_task(name);
+  if (!task)
+    throw ConfigError(fmt::format("{}: '{}' is not a GLUE task (known: {}); set glue_task or use "
+                                  "format tsv with columns",
+                                  spec.path.string(), name, glue_task_names()));
+  // CoLA's train/dev have no header; its test file does ("index sentence").
+  bool header = task->header;
+  std::string text_a = task->text_a, label = task->label, id = task->id;
+  if (!header) {
+    const auto file = read_text_file(spec.path);
+    if (file.text.compare(0, 6, "index\t") == 0) {
+      header = true;
+      text_a = "sentence";
+      id = "index";
+      label = "";
+    }
+  }
+  const auto table = read_table(spec.path, TableFormat::kTsv, header, spec.skip_malformed);
+  const int a = table.column(text_a);
+  const int b = task->text_b.empty() ? -1 : table.column(task->text_b);
+  const int l = label.empty() ? -1 : table.column(label, /*required=*/false);
+  const int i = id.empty() ? -1 : table.column(id, false);
+  std::vector<TextExample> out;
+  out.reserve(table.rows.size());
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    TextExample e;
+    e.id = example_id(table, r, i);
+    e.text_a = table.at(r, a);
+    if (b >= 0) e.text_b = table.at(r, b);
+    if (l >= 0) e.label = table.at(r, l);
+    e.where = table.where(r);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+DataFormat resolve_format(const DataSpec& spec, DataFormat task_default) {
+  if (spec.format != DataFormat::kAuto) return spec.format;
+  const auto ext = spec.path.extension().string();
+  if (task_default == DataFormat::kGlue || task_default == DataFormat::kTsv) {
+    if (ext == ".tsv" && spec.columns.empty() &&
+        (!spec.glue_task.empty() || find_glue_task(spec.path.parent_path().filename().string())))
+      return DataFormat::kGlue;
+    if (const auto f = table_format_from_extension(spec.path)) {
+      switch (*f) {
+        case TableFormat::kTsv: return DataFormat::kTsv;
+        case TableFormat::kCsv: return DataFormat::kCsv;
+        case TableFormat::kJsonl: return DataFormat::kJsonl;
+      }
+    }
+  }
+  if (task_default == DataFormat::kSwag) {
+    if (ext == ".jsonl") return DataFormat::kJsonl;
+    if (ext == ".tsv") return DataFormat::kTsv;
+    return DataFormat::kSwag;
+  }
+  if (task_default == DataFormat::kSquad || task_default == DataFormat::kConll) return task_default;
+  return task_default;
+}
+
+std::vector<TextExample> read_text_examples(const DataSpec& spec) {
+  const auto format = resolve_format(spec, DataFormat::kTsv);
+  std::vector<TextExample> out;
+  if (format == DataFormat::kGlue) {
+    out = read_glue(spec);
+  } else {
+    check_column_roles(spec, {"text_a", "text_b", "label", "id"});
+    const auto table = read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
+    const int a = resolve_column(spec, table, "text_a", {"text_a", "text", "sentence", "sentence1"});
+    if (a < 0)
+      throw DataError(fmt::format("{}: no text column; name it with columns: {{text_a: <column>}}", spec.path.string()));
+    const int b = resolve_column(spec, table, "text_b", {"text_b", "sentence2"});
+    const int l = resolve_column(spec, table, "label", {"label"});
+    const int i = resolve_column(spec, table, "id", {"id", "idx"});
+    for (size_t r = 0; r < table.rows.size(); ++r) {
+      TextExample e;
+      e.id = example_id(table, r, i);
+      e.text_a = table.at(r, a);
+      if (b >= 0 && table.rows[r][b]) e.text_b = *table.rows[r][b];  // JSONL may omit it per row
+      if (l >= 0 && table.rows[r][l]) e.label = *table.rows[r][l];
+      e.where = table.where(r);
+      out.push_back(std::move(e));
+    }
+  }
+  apply_limit(out, spec.limit);
+  return out;
+}
+
+std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
+  const auto format = resolve_format(spec, DataFormat::kSwag);
+  check_column_roles(spec, {"context", "prefix", "endings", "label", "id"});
+  const auto table = read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
+  const bool swag = format == DataFormat::kSwag;
+  const int context = resolve_column(spec, table, "context", swag ? std::vector<std::string>{"sent1"}
+                                                                  : std::vector<std::string>{"context", "sent1"});
+  if (context < 0) throw DataError(fmt::format("{}: no context column (SWAG: 'sent1')", spec.path.string()));
+  const int prefix = resolve_column(spec, table, "prefix", {"sent2", "prefix"});
+  const int label = resolve_column(spec, table, "label", {"label"});
+  const int id = resolve_column(spec, table, "id", {"id"});
+  const int video = table.column("video-id", false), fold = table.column("fold-ind", false);
+  std::vector<int> endings;
+  if (const auto it = spec.columns.find("endings"); it != spec.columns.end()) {
+    size_t start = 0;
+    while (start <= it->second.size()) {
+      const size_t comma = std::min(it->second.find(',', start), it->second.size());
+      endings.push_back(table.column(it->second.substr(start, comma - start)));
+      start = comma + 1;
+    }
+  } else {
+    for (int k = 0;; ++k) {
+      const int c = table.column("ending" + std::to_string(k), false);
+      if (c < 0) break;
+      endings.push_back(c);
+    }
+  }
+  if (endings.size() < 2)
+    throw DataError(fmt::format("{}: need at least two ending columns (ending0, ending1, ... or "
+                                "columns: {{endings: \"a,b\"}})", spec.path.string()));
+  std::vector<ChoiceExample> out;
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    ChoiceExample e;
+    if (id >= 0) {
+      e.id = table.at(r, id);
+    } else if (video >= 0 && fold >= 0) {
+      e.id = table.at(r, video) + "/" + table.at(r, fold);
+    } else {
+      e.id = std::to_string(r);
+    }
+    e.context = table.at(r, context);
+    const std::string head = prefix >= 0 ? table.at(r, prefix) : std::string();
+    for (int c : endings) e.choices.push_back(head.empty() ? table.at(r, c) : head + " " + table.at(r, c));
+    if (label >= 0 && table.rows[r][label]) {
+      const auto& text = *table.rows[r][label];
+      int64_t value = -1;
+      try {
+        size_t used = 0;
+        value = std::stoll(text, &used);
+        if (used != text.size()) value = -1;
+      } catch (const std::exception&) {
+      }
+      if (value < 0 || value >= static_cast<int64_t>(endings.size()))
+        throw DataError(fmt::format("{}: label '{}' is not a choice index 0..{}", table.where(r), text,
+                                    endings.size() - 1));
+      e.label = value;
+    }
+    e.where = table.where(r);
+    out.push_back(std::move(e));
+  }
+  apply_limit(out, spec.limit);
+  return out;
+}
+
+std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
+  const auto file = read_text_file(spec.path);
+  json doc;
+  try {
+    doc = json::parse(file.text);
+  } catch (const json::parse_error& e) {
+    throw DataError(fmt::format("{}: not valid JSON ({}): {}", file.where(e.byte > 0 ? e.byte - 1 : 0),
+                                fmt::format("byte {}", e.byte), e.what()));
+  }
+  const auto fail = [&](const std::string& path, const std::string& what) {
+    throw DataError(fmt::format("{}: {}: {}", file.name, path, what));
+  };
+  const auto string_at = [&](const json& j, const char* key, const std::string& path) -> std::string {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) fail(path, fmt::format("missing string '{}'", key));
+    return it->get<std::string>();
+  };
+  if (!doc.is_object() || !doc.contains("data") || !doc["data"].is_array())
+    fail("(top level)", "expected an object with a 'data' list (SQuAD format)");
+  if (version) *version = doc.value("version", std::string());
+  std::vector<QaExample> out;
+  size_t mismatched = 0;
+  for (size_t a = 0; a < doc["data"].size(); ++a) {
+    const auto& article = doc["data"][a];
+    const auto apath = fmt::format("data[{}]", a);
+    const std::string title = article.value("title", std::string());
+    if (!article.contains("paragraphs") || !article["paragraphs"].is_array()) fail(apath, "missing 'paragraphs' list");
+    for (size_t p = 0; p < article["paragraphs"].size(); ++p) {
+      const auto& paragraph = article["paragraphs"][p];
+      const auto ppath = fmt::format("{}.paragraphs[{}]", apath, p);
+      const std::string context = string_at(paragraph, "context", ppath);
+      const auto offsets = code_point_byte_offsets(context);
+      const int64_t num_chars = static_cast<int64_t>(offsets.size()) - 1;
+      if (!paragraph.contains("qas") || !paragraph["qas"].is_array()) fail(ppath, "missing 'qas' list");
+      for (size_t q = 0; q < paragraph["qas"].size(); ++q) {
+        const auto& qa = paragraph["qas"][q];
+        const auto qpath = fmt::format("{}.qas[{}]", ppath, q);
+        QaExample e;
+        e.id = string_at(qa, "id", qpath);
+        e.title = title;
+        e.question = string_at(qa, "question", qpath);
+        e.context = context;
+        e.is_impossible = qa.value("is_impossible", false);
+        e.where = fmt::format("{}: {} (id {})", file.name, qpath, e.id);
+        if (qa.contains("answers")) {
+          if (!qa["answers"].is_array()) fail(qpath, "'answers' must be a list");
+          for (size_t k = 0; k < qa["answers"].size(); ++k) {
+            const auto& ans = qa["answers"][k];
+            const auto kpath = fmt::format("{}.answers[{}]", qpath, k);
+            QaAnswer answer;
+            answer.text = string_at(ans, "text", kpath);
+            if (!ans.contains("answer_start") || !ans["answer_start"].is_number_integer())
+              fail(kpath, "missing integer 'answer_start'");
+            answer.char_start = ans["answer_start"].get<int64_t>();
+            if (answer.char_start < 0 || answer.char_start > num_chars)
+              fail(kpath, fmt::format("answer_start {} outside the context ({} characters)", answer.char_start, num_chars));
+            answer.byte_start = offsets[static_cast<size_t>(answer.char_start)];
+            if (context.compare(static_cast<size_t>(answer.byte_start), answer.text.size(), answer.text) != 0)
+              ++mismatched;
+            e.answers.push_back(std::move(answer));
+          }
+        }
+        out.push_back(std::move(e));
+      }
+    }
+  }
+  if (mismatched)
+    log::warn("[data] {}: {} answers whose text differs from the context at answer_start", file.name, mismatched);
+  apply_limit(out, spec.limit);
+  return out;
+}
+
+std::vector<TaggedSentence> read_conll(const DataSpec& spec) {
+  check_column_roles(spec, {"token", "tag"});
+  const auto file = read_text_file(spec.path);
+  std::vector<TaggedSentence> out;
+  int64_t document = 0;
+  bool any_docstart = false;
+  size_t num_columns = 0;
+  int token_column = 0, tag_column = -1;
+  const auto parse_index = [&](const char* role, int fallback) {
+    const auto it = spec.columns.find(role);
+    if (it == spec.columns.end()) return fallback;
+    try {
+      return std::stoi(it->second);
+    } catch (const std::exception&) {
+      throw ConfigError(fmt::format("{}: columns.{}: expected a column number, got '{}'", spec.path.string(),
+                                    role, it->second));
+    }
+  };
+  TaggedSentence current;
+  const auto finish = [&] {
+    if (!current.words.empty()) {
+      current.id = std::to_string(out.size());
+      current.document = document;
+      out.push_back(std::move(current));
+    }
+    current = TaggedSentence();
+  };
+  for (const auto& line : split_lines(file.text)) {
+    std::vector<std::string_view> fields;
+    size_t pos = 0;
+    const auto& t = line.text;
+    while (pos < t.size()) {
+      while (pos < t.size() && (t[pos] == ' ' || t[pos] == '\t')) ++pos;
+      if (pos >= t.size()) break;
+      size_t end = pos;
+      while (end < t.size() && t[end] != ' ' && t[end] != '\t') ++end;
+      fields.push_back(t.substr(pos, end - pos));
+      pos = end;
+    }
+    if (fields.empty()) {
+      finish();
+      continue;
+    }
+    if (fields[0] == "-DOCSTART-") {
+      finish();
+      if (any_docstart || !out.empty()) ++document;
+      any_docstart = true;
+      continue;
+    }
+    if (num_columns == 0) {
+      num_columns = fields.size();
+      token_column = parse_index("token", 0);
+      tag_column = parse_index("tag", num_columns > 1 ? static_cast<int>(num_columns) - 1 : -1);
+      if (token_column < 0 || token_column >= static_cast<int>(num_columns) ||
+          tag_column >= static_cast<int>(num_columns))
+        throw ConfigError(fmt::format("{}:{}: columns token={} tag={} do not exist in a line of {} columns",
+                                      file.name, line.number, token_column, tag_column, num_columns));
+    }
+    if (fields.size() != num_columns)
+      throw DataError(fmt::format("{}:{}: expected {} columns (as the first line), got {}", file.name, line.number,
+                                  num_columns, fields.size()));
+    if (current.words.empty()) current.where = fmt::format("{}:{}", file.name, line.number);
+    current.words.emplace_back(fields[static_cast<size_t>(token_column)]);
+    if (tag_column >= 0) current.tags.emplace_back(fields[static_cast<size_t>(tag_column)]);
+  }
+  finish();
+  apply_limit(out, spec.limit);
+  return out;
+}
+
+}  // namespace bert::data

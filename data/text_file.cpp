@@ -1,0 +1,75 @@
+#include "data/text_file.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <utf8proc.h>
+
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+
+namespace bert::data {
+
+std::string TextFile::where(size_t offset) const {
+  const auto line = 1 + std::count(text.begin(), text.begin() + std::min(offset, text.size()), '\n');
+  return fmt::format("{}:{}", name, line);
+}
+
+void check_utf8(std::string_view text, const std::string& where) {
+  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const unsigned char c = bytes[pos];
+    if (c < 0x80) {  // ASCII fast path
+      ++pos;
+      continue;
+    }
+    utf8proc_int32_t cp = 0;
+    const auto n = utf8proc_iterate(bytes + pos, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
+    if (n < 0) {
+      const auto line_start = text.rfind('\n', pos == 0 ? 0 : pos - 1);
+      const size_t line = 1 + std::count(text.begin(), text.begin() + pos, '\n');
+      const size_t column = pos - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+      throw DataError(fmt::format("{}:{}:{}: invalid UTF-8 (byte 0x{:02X}); the file must be UTF-8",
+                                  where, line, column, c));
+    }
+    pos += static_cast<size_t>(n);
+  }
+}
+
+TextFile read_text_file(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path))
+    throw DataError(fmt::format("{}: no such file", path.string()));
+  TextFile file{path.string(), read_file(path)};
+  if (file.text.compare(0, 3, "\xEF\xBB\xBF") == 0) file.text.erase(0, 3);
+  check_utf8(file.text, file.name);
+  return file;
+}
+
+std::vector<Line> split_lines(std::string_view text) {
+  std::vector<Line> lines;
+  size_t start = 0;
+  int64_t number = 1;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    const bool last = end == std::string_view::npos;
+    if (last) end = text.size();
+    auto line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back({number++, line});
+    if (last) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::vector<int64_t> code_point_byte_offsets(std::string_view text) {
+  std::vector<int64_t> offsets;
+  offsets.reserve(text.size() + 1);
+  for (size_t i = 0; i < text.size(); ++i)
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) offsets.push_back(static_cast<int64_t>(i));
+  offsets.push_back(static_cast<int64_t>(text.size()));
+  return offsets;
+}
+
+}  // namespace bert::data

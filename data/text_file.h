@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bert::data {
+
+/// A whole text file in memory, checked to be valid UTF-8, without a leading byte-order mark.
+struct TextFile {
+  std::string name;  ///< the path as given, for messages
+  std::string text;
+
+  /// "name:line" (1-based) of the byte at `offset`.
+  std::string where(size_t offset) const;
+};
+
+/// Reads `path`. Throws DataError naming file, line and column at the first invalid UTF-8
+/// sequence (nothing is silently replaced), or if the file cannot be read.
+TextFile read_text_file(const std::filesystem::path& path);
+
+/// Throws DataError "<where>: invalid UTF-8 ..." if `text` is not valid UTF-8.
+void check_utf8(std::string_view text, const std::string& where);
+
+/// One line of a file without its "\n" / "\r\n", with its 1-based number.
+struct Line {
+  int64_t number = 0;
+  std::string_view text;
+};
+
+/// Splits into lines; a final line without newline counts, an empty last one does not.
+std::vector<Line> split_lines(std::string_view text);
+
+/// Byte offset of every code point of `text`, plus text.size() at the end (size = number of
+/// code points + 1): converts SQuAD's character offsets to bytes and back.
+std::vector<int64_t> code_point_byte_offsets(std::string_view text);
+
+}  // namespace bert::data

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace bert::tasks {
+
+/// Label names <-> ids. The order is stable: an explicit list (recipe / checkpoint / GLUE's
+/// official order) or the training labels sorted (numerically when all are integers).
+class LabelMap {
+ public:
+  LabelMap() = default;
+  explicit LabelMap(std::vector<std::string> names);
+  /// Sorted distinct labels (numeric order if every label is an integer, else byte order).
+  static LabelMap from_observed(const std::vector<std::string>& labels);
+
+  bool empty() const { return names_.empty(); }
+  int64_t size() const { return static_cast<int64_t>(names_.size()); }
+  const std::vector<std::string>& names() const { return names_; }
+  const std::string& name(int64_t id) const { return names_.at(static_cast<size_t>(id)); }
+  std::optional<int64_t> find(const std::string& label) const;
+  /// The id of `label`; DataError "<where>: label 'x' was not seen in training (labels: ...)".
+  int64_t id(const std::string& label, const std::string& where) const;
+  /// "a, b, c" for messages.
+  std::string joined() const;
+
+ private:
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, int64_t> ids_;
+};
+
+}  // namespace bert::tasks

@@ -1,0 +1,44 @@
+#include "tasks/common/sequence.h"
+
+#include "bert/common/error.h"
+
+namespace bert {
+const std::vector<std::pair<const char*, tok::Truncation>>& EnumNames<tok::Truncation>::get() {
+  static const std::vector<std::pair<const char*, tok::Truncation>> names = {
+      {"longest_first", tok::Truncation::kLongestFirst},
+      {"only_first", tok::Truncation::kOnlyFirst},
+      {"only_second", tok::Truncation::kOnlySecond}};
+  return names;
+}
+}  // namespace bert
+
+namespace bert::tasks {
+
+std::vector<int64_t> piece_ids(const std::vector<tok::Piece>& pieces) {
+  std::vector<int64_t> ids;
+  ids.reserve(pieces.size());
+  for (const auto& p : pieces) ids.push_back(p.id);
+  return ids;
+}
+
+std::pair<std::vector<int64_t>, std::vector<int64_t>> bert_sequence(const tok::Tokenizer& tokenizer,
+                                                                    const std::vector<int64_t>& a,
+                                                                    const std::vector<int64_t>* b) {
+  const auto& special = tokenizer.special_tokens();
+  if (special.cls_id < 0 || special.sep_id < 0)
+    throw TokenizerError("the vocabulary has no " + special.cls + " / " + special.sep + " token");
+  std::vector<int64_t> ids, types;
+  ids.reserve(a.size() + (b ? b->size() : 0) + 3);
+  ids.push_back(special.cls_id);
+  ids.insert(ids.end(), a.begin(), a.end());
+  ids.push_back(special.sep_id);
+  types.assign(ids.size(), 0);
+  if (b) {
+    ids.insert(ids.end(), b->begin(), b->end());
+    ids.push_back(special.sep_id);
+    types.resize(ids.size(), 1);
+  }
+  return {std::move(ids), std::move(types)};
+}
+
+}  // namespace bert::tasks

@@ -1,0 +1,287 @@
+#include "tasks/sequence_classification/adapter.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "bert/common/error.h"
+#include "bert/common/log.h"
+#include "data/readers.h"
+#include "tasks/common/heads.h"
+#include "tasks/common/windows.h"
+#include "tasks/metrics/classification.h"
+#include "tasks/metrics/regression.h"
+
+namespace bert {
+const std::vector<std::pair<const char*, tasks::LongInputs>>& EnumNames<tasks::LongInputs>::get() {
+  static const std::vector<std::pair<const char*, tasks::LongInputs>> names = {
+      {"truncate", tasks::LongInputs::kTruncate}, {"windows", tasks::LongInputs::kWindows}};
+  return names;
+}
+}  // namespace bert
+
+namespace bert::tasks {
+namespace {
+
+using json = nlohmann::json;
+using TextExamples = Examples<data::TextExample>;
+
+const std::vector<std::string> kClassificationMetrics = {"accuracy", "f1", "macro_f1", "mcc"};
+const std::vector<std::string> kRegressionMetrics = {"pearson", "spearman", "mse"};
+
+
+double parse_score(const std::string& text, const std::string& where) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  throw DataError(fmt::format("{}: regression target '{}' is not a number", where, text));
+}
+
+}  // namespace
+
+SequenceClassificationAdapter::SequenceClassificationAdapter(SequenceClassificationOptions options)
+    : options_(std::move(options)) {
+  if (!options_.labels.empty()) labels_ = LabelMap(options_.labels);
+}
+
+std::unique_ptr<TaskAdapter> SequenceClassificationAdapter::create(const YamlReader& reader, ErrorList& errors) {
+  SequenceClassificationOptions o;
+  read_struct(reader, o, errors);
+  if (o.max_seq_length < 8 || o.max_seq_length > 100000)
+    errors.add(reader.where("max_seq_length") + ": must be in [8, 100000], got " + std::to_string(o.max_seq_length));
+  if (o.num_labels < 0) errors.add(reader.where("num_labels") + ": must be >= 0");
+  if (o.num_labels == 1 && !o.labels.empty())
+    errors.add(reader.where("labels") + ": a regression task (num_labels: 1) has no label names");
+  if (o.num_labels > 1 && !o.labels.empty() && static_cast<int64_t>(o.labels.size()) != o.num_labels)
+    errors.add(reader.where("labels") + fmt::format(": {} names for num_labels {}", o.labels.size(), o.num_labels));
+  if (o.long_inputs == LongInputs::kWindows && (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 3))
+    errors.add(reader.where("window_stride") + ": must be in [0, max_seq_length - 3)");
+  if (!o.main_metric.empty()) {
+    const auto& valid = o.num_labels == 1 ? kRegressionMetrics : kClassificationMetrics;
+    if (std::find(valid.begin(), valid.end(), o.main_metric) == valid.end()) {
+      std::string all;
+      for (const auto& v : valid) all += (all.empty() ? "" : ", ") + v;
+      errors.add(fmt::format("{}: unknown metric '{}'; expected one of: {}", reader.where("main_metric"),
+                             o.main_metric, all));
+    }
+  }
+  return std::make_unique<SequenceClassificationAdapter>(std::move(o));
+}
+
+YAML::Node SequenceClassificationAdapter::options() const { return write_struct(options_); }
+
+std::shared_ptr<const ExampleSet> SequenceClassificationAdapter::read(const data::DataSpec& spec) {
+  auto set = std::make_shared<TextExamples>();
+  set->source = spec.path.string();
+  set->items = data::read_text_examples(spec);
+  if (data::resolve_format(spec, data::DataFormat::kTsv) == data::DataFormat::kGlue && !glue_) {
+    glue_ = data::find_glue_task(spec.glue_task.empty() ? spec.path.parent_path().filename().string() : spec.glue_task);
+    if (glue_ && glue_->regression && options_.num_labels == 0) options_.num_labels = 1;
+  }
+  return set;
+}
+
+void SequenceClassificationAdapter::fit_labels(const ExampleSet& train) {
+  if (regression() || !labels_.empty()) return;
+  if (glue_ && !glue_->labels.empty()) {
+    labels_ = LabelMap(glue_->labels);
+  } else {
+    std::vector<std::string> observed;
+    for (const auto& e : items_of<data::TextExample>(train, "sequence_classification"))
+      if (e.label) observed.push_back(*e.label);
+    labels_ = LabelMap::from_observed(observed);
+  }
+  if (labels_.size() < 2 && options_.num_labels == 0)
+    throw DataError(fmt::format("{}: found {} distinct label(s) ({}); classification needs at least 2 "
+                                "(regression: set num_labels: 1)",
+                                train.source, labels_.size(), labels_.joined()));
+  if (options_.num_labels > 1 && labels_.size() != options_.num_labels)
+    throw DataError(fmt::format("{}: num_labels is {} but the data has {} labels ({})", train.source,
+                                options_.num_labels, labels_.size(), labels_.joined()));
+}
+
+void SequenceClassificationAdapter::set_labels(const std::vector<std::string>& labels) {
+  if (labels.size() == 1 || (labels.empty() && options_.num_labels == 1)) {
+    options_.num_labels = 1;
+    return;
+  }
+  labels_ = LabelMap(labels);
+}
+
+std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
+                                                                     const tok::Tokenizer& tokenizer,
+                                                                     bool training) const {
+  const auto& items = items_of<data::TextExample>(*examples, "sequence_classification");
+  TORCH_CHECK(regression() || !labels_.empty(), "sequence_classification: fit_labels() before featurize()");
+  auto set = std::make_shared<FeatureSet>();
+  set->examples = examples;
+  set->pad_id = std::max<int64_t>(tokenizer.special_tokens().pad_id, 0);
+  set->labelled = !items.empty();
+  const int64_t max_len = options_.max_seq_length;
+  size_t truncated = 0, windowed = 0;
+
+  tok::EncodeOptions encode;
+  encode.max_length = max_len;
+  encode.truncation = options_.truncation;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& e = items[i];
+    Feature proto;
+    proto.example = static_cast<int64_t>(i);
+    if (e.label) {
+      if (regression()) {
+        proto.target = static_cast<float>(parse_score(*e.label, e.where));
+      } else {
+        proto.label = labels_.id(*e.label, e.where);
+      }
+    } else {
+      if (training) throw DataError(fmt::format("{}: training example '{}' has no label", e.where, e.id));
+      set->labelled = false;
+    }
+    if (options_.long_inputs == LongInputs::kTruncate) {
+      const auto enc = e.text_b ? tokenizer.encode(e.text_a, *e.text_b, encode) : tokenizer.encode(e.text_a, std::nullopt, encode);
+      truncated += enc.num_truncated > 0;
+      Feature f = proto;
+      f.input_ids = {enc.ids};
+      f.token_type_ids = {enc.type_ids};
+      set->features.push_back(std::move(f));
+      continue;
+    }
+    // Windows: over text_a alone, or over text_b with text_a (cut to half the room) repeated.
+    auto a = piece_ids(tokenizer.tokenize(e.text_a));
+    std::vector<int64_t> b;
+    if (e.text_b) b = piece_ids(tokenizer.tokenize(*e.text_b));
+    const int64_t specials = e.text_b ? 3 : 2;
+    std::vector<int64_t>& slid = e.text_b ? b : a;
+    if (e.text_b) {
+      const int64_t keep_a = std::max<int64_t>(1, (max_len - specials) / 2);
+      if (static_cast<int64_t>(a.size() + b.size()) + specials > max_len && static_cast<int64_t>(a.size()) > keep_a) {
+        a.resize(static_cast<size_t>(std::max<int64_t>(keep_a, max_len - specials - static_cast<int64_t>(b.size()))));
+        ++truncated;
+      }
+    }
+    const int64_t capacity = max_len - specials - (e.text_b ? static_cast<int64_t>(a.size()) : 0);
+    const auto windows = split_windows(static_cast<int64_t>(slid.size()), capacity, options_.window_stride);
+    windowed += windows.size() > 1;
+    for (const auto& w : windows) {
+      const std::vector<int64_t> part(slid.begin() + w.begin, slid.begin() + w.end);
+      auto [ids, types] = e.text_b ? bert_sequence(tokenizer, a, &part) : bert_sequence(tokenizer, part);
+      Feature f = proto;
+      f.input_ids = {std::move(ids)};
+      f.token_type_ids = {std::move(types)};
+      set->features.push_back(std::move(f));
+    }
+  }
+  if (truncated)
+    log::warn("[task] {}: {} of {} examples were longer than max_seq_length {} and were truncated "
+              "(long_inputs: {})",
+              examples->source, truncated, items.size(), max_len, enum_name(options_.long_inputs));
+  if (windowed)
+    log::info("[task] {}: {} examples split into overlapping windows ({} features)", examples->source, windowed,
+              set->features.size());
+  return set;
+}
+
+Batch SequenceClassificationAdapter::collate(const FeatureSet& features, const std::vector<int64_t>& indices) const {
+  auto batch = TaskAdapter::collate(features, indices);
+  if (regression()) {
+    std::vector<float> targets;
+    for (int64_t i : indices) targets.push_back(features.features[static_cast<size_t>(i)].target);
+    batch.labels = torch::tensor(targets, torch::kFloat);
+  } else {
+    std::vector<int64_t> labels;
+    for (int64_t i : indices) labels.push_back(features.features[static_cast<size_t>(i)].label);
+    batch.labels = torch::tensor(labels, torch::kLong);
+  }
+  return batch;
+}
+
+TaskModel SequenceClassificationAdapter::build_model(const BertConfig& config) const {
+  return std::make_shared<BertTaskModelImpl>(config, HeadKind::kPooled, regression() ? 1 : labels_.size());
+}
+
+torch::Tensor SequenceClassificationAdapter::loss(const torch::Tensor& logits, const Batch& batch) const {
+  if (regression())  // HF: MSELoss()(logits.squeeze(), labels.squeeze())
+    return torch::mse_loss(logits.squeeze().to(torch::kFloat), batch.labels.squeeze().to(torch::kFloat));
+  return torch::cross_entropy_loss(logits.to(torch::kFloat), batch.labels);  // [batch, labels] vs [batch]
+}
+
+std::vector<torch::Tensor> SequenceClassificationAdapter::example_logits(const FeatureSet& set,
+                                                                         const std::vector<torch::Tensor>& outputs) const {
+  const size_t n = set.examples->size();
+  std::vector<torch::Tensor> sums(n);
+  std::vector<int64_t> counts(n, 0);
+  for (size_t f = 0; f < set.features.size(); ++f) {
+    TORCH_CHECK(outputs.at(f).defined(), "no model output for feature ", f);
+    const auto e = static_cast<size_t>(set.features[f].example);
+    sums[e] = sums[e].defined() ? sums[e] + outputs[f] : outputs[f].clone();
+    ++counts[e];
+  }
+  for (size_t e = 0; e < n; ++e) sums[e] = sums[e] / static_cast<double>(counts[e]);
+  return sums;
+}
+
+json SequenceClassificationAdapter::predict(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
+  const auto& items = items_of<data::TextExample>(*set.examples, "sequence_classification");
+  const auto logits = example_logits(set, outputs);
+  json out = json::array();
+  for (size_t e = 0; e < items.size(); ++e) {
+    if (regression()) {
+      out.push_back({{"id", items[e].id}, {"score", logits[e].item<double>()}});
+    } else {
+      const auto probs = torch::softmax(logits[e], 0);
+      const int64_t best = probs.argmax().item<int64_t>();
+      out.push_back({{"id", items[e].id}, {"label", labels_.name(best)}, {"probability", probs[best].item<double>()}});
+    }
+  }
+  return out;
+}
+
+Evaluation SequenceClassificationAdapter::evaluate(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
+  const auto& items = items_of<data::TextExample>(*set.examples, "sequence_classification");
+  auto ev = start_evaluation(set, outputs);
+  if (regression()) {
+    std::vector<double> predicted, gold;
+    for (size_t e = 0; e < items.size(); ++e) {
+      predicted.push_back(ev.predictions[e]["score"].get<double>());
+      gold.push_back(parse_score(*items[e].label, items[e].where));
+    }
+    ev.metrics["pearson"] = metrics::pearson(predicted, gold);
+    ev.metrics["spearman"] = metrics::spearman(predicted, gold);
+    double mse = 0;
+    for (size_t i = 0; i < gold.size(); ++i) mse += (predicted[i] - gold[i]) * (predicted[i] - gold[i]);
+    ev.metrics["mse"] = gold.empty() ? 0 : mse / static_cast<double>(gold.size());
+    return ev;
+  }
+  std::vector<int64_t> predicted, gold;
+  for (size_t e = 0; e < items.size(); ++e) {
+    predicted.push_back(labels_.id(ev.predictions[e]["label"].get<std::string>(), items[e].where));
+    gold.push_back(labels_.id(*items[e].label, items[e].where));
+  }
+  ev.metrics["accuracy"] = metrics::accuracy(predicted, gold);
+  ev.metrics["mcc"] = metrics::matthews_corrcoef(predicted, gold);
+  ev.metrics["macro_f1"] = metrics::f1_macro(predicted, gold);
+  if (labels_.size() == 2) {
+    int64_t positive = 1;
+    if (!options_.positive_label.empty()) {
+      positive = labels_.id(options_.positive_label, "task.positive_label");
+    } else if (const auto one = labels_.find("1")) {
+      positive = *one;
+    }
+    ev.metrics["f1"] = metrics::f1_binary(predicted, gold, positive);
+  } else {
+    ev.metrics["f1"] = ev.metrics["macro_f1"];
+  }
+  return ev;
+}
+
+std::string SequenceClassificationAdapter::main_metric() const {
+  if (!options_.main_metric.empty()) return options_.main_metric;
+  if (glue_ && !glue_->metrics.empty()) return glue_->metrics.front();
+  return regression() ? "spearman" : "accuracy";
+}
+
+}  // namespace bert::tasks

@@ -1,0 +1,170 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include "bert/model/bert_config.h"
+#include "bert/tokenizer/tokenizer.h"
+#include "data/data_spec.h"
+
+/// The fine-tuning layer's contract: one TaskAdapter per task family, chosen by name from the
+/// recipe (`task.type`), owning everything task-specific so the Trainer stays generic.
+namespace bert::tasks {
+
+/// Label value skipped by the losses (HF / PyTorch convention).
+constexpr int64_t kIgnoreIndex = -100;
+
+/// One model input (after tokenisation) and its training target.
+struct Feature {
+  int64_t example = 0;                              ///< index of the example it came from
+  std::vector<std::vector<int64_t>> input_ids;      ///< [rows][tokens]; rows = 1, or choices
+  std::vector<std::vector<int64_t>> token_type_ids; ///< same shape
+  std::vector<int64_t> token_labels;  ///< per token of row 0 (token tasks; kIgnoreIndex = none)
+  int64_t label = kIgnoreIndex;       ///< class or choice index
+  float target = 0.0f;                ///< regression target
+  int64_t start_position = 0, end_position = 0;  ///< answer span (QA); 0/0 = [CLS] = no answer
+
+  /// Longest row (what the batch pads to).
+  int64_t length() const;
+};
+
+/// The examples of one split as read by the adapter (each adapter stores its own type).
+class ExampleSet {
+ public:
+  virtual ~ExampleSet() = default;
+  virtual size_t size() const = 0;
+  std::string source;  ///< file it was read from
+};
+
+/// ExampleSet holding a vector of one raw example type.
+template <class E>
+class Examples final : public ExampleSet {
+ public:
+  size_t size() const override { return items.size(); }
+  std::vector<E> items;
+};
+
+/// The raw examples held by `set`; TORCH_CHECK naming `task` if they are of another type.
+template <class E>
+const std::vector<E>& items_of(const ExampleSet& set, const char* task) {
+  const auto* examples = dynamic_cast<const Examples<E>*>(&set);
+  TORCH_CHECK(examples, task, ": examples of another task");
+  return examples->items;
+}
+
+/// Features of one split plus what the adapter needs to map model outputs back to examples.
+/// Adapters derive from it to keep their own maps (QA windows, word positions).
+class FeatureSet {
+ public:
+  virtual ~FeatureSet() = default;
+  std::vector<Feature> features;
+  std::shared_ptr<const ExampleSet> examples;
+  int64_t pad_id = 0;
+  bool labelled = false;  ///< every example had a gold label (evaluate() is possible)
+};
+
+/// A padded batch. input_ids / attention_mask / token_type_ids are [batch, seq] int64, or
+/// [batch, choices, seq] for multiple choice. `labels` is [batch] int64 (classes, choices),
+/// [batch] float (regression), [batch, seq] int64 (token tags) or [batch, 2] int64 (QA
+/// start, end); undefined when the features have no targets.
+struct Batch {
+  torch::Tensor input_ids, attention_mask, token_type_ids, labels;
+  std::vector<int64_t> feature_indices;  ///< which features, in row order
+  std::vector<int64_t> lengths;          ///< real (unpadded) length of each row 0
+
+  int64_t size() const { return static_cast<int64_t>(feature_indices.size()); }
+  /// The same batch with every tensor on `device`.
+  Batch to(const torch::Device& device) const;
+};
+
+/// Metrics of one evaluation, the name of the one that selects checkpoints, and predictions.
+struct Evaluation {
+  std::map<std::string, double> metrics;
+  std::string main_metric;
+  nlohmann::json predictions;  ///< per example, in the dataset's official format
+  double main() const;
+};
+
+/// Encoder + task head. forward() returns logits: [batch, labels], [batch, choices],
+/// [batch, seq, labels] or [batch, seq, 2] (start, end) depending on the task.
+class TaskModelImpl : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const Batch& batch) = 0;
+};
+using TaskModel = std::shared_ptr<TaskModelImpl>;
+
+/// What one task family provides. Adapters are configured once (options from the recipe),
+/// then read data, fix labels from the training split, featurize, build the model, compute the
+/// loss and turn outputs back into predictions and metrics. featurize(), collate(), loss() and
+/// evaluate() are const and thread-safe.
+class TaskAdapter {
+ public:
+  virtual ~TaskAdapter() = default;
+
+  /// The registry name (`task.type`).
+  virtual std::string type() const = 0;
+  /// The HF class this task exports as ("BertForSequenceClassification", ...).
+  virtual std::string architecture() const = 0;
+  /// The task options as given (after defaults), for resolved recipes and export metadata.
+  virtual YAML::Node options() const = 0;
+
+  /// Reads one split. May record facts of the dataset (GLUE task, SQuAD version) that later
+  /// steps use as defaults. Throws DataError / ConfigError.
+  virtual std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) = 0;
+  /// Fixes the label set from the training split (no-op for tasks without labels).
+  virtual void fit_labels(const ExampleSet& train) {}
+  /// Label names by id (config.json `id2label`); empty for QA, multiple choice, regression.
+  virtual std::vector<std::string> labels() const { return {}; }
+  /// Restores labels from a fine-tuned checkpoint's config.
+  virtual void set_labels(const std::vector<std::string>& labels) {}
+
+  /// Tokenises examples. With `training`, every example must have a target (DataError naming
+  /// it otherwise); evaluation features of labelled data carry targets too. A label unseen in
+  /// training is a DataError with its name and file:line.
+  virtual std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                                const tok::Tokenizer& tokenizer,
+                                                bool training) const = 0;
+  /// Pads `indices` of `features` to the longest of them (dynamic padding) into one batch.
+  virtual Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const;
+
+  /// A fresh model: encoder (randomly initialised; load weights afterwards) plus this task's
+  /// head under HF's names, head initialised as HF does.
+  virtual TaskModel build_model(const BertConfig& config) const = 0;
+  /// Scalar loss of a batch's logits, as the matching HF model computes it.
+  virtual torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const = 0;
+  /// Stores each row of `logits` (CPU, float32, trimmed to the row's real length for per-token
+  /// outputs) at outputs[feature index]. `outputs` must have features.size() entries.
+  virtual void gather(const Batch& batch, const torch::Tensor& logits,
+                      std::vector<torch::Tensor>& outputs) const;
+
+  /// Predictions per example from per-feature outputs (official format of the dataset).
+  virtual nlohmann::json predict(const FeatureSet& features,
+                                 const std::vector<torch::Tensor>& outputs) const = 0;
+  /// Predictions plus the task's official metrics (needs labelled features).
+  virtual Evaluation evaluate(const FeatureSet& features,
+                              const std::vector<torch::Tensor>& outputs) const = 0;
+  /// Name of the metric that selects the best checkpoint (higher is better).
+  virtual std::string main_metric() const = 0;
+
+ protected:
+  /// The common start of evaluate(): checks that `features` are labelled and fills the
+  /// predictions and the main metric's name.
+  Evaluation start_evaluation(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const;
+};
+
+/// `set` as the adapter's own FeatureSet type F; TORCH_CHECK naming `task` otherwise.
+template <class F>
+const F& features_as(const FeatureSet& set, const char* task) {
+  const auto* features = dynamic_cast<const F*>(&set);
+  TORCH_CHECK(features, task, ": features of another task");
+  return *features;
+}
+
+}  // namespace bert::tasks

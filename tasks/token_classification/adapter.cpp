@@ -1,0 +1,225 @@
+#include "tasks/token_classification/adapter.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "bert/common/error.h"
+#include "bert/common/log.h"
+#include "data/readers.h"
+#include "tasks/common/heads.h"
+#include "tasks/common/sequence.h"
+#include "tasks/common/windows.h"
+
+namespace bert::tasks {
+namespace {
+
+using json = nlohmann::json;
+using Sentences = Examples<data::TaggedSentence>;
+
+
+
+}  // namespace
+
+TokenClassificationAdapter::TokenClassificationAdapter(TokenClassificationOptions options) : options_(std::move(options)) {
+  if (!options_.labels.empty()) labels_ = LabelMap(options_.labels);
+}
+
+std::unique_ptr<TaskAdapter> TokenClassificationAdapter::create(const YamlReader& reader, ErrorList& errors) {
+  TokenClassificationOptions o;
+  read_struct(reader, o, errors);
+  if (o.max_seq_length < 8) errors.add(reader.where("max_seq_length") + ": must be >= 8");
+  if (!reader.has("window_stride")) o.window_stride = std::min(o.window_stride, (o.max_seq_length - 2) / 4);
+  if (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 2)
+    errors.add(reader.where("window_stride") + ": must be in [0, max_seq_length - 2)");
+  return std::make_unique<TokenClassificationAdapter>(std::move(o));
+}
+
+std::shared_ptr<const ExampleSet> TokenClassificationAdapter::read(const data::DataSpec& spec) {
+  auto set = std::make_shared<Sentences>();
+  set->source = spec.path.string();
+  set->items = data::read_conll(spec);
+  return set;
+}
+
+std::vector<std::string> TokenClassificationAdapter::training_tags(const data::TaggedSentence& s) const {
+  return metrics::convert_tags(s.tags, options_.tag_scheme, train_scheme());
+}
+
+void TokenClassificationAdapter::fit_labels(const ExampleSet& train) {
+  if (!labels_.empty()) return;
+  std::vector<std::string> observed;
+  for (const auto& s : items_of<data::TaggedSentence>(train, "token_classification")) {
+    const auto tags = training_tags(s);
+    observed.insert(observed.end(), tags.begin(), tags.end());
+  }
+  labels_ = LabelMap::from_observed(observed);
+  if (labels_.size() < 2)
+    throw DataError(fmt::format("{}: found {} distinct tag(s); tagging needs at least 2", train.source, labels_.size()));
+}
+
+std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
+                                                                  const tok::Tokenizer& tokenizer, bool training) const {
+  const auto& items = items_of<data::TaggedSentence>(*examples, "token_classification");
+  TORCH_CHECK(!labels_.empty(), "token_classification: fit_labels() before featurize()");
+  auto set = std::make_shared<TokenFeatureSet>();
+  set->examples = examples;
+  set->pad_id = std::max<int64_t>(tokenizer.special_tokens().pad_id, 0);
+  set->labelled = !items.empty();
+
+  // Sub-tokens of every sentence first (document context reads the neighbours).
+  struct Tokens {
+    std::vector<int64_t> ids, word, label;  // per sub-token
+    std::vector<bool> first;
+  };
+  std::vector<Tokens> sentences(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& s = items[i];
+    const bool tagged = !s.tags.empty();
+    if (!tagged) {
+      if (training) throw DataError(fmt::format("{}: training sentence has no tags", s.where));
+      set->labelled = false;
+    }
+    const auto tags = tagged ? training_tags(s) : std::vector<std::string>();
+    auto& t = sentences[i];
+    for (size_t w = 0; w < s.words.size(); ++w) {
+      const auto pieces = tokenizer.tokenize(s.words[w]);
+      if (pieces.empty()) ++set->words_without_tokens;
+      int64_t label = kIgnoreIndex, inside = kIgnoreIndex;
+      if (tagged) {
+        label = labels_.id(tags[w], s.where + fmt::format(" (word {})", w + 1));
+        inside = label;
+        if (tags[w].rfind("B-", 0) == 0)
+          if (const auto i_label = labels_.find("I-" + tags[w].substr(2))) inside = *i_label;
+      }
+      for (size_t p = 0; p < pieces.size(); ++p) {
+        t.ids.push_back(pieces[p].id);
+        t.word.push_back(static_cast<int64_t>(w));
+        t.first.push_back(p == 0);
+        t.label.push_back(p == 0 ? label : (options_.label_all_tokens ? inside : kIgnoreIndex));
+      }
+    }
+  }
+
+  const int64_t capacity = options_.max_seq_length - 2;
+  size_t split = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& t = sentences[i];
+    const auto windows = split_windows(static_cast<int64_t>(t.ids.size()), capacity, options_.window_stride);
+    const auto max_context = max_context_flags(windows);
+    split += windows.size() > 1;
+    for (size_t k = 0; k < windows.size(); ++k) {
+      const auto& w = windows[k];
+      std::vector<int64_t> left, right;
+      if (options_.document_context && windows.size() == 1) {
+        int64_t room = capacity - (w.end - w.begin);
+        int64_t want_left = room / 2;
+        // Gather up to `room` tokens each side from the same document, nearest first.
+        std::vector<int64_t> before, after;
+        for (size_t j = i; j-- > 0 && static_cast<int64_t>(before.size()) < room;) {
+          if (items[j].document != items[i].document) break;
+          for (auto it = sentences[j].ids.rbegin(); it != sentences[j].ids.rend() && static_cast<int64_t>(before.size()) < room; ++it)
+            before.push_back(*it);
+        }
+        for (size_t j = i + 1; j < items.size() && static_cast<int64_t>(after.size()) < room; ++j) {
+          if (items[j].document != items[i].document) break;
+          for (auto id : sentences[j].ids) {
+            if (static_cast<int64_t>(after.size()) >= room) break;
+            after.push_back(id);
+          }
+        }
+        int64_t take_left = std::min<int64_t>(want_left, before.size());
+        int64_t take_right = std::min<int64_t>(room - take_left, after.size());
+        take_left = std::min<int64_t>(room - take_right, before.size());
+        left.assign(before.rbegin() + (static_cast<int64_t>(before.size()) - take_left), before.rend());
+        right.assign(after.begin(), after.begin() + take_right);
+      }
+      std::vector<int64_t> body(left);
+      body.insert(body.end(), t.ids.begin() + w.begin, t.ids.begin() + w.end);
+      body.insert(body.end(), right.begin(), right.end());
+      auto [ids, types] = bert_sequence(tokenizer, body);
+      Feature f;
+      f.example = static_cast<int64_t>(i);
+      f.token_labels.assign(ids.size(), kIgnoreIndex);
+      std::vector<std::pair<int64_t, int64_t>> positions;
+      const int64_t offset = 1 + static_cast<int64_t>(left.size());  // after [CLS] and left context
+      for (int64_t p = w.begin; p < w.end; ++p) {
+        const auto pos = offset + (p - w.begin);
+        // A token is labelled only in the window where it has the most context, so each
+        // word is trained and read exactly once.
+        if (max_context[k][static_cast<size_t>(p - w.begin)]) {
+          f.token_labels[static_cast<size_t>(pos)] = t.label[static_cast<size_t>(p)];
+          if (t.first[static_cast<size_t>(p)]) positions.emplace_back(pos, t.word[static_cast<size_t>(p)]);
+        }
+      }
+      f.input_ids = {std::move(ids)};
+      f.token_type_ids = {std::move(types)};
+      set->features.push_back(std::move(f));
+      set->word_positions.push_back(std::move(positions));
+    }
+  }
+  if (split)
+    log::info("[task] {}: {} sentences longer than max_seq_length {} split into overlapping windows",
+              examples->source, split, options_.max_seq_length);
+  if (set->words_without_tokens)
+    log::warn("[task] {}: {} words produce no tokens (e.g. only control characters); they are predicted 'O'",
+              examples->source, set->words_without_tokens);
+  return set;
+}
+
+TaskModel TokenClassificationAdapter::build_model(const BertConfig& config) const {
+  return std::make_shared<BertTaskModelImpl>(config, HeadKind::kTokens, labels_.size());
+}
+
+torch::Tensor TokenClassificationAdapter::loss(const torch::Tensor& logits, const Batch& batch) const {
+  // HF: CrossEntropyLoss over every position, -100 ignored (the attention mask is not used).
+  const auto flat = logits.to(torch::kFloat).reshape({-1, logits.size(-1)});  // [batch*seq, labels]
+  return torch::nn::functional::cross_entropy(
+      flat, batch.labels.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+}
+
+std::vector<std::vector<std::string>> TokenClassificationAdapter::predict_tags(const FeatureSet& features,
+                                                                               const std::vector<torch::Tensor>& outputs) const {
+  const auto& set = features_as<TokenFeatureSet>(features, "token_classification");
+  const auto& items = items_of<data::TaggedSentence>(*set.examples, "token_classification");
+  const std::string outside = labels_.find("O") ? "O" : labels_.name(0);
+  std::vector<std::vector<std::string>> tags(items.size());
+  for (size_t i = 0; i < items.size(); ++i) tags[i].assign(items[i].words.size(), outside);
+  for (size_t f = 0; f < set.features.size(); ++f) {
+    const auto best = outputs.at(f).argmax(-1);  // [seq]
+    const auto* b = best.data_ptr<int64_t>();
+    auto& sentence = tags[static_cast<size_t>(set.features[f].example)];
+    for (const auto& [pos, word] : set.word_positions[f]) sentence[static_cast<size_t>(word)] = labels_.name(b[pos]);
+  }
+  if (train_scheme() != options_.tag_scheme)
+    for (auto& s : tags) s = metrics::convert_tags(s, train_scheme(), options_.tag_scheme);
+  return tags;
+}
+
+json TokenClassificationAdapter::predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+  const auto& items = items_of<data::TaggedSentence>(*features.examples, "token_classification");
+  const auto tags = predict_tags(features, outputs);
+  json out = json::array();
+  for (size_t i = 0; i < items.size(); ++i)
+    out.push_back({{"id", items[i].id}, {"words", items[i].words}, {"tags", tags[i]}});
+  return out;
+}
+
+Evaluation TokenClassificationAdapter::evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+  const auto& items = items_of<data::TaggedSentence>(*features.examples, "token_classification");
+  auto ev = start_evaluation(features, outputs);
+  std::vector<std::vector<std::string>> gold, predicted;
+  for (size_t i = 0; i < items.size(); ++i) {
+    gold.push_back(items[i].tags);
+    predicted.push_back(ev.predictions[i]["tags"].get<std::vector<std::string>>());
+  }
+  const auto scores = metrics::score_entities(gold, predicted, options_.strict, options_.tag_scheme);
+  ev.metrics["precision"] = scores.overall.precision();
+  ev.metrics["recall"] = scores.overall.recall();
+  ev.metrics["f1"] = scores.overall.f1();
+  ev.metrics["accuracy"] = scores.accuracy();
+  for (const auto& [type, counts] : scores.by_type) ev.metrics["f1_" + type] = counts.f1();
+  return ev;
+}
+
+}  // namespace bert::tasks

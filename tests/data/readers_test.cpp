@@ -1,0 +1,243 @@
+// Readers parse the real datasets in ../shared/data with the published counts, and stop on
+// malformed input with file:line and what was expected.
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "bert/common/error.h"
+#include "data/readers.h"
+#include "data/table.h"
+#include "tasks/metrics/span_f1.h"
+#include "tests/support/test_support.h"
+
+namespace bert::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path data_dir() { return testing::shared_dir() / "data"; }
+
+DataSpec spec_of(const fs::path& path) {
+  DataSpec s;
+  s.path = path;
+  return s;
+}
+
+std::map<std::string, int> label_counts(const std::vector<TextExample>& examples) {
+  std::map<std::string, int> counts;
+  for (const auto& e : examples)
+    if (e.label) ++counts[*e.label];
+  return counts;
+}
+
+struct GlueCase {
+  const char* dir;
+  size_t train, dev, test;
+  bool pair;
+  const char* label;  // a label with its train count
+  int label_count;
+};
+
+class GlueReaderTest : public ::testing::TestWithParam<GlueCase> {};
+
+TEST_P(GlueReaderTest, ReadsEverySplitWithOfficialCounts) {
+  const auto& c = GetParam();
+  const auto dir = data_dir() / "glue" / c.dir;
+  BERTFT_REQUIRE_PATH(dir / "train.tsv");
+  const auto train = read_text_examples(spec_of(dir / "train.tsv"));
+  const auto dev = read_text_examples(spec_of(dir / "dev.tsv"));
+  const auto test = read_text_examples(spec_of(dir / "test.tsv"));
+  EXPECT_EQ(train.size(), c.train);
+  EXPECT_EQ(dev.size(), c.dev);
+  EXPECT_EQ(test.size(), c.test);
+  for (const auto* split : {&train, &dev}) {
+    for (const auto& e : *split) {
+      ASSERT_TRUE(e.label.has_value()) << e.where;
+      ASSERT_FALSE(e.text_a.empty()) << e.where;
+      ASSERT_EQ(e.text_b.has_value(), c.pair) << e.where;
+    }
+  }
+  for (const auto& e : test) ASSERT_FALSE(e.label.has_value()) << e.where;
+  if (c.label_count >= 0) {
+    EXPECT_EQ(label_counts(train)[c.label], c.label_count);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Glue, GlueReaderTest,
+                         ::testing::Values(GlueCase{"CoLA", 8551, 1043, 1063, false, "1", 6023},
+                                           GlueCase{"SST-2", 67349, 872, 1821, false, "1", 37569},
+                                           GlueCase{"MRPC", 3668, 408, 1725, true, "1", 2474},
+                                           GlueCase{"STS-B", 5749, 1500, 1379, true, "5.000", -1}),
+                         [](const auto& info) { return std::string(info.param.dir == std::string("SST-2") ? "SST2" : info.param.dir == std::string("STS-B") ? "STSB" : info.param.dir); });
+
+TEST(GlueReader, KeepsQuotesAndFirstRowsExactly) {
+  const auto dir = data_dir() / "glue";
+  BERTFT_REQUIRE_PATH(dir / "MRPC" / "train.tsv");
+  const auto mrpc = read_text_examples(spec_of(dir / "MRPC" / "dev.tsv"));
+  // GLUE TSVs have no quoting: a leading '"' is text (the BOM of the header is stripped).
+  EXPECT_EQ(mrpc[0].text_b.value().substr(0, 5), "\" The");
+  EXPECT_EQ(mrpc[0].label.value(), "1");
+  EXPECT_EQ(mrpc[0].where, (dir / "MRPC" / "dev.tsv").string() + ":2");
+  const auto cola = read_text_examples(spec_of(dir / "CoLA" / "dev.tsv"));
+  EXPECT_EQ(cola[0].text_a, "The sailors rode the breeze clear of the rocks.");
+  const auto stsb = read_text_examples(spec_of(dir / "STS-B" / "dev.tsv"));
+  EXPECT_EQ(stsb[1].label.value(), "4.750");
+}
+
+TEST(SquadReader, ReadsV11AndV20WithOfficialCounts) {
+  const auto dir = data_dir() / "squad";
+  BERTFT_REQUIRE_PATH(dir / "dev-v1.1.json");
+  std::string version;
+  const auto v1 = read_squad(spec_of(dir / "dev-v1.1.json"), &version);
+  EXPECT_EQ(version, "1.1");
+  EXPECT_EQ(v1.size(), 10570u);
+  size_t answers = 0;
+  for (const auto& e : v1) {
+    answers += e.answers.size();
+    EXPECT_FALSE(e.is_impossible);
+    for (const auto& a : e.answers)  // byte offsets agree with the character offsets
+      ASSERT_EQ(e.context.compare(static_cast<size_t>(a.byte_start), a.text.size(), a.text), 0) << e.where;
+  }
+  EXPECT_EQ(answers, 34726u);
+  const auto v2 = read_squad(spec_of(dir / "dev-v2.0.json"), &version);
+  EXPECT_EQ(version, "v2.0");
+  EXPECT_EQ(v2.size(), 11873u);
+  size_t impossible = 0, answers2 = 0;
+  for (const auto& e : v2) {
+    impossible += e.is_impossible;
+    answers2 += e.answers.size();
+  }
+  EXPECT_EQ(impossible, 5945u);
+  EXPECT_EQ(answers2, 20302u);
+}
+
+TEST(ConllReader, ReadsCoNLL2003WithPublishedCounts) {
+  const auto dir = data_dir() / "conll2003";
+  BERTFT_REQUIRE_PATH(dir / "train.txt");
+  struct Split {
+    const char* file;
+    size_t sentences, tokens, documents, entities;
+  };
+  for (const auto& s : {Split{"train.txt", 14041, 203621, 946, 23499}, Split{"valid.txt", 3250, 51362, 216, 5942},
+                        Split{"test.txt", 3453, 46435, 231, 5648}}) {
+    const auto sentences = read_conll(spec_of(dir / s.file));
+    size_t tokens = 0;
+    std::vector<std::vector<std::string>> tags;
+    for (const auto& sentence : sentences) {
+      tokens += sentence.words.size();
+      ASSERT_EQ(sentence.words.size(), sentence.tags.size());
+      tags.push_back(sentence.tags);
+    }
+    EXPECT_EQ(sentences.size(), s.sentences) << s.file;
+    EXPECT_EQ(tokens, s.tokens) << s.file;
+    EXPECT_EQ(static_cast<size_t>(sentences.back().document + 1), s.documents) << s.file;
+    EXPECT_EQ(tasks::metrics::lenient_entities(tags).size(), s.entities) << s.file;
+  }
+}
+
+class MalformedInputTest : public ::testing::Test {
+ protected:
+  fs::path write(const std::string& name, const std::string& text) {
+    const auto path = dir_.path() / name;
+    testing::write_bytes(path, text);
+    return path;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(MalformedInputTest, TsvRowWithWrongFieldCountNamesLine) {
+  const auto path = write("bad.tsv", "sentence\tlabel\nfine\t1\nmissing label\n");
+  const auto message = testing::error_message([&] { read_text_examples(spec_of(path)); });
+  EXPECT_NE(message.find(path.string() + ":3: expected 2 fields (as the header), got 1"), std::string::npos) << message;
+  DataSpec lenient = spec_of(path);
+  lenient.skip_malformed = true;
+  EXPECT_EQ(read_text_examples(lenient).size(), 1u);
+}
+
+TEST_F(MalformedInputTest, InvalidUtf8IsReportedNotReplaced) {
+  const auto path = write("bad.tsv", "sentence\tlabel\nab\xC3(\t1\n");
+  const auto message = testing::error_message([&] { read_text_examples(spec_of(path)); });
+  EXPECT_NE(message.find(path.string() + ":2:3: invalid UTF-8 (byte 0xC3)"), std::string::npos) << message;
+}
+
+TEST_F(MalformedInputTest, MissingColumnListsTheColumns) {
+  DataSpec spec = spec_of(write("x.tsv", "review\tstars\ngood\t5\n"));
+  spec.columns = {{"text_a", "text"}};
+  const auto message = testing::error_message([&] { read_text_examples(spec); });
+  EXPECT_NE(message.find("no column 'text' (columns: 'review', 'stars')"), std::string::npos) << message;
+  spec.columns = {{"txet_a", "review"}};
+  EXPECT_NE(testing::error_message([&] { read_text_examples(spec); }).find("unknown role 'txet_a'"), std::string::npos);
+  spec.columns = {{"text_a", "review"}, {"label", "stars"}};
+  const auto examples = read_text_examples(spec);
+  ASSERT_EQ(examples.size(), 1u);
+  EXPECT_EQ(examples[0].label.value(), "5");
+}
+
+TEST_F(MalformedInputTest, CsvQuotingAndJsonl) {
+  const auto csv = write("x.csv", "id,text,label\n7,\"a, \"\"quoted\"\"\nline\",pos\r\n8,plain,neg\n");
+  const auto rows = read_text_examples(spec_of(csv));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].id, "7");
+  EXPECT_EQ(rows[0].text_a, "a, \"quoted\"\nline");
+  EXPECT_EQ(rows[1].where, csv.string() + ":4");
+  const auto jsonl = write("x.jsonl", "{\"text\": \"one\", \"label\": 1}\n\n{\"text\": \"two\", \"text_b\": \"b\", \"label\": 0}\n");
+  const auto j = read_text_examples(spec_of(jsonl));
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0].label.value(), "1");
+  EXPECT_FALSE(j[0].text_b.has_value());
+  EXPECT_EQ(j[1].text_b.value(), "b");
+  const auto bad = write("bad.jsonl", "{\"text\": \"one\"}\n{\"text\": \n");
+  EXPECT_NE(testing::error_message([&] { read_text_examples(spec_of(bad)); }).find(bad.string() + ":2: not valid JSON"),
+            std::string::npos);
+}
+
+TEST_F(MalformedInputTest, SwagCsvBuildsChoicesLikeRunSwag) {
+  const auto path = write("val.csv",
+                          ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+                          "0,v1,5,\"The cook stirs.\",The cook stirs.,He,gold,adds salt.,sleeps.,flies away.,sings.,0\n"
+                          "1,v2,6,x,A dog runs.,It,gold,barks.,\"reads, slowly.\",swims.,cooks.,3\n");
+  const auto examples = read_choice_examples(spec_of(path));
+  ASSERT_EQ(examples.size(), 2u);
+  EXPECT_EQ(examples[0].id, "v1/5");
+  EXPECT_EQ(examples[0].context, "The cook stirs.");
+  EXPECT_EQ(examples[0].choices, (std::vector<std::string>{"He adds salt.", "He sleeps.", "He flies away.", "He sings."}));
+  EXPECT_EQ(examples[1].choices[1], "It reads, slowly.");
+  EXPECT_EQ(examples[1].label.value(), 3);
+  const auto bad = write("bad.csv", "sent1,sent2,ending0,ending1,label\nA,B,c,d,2\n");
+  EXPECT_NE(testing::error_message([&] { read_choice_examples(spec_of(bad)); }).find(bad.string() + ":2: label '2' is not a choice index 0..1"),
+            std::string::npos);
+}
+
+TEST_F(MalformedInputTest, ConllColumnsAndDocuments) {
+  const auto path = write("x.conll", "-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\n-DOCSTART- -X- O\n\nPeter NNP B-PER\n");
+  const auto sentences = read_conll(spec_of(path));
+  ASSERT_EQ(sentences.size(), 2u);
+  EXPECT_EQ(sentences[0].words, (std::vector<std::string>{"EU", "rejects"}));
+  EXPECT_EQ(sentences[0].tags, (std::vector<std::string>{"B-ORG", "O"}));
+  EXPECT_EQ(sentences[0].document, 0);
+  EXPECT_EQ(sentences[1].document, 1);
+  EXPECT_EQ(sentences[1].where, path.string() + ":8");
+  DataSpec pos = spec_of(path);
+  pos.columns = {{"tag", "1"}};
+  EXPECT_EQ(read_conll(pos)[0].tags, (std::vector<std::string>{"NNP", "VBZ"}));
+  const auto bad = write("bad.conll", "EU NNP B-ORG\nrejects O\n");
+  EXPECT_NE(testing::error_message([&] { read_conll(spec_of(bad)); }).find(bad.string() + ":2: expected 3 columns (as the first line), got 2"),
+            std::string::npos);
+}
+
+TEST_F(MalformedInputTest, SquadStructureErrorsNameTheJsonPath) {
+  const auto path = write("s.json", R"({"version": "1.1", "data": [{"title": "T", "paragraphs": [
+    {"context": "abc def", "qas": [{"id": "q1", "question": "?", "answers": [{"text": "def", "answer_start": 4}]},
+                                   {"id": "q2", "answers": []}]}]}]})");
+  const auto message = testing::error_message([&] { read_squad(spec_of(path)); });
+  EXPECT_NE(message.find("data[0].paragraphs[0].qas[1]: missing string 'question'"), std::string::npos) << message;
+  const auto out_of_range = write("r.json", R"({"data": [{"paragraphs": [{"context": "é", "qas": [
+    {"id": "q", "question": "?", "answers": [{"text": "x", "answer_start": 9}]}]}]}]})");
+  EXPECT_NE(testing::error_message([&] { read_squad(spec_of(out_of_range)); }).find("answer_start 9 outside the context (1 characters)"),
+            std::string::npos);
+  const auto syntax = write("j.json", "{\"data\": [\n  {\"paragraphs\": ]\n}");
+  EXPECT_NE(testing::error_message([&] { read_squad(spec_of(syntax)); }).find(syntax.string() + ":2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bert::data

@@ -1,0 +1,411 @@
+// Adapters on real data: feature conversion round-trips (QA answers, NER words through
+// windows), labels, long-input policies, collation; the registry and its errors.
+#include <set>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "bert/common/error.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "tasks/common/heads.h"
+#include "tasks/common/windows.h"
+#include "tasks/question_answering/adapter.h"
+#include "tasks/registry.h"
+#include "tasks/token_classification/adapter.h"
+#include "tests/support/test_support.h"
+
+namespace bert::tasks {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path data_dir() { return testing::shared_dir() / "data"; }
+
+const tok::Tokenizer& cased_tokenizer() {
+  static const auto tokenizer = [] {
+    tok::WordPieceOptions options;
+    options.normalizer.lowercase = false;
+    options.normalizer.strip_accents = false;
+    return tok::WordPieceTokenizer::from_file(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
+  }();
+  return *tokenizer;
+}
+
+std::unique_ptr<TaskAdapter> make_task(const std::string& type, const std::string& options_yaml) {
+  return TaskRegistry::global().create(type, YamlReader(YAML::Load(options_yaml), "recipe.yaml", "task"));
+}
+
+data::DataSpec spec_of(const fs::path& path) {
+  data::DataSpec s;
+  s.path = path;
+  return s;
+}
+
+std::vector<int64_t> all_indices(const FeatureSet& set) {
+  std::vector<int64_t> v(set.features.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i);
+  return v;
+}
+
+TEST(TaskRegistry, ListsBuiltinsAndSuggestsOnTypos) {
+  EXPECT_EQ(TaskRegistry::global().names(),
+            (std::vector<std::string>{"sequence_classification", "multiple_choice", "question_answering",
+                                      "token_classification"}));
+  const auto message = testing::error_message([] { make_task("sequence_clasification", "{}"); });
+  EXPECT_NE(message.find("unknown task 'sequence_clasification' (did you mean 'sequence_classification'?)"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("available: sequence_classification, multiple_choice"), std::string::npos);
+}
+
+TEST(TaskRegistry, OptionErrorsNameLineKeyAndFix) {
+  const auto reader = YamlReader::load_string("task:\n  max_seq_lenght: 64\n  doc_stride: many\n", "r.yaml").child("task");
+  const auto message = testing::error_message([&] { TaskRegistry::global().create("question_answering", reader); });
+  EXPECT_NE(message.find("r.yaml:2:3: task: unknown key 'max_seq_lenght' (did you mean 'max_seq_length'?)"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("r.yaml:3:3: task.doc_stride: expected an integer, got 'many'"), std::string::npos) << message;
+  const auto e2 = testing::error_message([] { make_task("token_classification", "{tag_scheme: bio}"); });
+  EXPECT_NE(e2.find("unknown value 'bio'; expected one of: iob1, iob2, iobes"), std::string::npos) << e2;
+}
+
+// A task added from outside the library, without touching anything else: it predicts whether
+// a text has an even number of tokens.
+class ToyParityAdapter final : public TaskAdapter {
+ public:
+  static std::unique_ptr<TaskAdapter> create(const YamlReader& options, ErrorList& errors) {
+    int64_t width = 8;
+    options.read("width", width, errors);
+    options.reject_unknown_keys(errors);
+    return std::make_unique<ToyParityAdapter>();
+  }
+  std::string type() const override { return "toy_parity"; }
+  std::string architecture() const override { return "BertForSequenceClassification"; }
+  YAML::Node options() const override { return YAML::Node(YAML::NodeType::Map); }
+  std::shared_ptr<const ExampleSet> read(const data::DataSpec&) override { return nullptr; }
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer&,
+                                        bool) const override {
+    auto set = std::make_shared<FeatureSet>();
+    set->examples = examples;
+    for (int64_t n = 1; n <= 6; ++n) {
+      Feature f;
+      f.input_ids = {std::vector<int64_t>(static_cast<size_t>(n), 5)};
+      f.token_type_ids = {std::vector<int64_t>(static_cast<size_t>(n), 0)};
+      f.label = n % 2;
+      set->features.push_back(f);
+    }
+    set->labelled = true;
+    return set;
+  }
+  TaskModel build_model(const BertConfig& config) const override {
+    return std::make_shared<BertTaskModelImpl>(config, HeadKind::kPooled, 2);
+  }
+  torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override {
+    return torch::cross_entropy_loss(logits, batch.labels);
+  }
+  Batch collate(const FeatureSet& set, const std::vector<int64_t>& indices) const override {
+    auto b = TaskAdapter::collate(set, indices);
+    std::vector<int64_t> labels;
+    for (auto i : indices) labels.push_back(set.features[static_cast<size_t>(i)].label);
+    b.labels = torch::tensor(labels);
+    return b;
+  }
+  nlohmann::json predict(const FeatureSet&, const std::vector<torch::Tensor>& outputs) const override {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& o : outputs) out.push_back(o.argmax().item<int64_t>());
+    return out;
+  }
+  Evaluation evaluate(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const override {
+    Evaluation ev;
+    ev.predictions = predict(set, outputs);
+    size_t correct = 0;
+    for (size_t i = 0; i < outputs.size(); ++i) correct += ev.predictions[i].get<int64_t>() == set.features[i].label;
+    ev.metrics["accuracy"] = static_cast<double>(correct) / static_cast<double>(outputs.size());
+    ev.main_metric = "accuracy";
+    return ev;
+  }
+  std::string main_metric() const override { return "accuracy"; }
+};
+
+TEST(TaskRegistry, AToyAdapterPlugsInFromATestFile) {
+  if (!TaskRegistry::global().find("toy_parity"))
+    TaskRegistry::global().add({"toy_parity", "even/odd length (test)", &ToyParityAdapter::create});
+  auto adapter = make_task("toy_parity", "{width: 4}");
+  EXPECT_NE(testing::error_message([] { make_task("toy_parity", "{widht: 4}"); }).find("did you mean 'width'"), std::string::npos);
+  torch::manual_seed(0);
+  const auto features = adapter->featurize(nullptr, cased_tokenizer(), true);
+  auto model = adapter->build_model(testing::tiny_config());
+  model->eval();
+  const auto batch = adapter->collate(*features, all_indices(*features));
+  EXPECT_EQ(batch.input_ids.sizes(), torch::IntArrayRef({6, 6}));  // padded to the longest
+  EXPECT_EQ(batch.attention_mask.sum().item<int64_t>(), 21);
+  std::vector<torch::Tensor> outputs(features->features.size());
+  const auto logits = model->forward(batch);
+  adapter->gather(batch, logits, outputs);
+  const auto ev = adapter->evaluate(*features, outputs);
+  EXPECT_GE(ev.main(), 0.0);
+  EXPECT_TRUE(torch::isfinite(adapter->loss(logits, batch)).item<bool>());
+}
+
+TEST(Windows, CoverEveryTokenOnceAtMaxContext) {
+  EXPECT_EQ(split_windows(5, 8, 2).size(), 1u);
+  const auto w = split_windows(20, 8, 3);  // 0-8, 5-13, 10-18, 15-20
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[1].begin, 5);
+  EXPECT_EQ(w.back().end, 20);
+  const auto flags = max_context_flags(w);
+  for (int64_t p = 0; p < 20; ++p) {
+    int owners = 0;
+    for (size_t k = 0; k < w.size(); ++k)
+      if (p >= w[k].begin && p < w[k].end) owners += flags[k][static_cast<size_t>(p - w[k].begin)];
+    EXPECT_EQ(owners, 1) << p;
+  }
+}
+
+class RealDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override { BERTFT_REQUIRE_PATH(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt"); }
+};
+
+TEST_F(RealDataTest, SequenceClassificationOnMrpc) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "dev.tsv");
+  auto adapter = make_task("sequence_classification", "{max_seq_length: 64}");
+  const auto dev = adapter->read(spec_of(data_dir() / "glue" / "MRPC" / "dev.tsv"));
+  adapter->fit_labels(*dev);
+  EXPECT_EQ(adapter->labels(), (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(adapter->main_metric(), "f1");  // GLUE's MRPC metric
+  const auto features = adapter->featurize(dev, cased_tokenizer(), true);
+  ASSERT_EQ(features->features.size(), 408u);
+  for (const auto& f : features->features) ASSERT_LE(f.length(), 64);
+  const auto batch = adapter->collate(*features, {0, 1, 2});
+  EXPECT_EQ(batch.labels.sizes(), torch::IntArrayRef({3}));
+  EXPECT_EQ(batch.input_ids.sizes(), batch.token_type_ids.sizes());
+  EXPECT_EQ(batch.token_type_ids.max().item<int64_t>(), 1);
+
+  // Perfect logits give perfect scores through the whole evaluation path.
+  std::vector<torch::Tensor> outputs;
+  for (const auto& f : features->features) outputs.push_back(torch::one_hot(torch::tensor(f.label), 2).to(torch::kFloat));
+  const auto ev = adapter->evaluate(*features, outputs);
+  EXPECT_DOUBLE_EQ(ev.metrics.at("accuracy"), 1.0);
+  EXPECT_DOUBLE_EQ(ev.metrics.at("f1"), 1.0);
+  EXPECT_DOUBLE_EQ(ev.metrics.at("mcc"), 1.0);
+  EXPECT_EQ(ev.predictions[0]["id"], "0");
+}
+
+TEST_F(RealDataTest, LongInputsAreWindowedAndAveragedOrTruncatedWithACount) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "SST-2" / "dev.tsv");
+  auto adapter = make_task("sequence_classification", "{max_seq_length: 16, long_inputs: windows, window_stride: 4}");
+  auto dev = adapter->read(spec_of(data_dir() / "glue" / "SST-2" / "dev.tsv"));
+  adapter->fit_labels(*dev);
+  const auto features = adapter->featurize(dev, cased_tokenizer(), true);
+  EXPECT_GT(features->features.size(), 872u * 2);
+  std::vector<torch::Tensor> outputs;
+  for (const auto& f : features->features) outputs.push_back(torch::one_hot(torch::tensor(f.label), 2).to(torch::kFloat));
+  EXPECT_DOUBLE_EQ(adapter->evaluate(*features, outputs).metrics.at("accuracy"), 1.0);
+
+  auto truncating = make_task("sequence_classification", "{max_seq_length: 16}");
+  truncating->read(spec_of(data_dir() / "glue" / "SST-2" / "dev.tsv"));
+  truncating->fit_labels(*dev);
+  EXPECT_EQ(truncating->featurize(dev, cased_tokenizer(), true)->features.size(), 872u);
+}
+
+TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "train.tsv", "sentence\tlabel\ngood\tpos\nbad\tneg\n");
+  testing::write_bytes(dir.path() / "dev.tsv", "sentence\tlabel\nok\tpos\nmeh\tmaybe\n");
+  auto adapter = make_task("sequence_classification", "{}");
+  const auto train = adapter->read(spec_of(dir.path() / "train.tsv"));
+  adapter->fit_labels(*train);
+  EXPECT_EQ(adapter->labels(), (std::vector<std::string>{"neg", "pos"}));
+  const auto dev = adapter->read(spec_of(dir.path() / "dev.tsv"));
+  const auto message = testing::error_message([&] { adapter->featurize(dev, cased_tokenizer(), false); });
+  EXPECT_NE(message.find((dir.path() / "dev.tsv").string() + ":3: label 'maybe' was not seen in training (labels: neg, pos)"),
+            std::string::npos) << message;
+}
+
+TEST_F(RealDataTest, RegressionOnStsb) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "STS-B" / "dev.tsv");
+  auto adapter = make_task("sequence_classification", "{}");
+  const auto dev = adapter->read(spec_of(data_dir() / "glue" / "STS-B" / "dev.tsv"));
+  adapter->fit_labels(*dev);
+  EXPECT_TRUE(adapter->labels().empty());
+  EXPECT_EQ(adapter->main_metric(), "spearman");
+  const auto features = adapter->featurize(dev, cased_tokenizer(), true);
+  const auto batch = adapter->collate(*features, {0, 1});
+  EXPECT_EQ(batch.labels.scalar_type(), torch::kFloat);
+  EXPECT_FLOAT_EQ(batch.labels[1].item<float>(), 4.75f);
+  std::vector<torch::Tensor> outputs;
+  for (const auto& f : features->features) outputs.push_back(torch::tensor({f.target}));
+  const auto ev = adapter->evaluate(*features, outputs);
+  EXPECT_NEAR(ev.metrics.at("pearson"), 1.0, 1e-9);
+  EXPECT_NEAR(ev.metrics.at("spearman"), 1.0, 1e-9);
+}
+
+/// Maps every answerable example's gold span back through token offsets.
+void expect_answers_round_trip(const fs::path& file, int64_t max_seq_length, int64_t doc_stride) {
+  auto adapter = make_task("question_answering", fmt::format("{{max_seq_length: {}, doc_stride: {}}}", max_seq_length, doc_stride));
+  const auto examples = adapter->read(spec_of(file));
+  const auto features = adapter->featurize(examples, cased_tokenizer(), /*training=*/true);
+  const auto& qa = dynamic_cast<const QaFeatureSet&>(*features);
+  const auto& items = dynamic_cast<const Examples<data::QaExample>&>(*examples).items;
+  size_t answered = 0, exact = 0, unaligned = 0;
+  std::set<int64_t> examples_with_span;
+  for (size_t f = 0; f < qa.features.size(); ++f) {
+    const auto& feature = qa.features[f];
+    const auto& e = items[static_cast<size_t>(feature.example)];
+    ASSERT_LE(feature.length(), max_seq_length);
+    if (feature.start_position == 0) {
+      ASSERT_EQ(feature.end_position, 0);
+      continue;
+    }
+    ASSERT_FALSE(e.is_impossible) << e.where;
+    ++answered;
+    examples_with_span.insert(feature.example);
+    const auto begin = qa.offsets[f][static_cast<size_t>(feature.start_position)].first;
+    const auto end = qa.offsets[f][static_cast<size_t>(feature.end_position)].second;
+    const auto text = e.context.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+    if (!qa.answer_aligned[f]) {
+      // The answer starts or ends inside a word piece (e.g. "Denver" in "Denver's" is fine, but
+      // an annotated "1990" of "1990s" is not): the span is the covering pieces.
+      ++unaligned;
+      ASSERT_NE(text.find(e.answers[0].text), std::string::npos) << e.where << ": " << text;
+      continue;
+    }
+    ASSERT_EQ(text, e.answers[0].text) << e.where;
+    ++exact;
+  }
+  // Every answerable question gets a span in a window, unless its answer is longer than the
+  // windows' overlap and straddles every window boundary (a handful with short windows).
+  size_t answerable = 0;
+  for (const auto& e : items) answerable += !e.is_impossible;
+  EXPECT_LE(examples_with_span.size(), answerable);
+  EXPECT_GE(static_cast<double>(examples_with_span.size()), 0.999 * static_cast<double>(answerable));
+  if (max_seq_length >= 384) {
+    EXPECT_EQ(examples_with_span.size(), answerable);
+  }
+  std::cout << "[ info ] " << file.filename().string() << ": " << answered << " answer spans, " << exact
+            << " map back exactly, " << unaligned << " inside word pieces, " << answerable - examples_with_span.size()
+            << " questions without a window holding their answer\n";
+  EXPECT_LT(static_cast<double>(unaligned), 0.01 * static_cast<double>(answered)) << unaligned << " of " << answered;
+  EXPECT_GT(exact, 0u);
+}
+
+TEST_F(RealDataTest, SquadAnswersMapBackToTheirTextV11) {
+  BERTFT_REQUIRE_PATH(data_dir() / "squad" / "dev-v1.1.json");
+  expect_answers_round_trip(data_dir() / "squad" / "dev-v1.1.json", 384, 128);
+}
+
+TEST_F(RealDataTest, SquadAnswersMapBackToTheirTextV20ShortWindows) {
+  BERTFT_REQUIRE_PATH(data_dir() / "squad" / "dev-v2.0.json");
+  expect_answers_round_trip(data_dir() / "squad" / "dev-v2.0.json", 128, 32);
+}
+
+TEST_F(RealDataTest, SquadPostProcessingPicksTheBestValidSpanAndNullAnswers) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "s.json", R"({"version": "v2.0", "data": [{"title": "T", "paragraphs": [
+    {"context": "Ada Lovelace wrote the first program in 1843.", "qas": [
+      {"id": "q1", "question": "Who wrote it?", "answers": [{"text": "Ada Lovelace", "answer_start": 0}], "is_impossible": false},
+      {"id": "q2", "question": "Who read it?", "answers": [], "is_impossible": true}]}]}]})");
+  auto adapter = make_task("question_answering", "{max_seq_length: 32, doc_stride: 8}");
+  const auto examples = adapter->read(spec_of(dir.path() / "s.json"));
+  auto* qa_adapter = dynamic_cast<QuestionAnsweringAdapter*>(adapter.get());
+  ASSERT_TRUE(qa_adapter->v2());
+  const auto features = adapter->featurize(examples, cased_tokenizer(), true);
+  ASSERT_EQ(features->features.size(), 2u);
+  const auto& f0 = features->features[0];
+  EXPECT_EQ(f0.start_position, 6);  // [CLS] Who wrote it ? [SEP] Ada
+  EXPECT_EQ(features->features[1].start_position, 0);
+  // Logits: q1 points at the gold span, q2's null score wins.
+  std::vector<torch::Tensor> outputs;
+  for (const auto& f : features->features) {
+    auto logits = torch::zeros({f.length(), 2});
+    if (f.start_position > 0) {
+      logits[f.start_position][0] = 5;
+      logits[f.end_position][1] = 5;
+      logits[f.end_position][0] = 4;  // a start after the end is never chosen
+    } else {
+      logits[0][0] = 3;
+      logits[0][1] = 3;
+    }
+    outputs.push_back(logits);
+  }
+  const auto ev = adapter->evaluate(*features, outputs);
+  EXPECT_EQ(ev.predictions["q1"], "Ada Lovelace");
+  EXPECT_EQ(ev.predictions["q2"], "");
+  EXPECT_DOUBLE_EQ(ev.metrics.at("exact"), 100.0);
+  EXPECT_DOUBLE_EQ(ev.metrics.at("best_f1"), 100.0);
+  EXPECT_EQ(adapter->main_metric(), "best_f1");
+}
+
+/// One-hot logits of the gold tag at every labelled position: predictions must give back the
+/// gold tags of every word, windows and document context included.
+void expect_tags_round_trip(const std::string& options) {
+  auto adapter = make_task("token_classification", options);
+  auto sentences = adapter->read(spec_of(data_dir() / "conll2003" / "valid.txt"));
+  adapter->fit_labels(*sentences);
+  const auto features = adapter->featurize(sentences, cased_tokenizer(), true);
+  const int64_t labels = static_cast<int64_t>(adapter->labels().size());
+  std::vector<torch::Tensor> outputs;
+  for (const auto& f : features->features) {
+    auto logits = torch::zeros({f.length(), labels});
+    for (size_t t = 0; t < f.token_labels.size(); ++t)
+      if (f.token_labels[t] != kIgnoreIndex) logits[static_cast<int64_t>(t)][f.token_labels[t]] = 1;
+    outputs.push_back(logits);
+  }
+  const auto ev = adapter->evaluate(*features, outputs);
+  EXPECT_DOUBLE_EQ(ev.metrics.at("f1"), 1.0) << options;
+  EXPECT_DOUBLE_EQ(ev.metrics.at("accuracy"), 1.0) << options;
+}
+
+TEST_F(RealDataTest, ConllWordsSurviveWindowsAndContext) {
+  BERTFT_REQUIRE_PATH(data_dir() / "conll2003" / "valid.txt");
+  expect_tags_round_trip("{max_seq_length: 128}");
+  expect_tags_round_trip("{max_seq_length: 16, window_stride: 4}");  // many sentences split
+  expect_tags_round_trip("{max_seq_length: 64, document_context: true}");
+  expect_tags_round_trip("{max_seq_length: 24, label_all_tokens: true, train_scheme: iobes}");
+}
+
+TEST_F(RealDataTest, ConllFirstSubTokenLabelledAndContextUnlabelled) {
+  BERTFT_REQUIRE_PATH(data_dir() / "conll2003" / "valid.txt");
+  auto adapter = make_task("token_classification", "{max_seq_length: 64, document_context: true}");
+  auto sentences = adapter->read(spec_of(data_dir() / "conll2003" / "valid.txt"));
+  adapter->fit_labels(*sentences);
+  const auto features = adapter->featurize(sentences, cased_tokenizer(), true);
+  const auto& items = dynamic_cast<const Examples<data::TaggedSentence>&>(*sentences).items;
+  size_t with_context = 0;
+  std::vector<size_t> labelled(items.size(), 0);
+  for (const auto& f : features->features) {
+    for (auto l : f.token_labels) labelled[static_cast<size_t>(f.example)] += l != kIgnoreIndex;
+    with_context += f.length() == 64;
+  }
+  // Across its windows, every word is labelled exactly once, on its first piece; context
+  // tokens from neighbouring sentences never are.
+  for (size_t i = 0; i < items.size(); ++i) {
+    size_t words_with_tokens = 0;
+    for (const auto& w : items[i].words) words_with_tokens += !cased_tokenizer().tokenize(w).empty();
+    ASSERT_EQ(labelled[i], words_with_tokens) << items[i].where;
+  }
+  EXPECT_GT(with_context, features->features.size() / 2);  // most inputs filled with context
+}
+
+TEST_F(RealDataTest, MultipleChoiceFeaturesAndModel) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "swag.csv",
+                       "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+                       "v,1,x,A chef slices onions.,She,gen,cries.,flies.,swims.,sleeps.,0\n"
+                       "v,2,x,The car stops.,The driver,gen,gets out.,melts.,barks.,sings a long song about rain.,0\n");
+  auto adapter = make_task("multiple_choice", "{max_seq_length: 16}");
+  const auto examples = adapter->read(spec_of(dir.path() / "swag.csv"));
+  const auto features = adapter->featurize(examples, cased_tokenizer(), true);
+  const auto batch = adapter->collate(*features, all_indices(*features));
+  EXPECT_EQ(batch.input_ids.size(0), 2);
+  EXPECT_EQ(batch.input_ids.size(1), 4);
+  torch::manual_seed(0);
+  auto config = testing::tiny_config();
+  config.vocab_size(cased_tokenizer().vocab_size());
+  auto model = adapter->build_model(config);
+  const auto logits = model->forward(batch);
+  EXPECT_EQ(logits.sizes(), torch::IntArrayRef({2, 4}));
+  EXPECT_TRUE(torch::isfinite(adapter->loss(logits, batch)).item<bool>());
+}
+
+}  // namespace
+}  // namespace bert::tasks

@@ -1,0 +1,156 @@
+// Metrics against hand-computed cases and the values published in the reference tools'
+// documentation (scikit-learn, scipy, seqeval, the SQuAD scripts).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "tasks/metrics/classification.h"
+#include "tasks/metrics/regression.h"
+#include "tasks/metrics/span_f1.h"
+#include "tasks/metrics/squad.h"
+
+namespace bert::tasks::metrics {
+namespace {
+
+using Tags = std::vector<std::vector<std::string>>;
+
+TEST(ClassificationMetrics, PublishedScikitLearnExamples) {
+  // sklearn.metrics.matthews_corrcoef docs: y_true [+1,+1,+1,-1], y_pred [+1,-1,+1,+1] -> -0.33...
+  EXPECT_NEAR(matthews_corrcoef({1, -1, 1, 1}, {1, 1, 1, -1}), -1.0 / 3.0, 1e-12);
+  // sklearn.metrics.f1_score docs: y_true [0,1,2,0,1,2], y_pred [0,2,1,0,0,1] -> macro 0.26...
+  EXPECT_NEAR(f1_macro({0, 2, 1, 0, 0, 1}, {0, 1, 2, 0, 1, 2}), 0.26666666666666666, 1e-12);
+  // accuracy_score docs: [0,2,1,3] vs [0,1,2,3] -> 0.5
+  EXPECT_DOUBLE_EQ(accuracy({0, 2, 1, 3}, {0, 1, 2, 3}), 0.5);
+}
+
+TEST(ClassificationMetrics, HandComputedBinaryF1AndMcc) {
+  const std::vector<int64_t> gold = {1, 1, 1, 0, 0, 0, 1, 0};
+  const std::vector<int64_t> pred = {1, 0, 1, 1, 0, 0, 1, 0};
+  // tp 3, fp 1, fn 1 -> F1 = 6 / 8
+  EXPECT_DOUBLE_EQ(f1_binary(pred, gold, 1), 0.75);
+  // tn 3: MCC = (3*3 - 1*1) / sqrt(4*4*4*4) = 0.5
+  EXPECT_NEAR(matthews_corrcoef(pred, gold), 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(matthews_corrcoef({1, 1, 1}, {0, 1, 0}), 0.0);  // constant prediction
+  EXPECT_DOUBLE_EQ(f1_binary({0, 0}, {0, 0}, 1), 0.0);
+  EXPECT_THROW(accuracy({1}, {1, 0}), std::invalid_argument);
+}
+
+TEST(RegressionMetrics, PublishedScipyExamples) {
+  // scipy.stats.pearsonr docs: ([1,2,3,4,5], [10,9,2.5,6,4]) -> -0.7426106572325057
+  EXPECT_NEAR(pearson({1, 2, 3, 4, 5}, {10, 9, 2.5, 6, 4}), -0.7426106572325057, 1e-12);
+  // scipy.stats.spearmanr docs: ([1,2,3,4,5], [5,6,7,8,7]) -> 0.8207826816681233
+  EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {5, 6, 7, 8, 7}), 0.8207826816681233, 1e-12);
+  EXPECT_EQ(average_ranks({10, 20, 10, 30}), (std::vector<double>{1.5, 3, 1.5, 4}));
+}
+
+TEST(SquadMetric, OfficialNormalisation) {
+  EXPECT_EQ(normalize_answer("The  Denver Broncos!"), "denver broncos");
+  EXPECT_EQ(normalize_answer("an apple, a day"), "apple day");
+  EXPECT_EQ(normalize_answer("theater"), "theater");  // articles only as whole words
+  EXPECT_EQ(normalize_answer("Élan\u00A0VITAL"), "élan vital");  // Unicode lower-case and spaces
+  EXPECT_EQ(normalize_answer("“quoted”"), "“quoted”");            // only ASCII punctuation goes
+  EXPECT_EQ(normalize_answer("1,000"), "1000");
+}
+
+TEST(SquadMetric, ExactMatchAndTokenF1) {
+  EXPECT_EQ(squad_exact("the Broncos", "Broncos"), 1.0);
+  // pred {denver, broncos, team} vs gold {broncos}: P 1/3, R 1 -> F1 0.5
+  EXPECT_DOUBLE_EQ(squad_f1("Denver Broncos team", "Broncos"), 0.5);
+  EXPECT_DOUBLE_EQ(squad_f1("x b b", "b b c"), 2 * (2.0 / 3) * (2.0 / 3) / (4.0 / 3));
+  EXPECT_DOUBLE_EQ(squad_f1("a b b", "b b c"), 0.8);  // the article goes first: P 1, R 2/3
+  EXPECT_DOUBLE_EQ(squad_f1("", ""), 1.0);
+  EXPECT_DOUBLE_EQ(squad_f1("the", "Broncos"), 0.0);  // normalises to empty
+}
+
+TEST(SquadMetric, V11TakesTheBestGoldAnswer) {
+  const std::vector<SquadGold> gold = {{"q1", {"Denver Broncos", "Broncos"}, false}, {"q2", {"1976"}, false}};
+  const auto s = score_squad(gold, {{"q1", "the Broncos"}, {"q2", "in 1976 AD"}}, "1.1");
+  EXPECT_DOUBLE_EQ(s["exact_match"].get<double>(), 50.0);
+  // q1 F1 = 1; q2: pred {in, 1976, ad} vs {1976} -> 0.5
+  EXPECT_DOUBLE_EQ(s["f1"].get<double>(), 75.0);
+  const auto missing = score_squad(gold, {{"q1", "Broncos"}}, "1.1");
+  EXPECT_DOUBLE_EQ(missing["exact_match"].get<double>(), 50.0);
+  EXPECT_EQ(missing["missing"].get<int>(), 1);
+}
+
+TEST(SquadMetric, V20SplitsAndBestThreshold) {
+  const std::vector<SquadGold> gold = {{"a", {"Paris"}, false}, {"b", {}, true}, {"c", {"blue sky"}, false},
+                                       {"d", {}, true}};
+  const std::map<std::string, std::string> preds = {{"a", "Paris"}, {"b", ""}, {"c", "sky"}, {"d", "London"}};
+  const auto s = score_squad(gold, preds, "v2.0");
+  EXPECT_DOUBLE_EQ(s["exact"].get<double>(), 50.0);                    // a, b
+  EXPECT_NEAR(s["f1"].get<double>(), 100.0 * (1 + 1 + 2.0 / 3) / 4, 1e-9);  // c: P 1, R 1/2
+  EXPECT_DOUBLE_EQ(s["HasAns_exact"].get<double>(), 50.0);
+  EXPECT_EQ(s["HasAns_total"].get<int>(), 2);
+  EXPECT_DOUBLE_EQ(s["NoAns_exact"].get<double>(), 50.0);
+  // No-answer scores: answering only questions with na_prob <= t. Sorted: a 0.1, c 0.3, d 0.6, b 0.9.
+  // start = 2 (both NoAns right); +a 1 -> 3 (t 0.1); +c: exact 0, F1 2/3 -> 3.67 (t 0.3);
+  // +d -1 (answered a NoAns question); +b 0 (its prediction is empty).
+  const std::map<std::string, double> na = {{"a", 0.1}, {"b", 0.9}, {"c", 0.3}, {"d", 0.6}};
+  const auto t = score_squad(gold, preds, "v2.0", &na);
+  EXPECT_DOUBLE_EQ(t["best_exact"].get<double>(), 75.0);
+  EXPECT_DOUBLE_EQ(t["best_exact_thresh"].get<double>(), 0.1);
+  EXPECT_NEAR(t["best_f1"].get<double>(), 100.0 * (3 + 2.0 / 3) / 4, 1e-9);
+  EXPECT_DOUBLE_EQ(t["best_f1_thresh"].get<double>(), 0.3);
+}
+
+TEST(EntityMetric, SeqevalDocumentationExamples) {
+  // HF datasets' seqeval metric card, "Partial match": overall P = R = F1 = 0.5, accuracy 0.8.
+  const Tags references = {{"O", "O", "O", "B-MISC", "I-MISC", "I-MISC", "O"}, {"B-PER", "I-PER", "O"}};
+  const Tags predictions = {{"O", "O", "B-MISC", "I-MISC", "I-MISC", "I-MISC", "O"}, {"B-PER", "I-PER", "O"}};
+  const auto s = score_entities(references, predictions);
+  EXPECT_DOUBLE_EQ(s.overall.precision(), 0.5);
+  EXPECT_DOUBLE_EQ(s.overall.recall(), 0.5);
+  EXPECT_DOUBLE_EQ(s.overall.f1(), 0.5);
+  EXPECT_DOUBLE_EQ(s.accuracy(), 0.8);
+  EXPECT_DOUBLE_EQ(s.by_type.at("MISC").f1(), 0.0);
+  EXPECT_DOUBLE_EQ(s.by_type.at("PER").f1(), 1.0);
+  // "Minimal values": 'I-PER', '0', 'I-PER' gives PER x2 and a '_' entity from the odd tag '0'.
+  const auto m = score_entities({{"B-MISC", "O", "O"}, {"I-PER", "0", "I-PER"}},
+                                {{"O", "B-MISC", "I-MISC"}, {"B-PER", "I-PER", "O"}});
+  EXPECT_EQ(m.by_type.at("PER").gold, 2);
+  EXPECT_EQ(m.by_type.at("_").gold, 1);
+  EXPECT_EQ(m.by_type.at("MISC").gold, 1);
+  EXPECT_DOUBLE_EQ(m.overall.f1(), 0.0);
+  EXPECT_DOUBLE_EQ(m.accuracy(), 0.0);
+}
+
+TEST(EntityMetric, ConllevalChunkRulesForIob1AndIobes) {
+  // IOB1: I- opens an entity; B- separates two adjacent entities of the same type.
+  EXPECT_EQ(lenient_entities({{"I-PER", "I-PER", "B-PER", "O", "I-LOC"}}),
+            (std::vector<Entity>{{"PER", 0, 1}, {"PER", 2, 2}, {"LOC", 4, 4}}));
+  EXPECT_EQ(lenient_entities({{"S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"}}),
+            (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 3}, {"LOC", 4, 4}}));
+  // A type change inside an entity ends it (conlleval).
+  EXPECT_EQ(lenient_entities({{"B-PER", "I-LOC"}}), (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 1}}));
+}
+
+TEST(EntityMetric, StrictModeDropsIllFormedEntities) {
+  const Tags gold = {{"B-PER", "I-PER", "O", "B-LOC"}};
+  const Tags pred = {{"I-PER", "I-PER", "O", "B-LOC"}};  // PER starts with I-: ill-formed in IOB2
+  EXPECT_DOUBLE_EQ(score_entities(gold, pred, /*strict=*/false).overall.f1(), 1.0);
+  const auto strict = score_entities(gold, pred, /*strict=*/true, TagScheme::kIob2);
+  EXPECT_EQ(strict.overall.predicted, 1);
+  EXPECT_DOUBLE_EQ(strict.overall.recall(), 0.5);
+  EXPECT_EQ(strict_entities({{"B-X", "I-X", "O", "S-Y", "B-Z", "I-Z"}}, TagScheme::kIobes),
+            (std::vector<Entity>{{"Y", 3, 3}}));
+}
+
+TEST(EntityMetric, TagSchemeConversionKeepsEntities) {
+  const std::vector<std::string> iob1 = {"I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-LOC", "I-LOC"};
+  const auto iob2 = convert_tags(iob1, TagScheme::kIob1, TagScheme::kIob2);
+  EXPECT_EQ(iob2, (std::vector<std::string>{"B-PER", "I-PER", "B-PER", "O", "B-LOC", "I-LOC", "I-LOC"}));
+  const auto iobes = convert_tags(iob2, TagScheme::kIob2, TagScheme::kIobes);
+  EXPECT_EQ(iobes, (std::vector<std::string>{"B-PER", "E-PER", "S-PER", "O", "B-LOC", "I-LOC", "E-LOC"}));
+  EXPECT_EQ(convert_tags(iobes, TagScheme::kIobes, TagScheme::kIob1), iob1);
+}
+
+TEST(EntityMetric, ConllevalReportFormat) {
+  const auto s = score_entities({{"B-PER", "O"}}, {{"B-PER", "B-LOC"}});
+  const auto report = conlleval_report(s);
+  EXPECT_NE(report.find("processed 2 tokens with 1 phrases; found: 2 phrases; correct: 1."), std::string::npos) << report;
+  EXPECT_NE(report.find("precision:  50.00%; recall: 100.00%; FB1:  66.67"), std::string::npos) << report;
+}
+
+}  // namespace
+}  // namespace bert::tasks::metrics
