@@ -84,6 +84,37 @@ TEST(GlueReader, KeepsQuotesAndFirstRowsExactly) {
   EXPECT_EQ(stsb[1].label.value(), "4.750");
 }
 
+TEST(GlueReader, PresetsForTheTasksNotInSharedData) {
+  // Header layouts of the GLUE files for QQP, MNLI (train and dev differ), QNLI and RTE.
+  testing::TempDir dir;
+  const auto write = [&](const std::string& task, const std::string& text) {
+    fs::create_directories(dir.path() / task);
+    testing::write_bytes(dir.path() / task / "dev.tsv", text);
+    return dir.path() / task / "dev.tsv";
+  };
+  const auto qqp = read_text_examples(spec_of(write("QQP", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                                                         "7\t1\t2\tHow?\tWhy?\t0\n")));
+  EXPECT_EQ(qqp[0].id, "7");
+  EXPECT_EQ(qqp[0].text_b.value(), "Why?");
+  EXPECT_EQ(qqp[0].label.value(), "0");
+  const auto mnli = read_text_examples(spec_of(write(
+      "MNLI", "index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2\tlabel1\tlabel2\t"
+              "label3\tlabel4\tlabel5\tgold_label\n"
+              "0\t1\t1e\tfiction\tx\tx\tx\tx\tA man sleeps.\tA man rests.\tentailment\tentailment\t"
+              "neutral\tentailment\tentailment\tentailment\n")));
+  EXPECT_EQ(mnli[0].text_a, "A man sleeps.");
+  EXPECT_EQ(mnli[0].label.value(), "entailment");
+  const auto qnli = read_text_examples(spec_of(write("QNLI", "index\tquestion\tsentence\tlabel\n0\tQ?\tS.\tnot_entailment\n")));
+  EXPECT_EQ(qnli[0].label.value(), "not_entailment");
+  const auto rte = read_text_examples(spec_of(write("RTE", "index\tsentence1\tsentence2\tlabel\n3\tA.\tB.\tentailment\n")));
+  EXPECT_EQ(rte[0].id, "3");
+  DataSpec named = spec_of(write("renamed", "index\tsentence1\tsentence2\tlabel\n3\tA.\tB.\tentailment\n"));
+  named.format = DataFormat::kGlue;
+  EXPECT_NE(testing::error_message([&] { read_text_examples(named); }).find("'renamed' is not a GLUE task"), std::string::npos);
+  named.glue_task = "wnli";
+  EXPECT_EQ(read_text_examples(named).size(), 1u);
+}
+
 TEST(SquadReader, ReadsV11AndV20WithOfficialCounts) {
   const auto dir = data_dir() / "squad";
   BERTFT_REQUIRE_PATH(dir / "dev-v1.1.json");
