@@ -1,0 +1,30 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace bert::tasks {
+
+struct AdamWSettings {
+  double learning_rate = 2e-5;
+  double weight_decay = 0.01;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;  ///< HF TrainingArguments.adam_epsilon
+};
+
+/// True for parameters that get no weight decay: every bias and every LayerNorm parameter
+/// (HF Trainer.create_optimizer's rule). Embeddings are decayed.
+bool is_no_decay_parameter(const std::string& name);
+
+/// AdamW (torch.optim.AdamW: decoupled weight decay, bias-corrected moments) over `model`'s
+/// trainable parameters in two groups: weight_decay for the rest, 0 for is_no_decay_parameter().
+/// Group 0 = decayed, group 1 = not decayed.
+std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, const AdamWSettings& settings);
+
+/// Sets the learning rate of every parameter group.
+void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);
+
+}  // namespace bert::tasks

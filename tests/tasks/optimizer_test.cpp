@@ -1,0 +1,82 @@
+// AdamW groups, steps and the linear schedule against HF's recorded Trainer behaviour.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/safetensors.h"
+#include "tasks/registry.h"
+#include "tasks/training/optimizer.h"
+#include "tasks/training/schedule.h"
+#include "tests/support/test_support.h"
+
+namespace bert::tasks {
+namespace {
+
+nlohmann::json manifest() {
+  std::ifstream in(testing::hf_fixture_dir() / "manifest.json");
+  return nlohmann::json::parse(in);
+}
+
+TEST(Optimizer, NoDecayGroupIsHfs) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "manifest.json");
+  const auto m = manifest()["training"];
+  for (const auto& name : m["decay_param_names"]) EXPECT_FALSE(is_no_decay_parameter(name.get<std::string>())) << name;
+  for (const auto& name : m["no_decay_param_names"]) EXPECT_TRUE(is_no_decay_parameter(name.get<std::string>())) << name;
+}
+
+TEST(Optimizer, LinearScheduleMatchesHf) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "manifest.json");
+  const auto values = manifest()["lr_schedule"]["values"];
+  const LinearSchedule schedule(5e-5, 10, 100);
+  ASSERT_EQ(values.size(), 101u);
+  for (size_t k = 0; k < values.size(); ++k) EXPECT_NEAR(schedule.at(static_cast<int64_t>(k)), values[k].get<double>(), 1e-12) << k;
+  EXPECT_EQ(warmup_steps_for(1000, 0.1, -1), 100);
+  EXPECT_EQ(warmup_steps_for(1001, 0.1, -1), 101);
+  EXPECT_EQ(warmup_steps_for(1000, 0.1, 7), 7);
+}
+
+TEST(Optimizer, ThreeAdamWStepsMatchTorchAdamW) {
+  const auto dir = testing::hf_fixture_dir();
+  BERTFT_REQUIRE_PATH(dir / "train_seqcls3.safetensors");
+  const auto train = SafetensorsReader(dir / "train_seqcls3.safetensors").read_all();
+  const auto inputs = SafetensorsReader(dir / "inputs.safetensors").read_all();
+  const auto config = BertConfig::from_file(dir / "models" / "seqcls3" / "config.json");
+  auto adapter = TaskRegistry::global().create("sequence_classification", YamlReader(YAML::Node(), "test"));
+  adapter->set_labels(config.id2label());
+  auto model = adapter->build_model(config);
+  load_state_dict(*model, read_weights(dir / "models" / "seqcls3" / "model.safetensors"), "seqcls3");
+  model->eval();
+  Batch batch;
+  batch.input_ids = inputs.at("input_ids");
+  batch.attention_mask = inputs.at("attention_mask");
+  batch.token_type_ids = inputs.at("token_type_ids");
+  batch.labels = inputs.at("seq_cls_labels");
+
+  AdamWSettings settings;
+  settings.learning_rate = 5e-5;
+  auto optimizer = make_adamw(*model, settings);
+  const auto losses = train.at("torch_adamw.losses_steps1to3");
+  for (int step = 1; step <= 3; ++step) {
+    optimizer->zero_grad();
+    const auto loss = adapter->loss(model->forward(batch), batch);
+    EXPECT_NEAR(loss.item<double>(), losses[step - 1].item<double>(), 1e-6 * std::abs(losses[step - 1].item<double>()));
+    loss.backward();
+    optimizer->step();
+    size_t compared = 0;
+    for (const auto& p : model->named_parameters()) {
+      const auto key = "torch_adamw.step" + std::to_string(step) + "." + p.key();
+      if (!train.count(key)) continue;
+      // The README's tolerance; key.bias has only rounding-noise gradients (update ~ lr * sign).
+      const double tol = p.key().find("key.bias") != std::string::npos ? 1e-4 : 2.5e-7;
+      EXPECT_LT(testing::max_abs_diff(p.value(), train.at(key)), tol) << key;
+      ++compared;
+    }
+    EXPECT_EQ(compared, step == 1 ? 41u : 5u) << step;
+  }
+}
+
+}  // namespace
+}  // namespace bert::tasks
