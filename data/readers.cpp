@@ -1,12 +1,14 @@
 #include "data/readers.h"
 
 #include <algorithm>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/tokenizer/unicode.h"
 #include "data/glue.h"
 #include "data/table.h"
 #include "data/text_file.h"
@@ -49,8 +51,9 @@ std::vector<TextExample> read_glue(const DataSpec& spec) {
   bool header = task->header;
   std::string text_a = task->text_a, label = task->label, id = task->id;
   if (!header) {
-    const auto file = read_text_file(spec.path);
-    if (file.text.compare(0, 6, "index\t") == 0) {
+    std::string start(6, '\0');  // only the first bytes: read_table() reads the file once
+    std::ifstream(spec.path, std::ios::binary).read(start.data(), 6);
+    if (start == "index\t") {
       header = true;
       text_a = "sentence";
       id = "index";
@@ -98,8 +101,7 @@ DataFormat resolve_format(const DataSpec& spec, DataFormat task_default) {
     if (ext == ".tsv") return DataFormat::kTsv;
     return DataFormat::kSwag;
   }
-  if (task_default == DataFormat::kSquad || task_default == DataFormat::kConll) return task_default;
-  return task_default;
+  return task_default;  // squad, conll
 }
 
 std::vector<TextExample> read_text_examples(const DataSpec& spec) {
@@ -195,16 +197,10 @@ std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
 }
 
 std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
-  const auto file = read_text_file(spec.path);
-  json doc;
-  try {
-    doc = json::parse(file.text);
-  } catch (const json::parse_error& e) {
-    throw DataError(fmt::format("{}: not valid JSON ({}): {}", file.where(e.byte > 0 ? e.byte - 1 : 0),
-                                fmt::format("byte {}", e.byte), e.what()));
-  }
+  const json doc = read_json_file(spec.path);
+  const std::string file_name = spec.path.string();
   const auto fail = [&](const std::string& path, const std::string& what) {
-    throw DataError(fmt::format("{}: {}: {}", file.name, path, what));
+    throw DataError(fmt::format("{}: {}: {}", file_name, path, what));
   };
   const auto string_at = [&](const json& j, const char* key, const std::string& path) -> std::string {
     const auto it = j.find(key);
@@ -216,6 +212,8 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
   if (version) *version = doc.value("version", std::string());
   std::vector<QaExample> out;
   size_t mismatched = 0;
+  std::vector<char32_t> code_points;
+  std::vector<uint32_t> offsets;
   for (size_t a = 0; a < doc["data"].size(); ++a) {
     const auto& article = doc["data"][a];
     const auto apath = fmt::format("data[{}]", a);
@@ -225,7 +223,7 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
       const auto& paragraph = article["paragraphs"][p];
       const auto ppath = fmt::format("{}.paragraphs[{}]", apath, p);
       const std::string context = string_at(paragraph, "context", ppath);
-      const auto offsets = code_point_byte_offsets(context);
+      tok::unicode::decode_utf8(context, code_points, offsets);  // offsets: byte of each character
       const int64_t num_chars = static_cast<int64_t>(offsets.size()) - 1;
       if (!paragraph.contains("qas") || !paragraph["qas"].is_array()) fail(ppath, "missing 'qas' list");
       for (size_t q = 0; q < paragraph["qas"].size(); ++q) {
@@ -237,7 +235,7 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
         e.question = string_at(qa, "question", qpath);
         e.context = context;
         e.is_impossible = qa.value("is_impossible", false);
-        e.where = fmt::format("{}: {} (id {})", file.name, qpath, e.id);
+        e.where = fmt::format("{}: {} (id {})", file_name, qpath, e.id);
         if (qa.contains("answers")) {
           if (!qa["answers"].is_array()) fail(qpath, "'answers' must be a list");
           for (size_t k = 0; k < qa["answers"].size(); ++k) {
@@ -261,7 +259,7 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
     }
   }
   if (mismatched)
-    log::warn("[data] {}: {} answers whose text differs from the context at answer_start", file.name, mismatched);
+    log::warn("[data] {}: {} answers whose text differs from the context at answer_start", file_name, mismatched);
   apply_limit(out, spec.limit);
   return out;
 }
@@ -294,17 +292,7 @@ std::vector<TaggedSentence> read_conll(const DataSpec& spec) {
     current = TaggedSentence();
   };
   for (const auto& line : split_lines(file.text)) {
-    std::vector<std::string_view> fields;
-    size_t pos = 0;
-    const auto& t = line.text;
-    while (pos < t.size()) {
-      while (pos < t.size() && (t[pos] == ' ' || t[pos] == '\t')) ++pos;
-      if (pos >= t.size()) break;
-      size_t end = pos;
-      while (end < t.size() && t[end] != ' ' && t[end] != '\t') ++end;
-      fields.push_back(t.substr(pos, end - pos));
-      pos = end;
-    }
+    const auto fields = split_fields(line.text);
     if (fields.empty()) {
       finish();
       continue;

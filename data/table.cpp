@@ -90,12 +90,7 @@ Table read_jsonl(const TextFile& file) {
   std::vector<json> objects;
   for (const auto& l : split_lines(file.text)) {
     if (l.text.find_first_not_of(" \t") == std::string_view::npos) continue;
-    json j;
-    try {
-      j = json::parse(l.text);
-    } catch (const json::parse_error& e) {
-      throw DataError(fmt::format("{}:{}: not valid JSON: {}", file.name, l.number, e.what()));
-    }
+    json j = parse_json(l.text, fmt::format("{}:{}", file.name, l.number));
     if (!j.is_object())
       throw DataError(fmt::format("{}:{}: expected a JSON object per line", file.name, l.number));
     for (const auto& [key, value] : j.items()) {
@@ -110,13 +105,7 @@ Table read_jsonl(const TextFile& file) {
     for (size_t c = 0; c < table.header.size(); ++c) {
       const auto it = objects[r].find(table.header[c]);
       if (it == objects[r].end() || it->is_null()) continue;
-      if (it->is_string()) {
-        row[c] = it->get<std::string>();
-      } else if (it->is_number() || it->is_boolean()) {
-        row[c] = it->dump();
-      } else {
-        row[c] = it->dump();  // lists (e.g. tokens) stay JSON; readers that expect text reject them
-      }
+      row[c] = it->is_string() ? it->get<std::string>() : it->dump();  // numbers, booleans, lists: JSON text
     }
     table.rows.push_back(std::move(row));
   }

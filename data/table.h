@@ -35,8 +35,8 @@ struct Table {
 
 /// Reads a whole table. TSV/CSV rows must all have the header's number of fields (DataError
 /// "file:line: expected N fields (as the header), got M" otherwise) unless `skip_malformed`,
-/// which drops and counts them (logged). Blank lines are skipped. JSONL values that are numbers
-/// or booleans become their JSON text; nested values are an error. UTF-8 is checked.
+/// which drops and counts them (logged). Blank lines are skipped. JSONL values that are not
+/// strings (numbers, booleans, lists) become their JSON text. UTF-8 is checked.
 Table read_table(const std::filesystem::path& path, TableFormat format, bool header = true,
                  bool skip_malformed = false);
 

@@ -63,13 +63,35 @@ std::vector<Line> split_lines(std::string_view text) {
   return lines;
 }
 
-std::vector<int64_t> code_point_byte_offsets(std::string_view text) {
-  std::vector<int64_t> offsets;
-  offsets.reserve(text.size() + 1);
-  for (size_t i = 0; i < text.size(); ++i)
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) offsets.push_back(static_cast<int64_t>(i));
-  offsets.push_back(static_cast<int64_t>(text.size()));
-  return offsets;
+std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  size_t pos = 0;
+  while (pos < line.size()) {
+    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
+    if (pos >= line.size()) break;
+    size_t end = pos;
+    while (end < line.size() && line[end] != ' ' && line[end] != '\t') ++end;
+    fields.push_back(line.substr(pos, end - pos));
+    pos = end;
+  }
+  return fields;
+}
+
+nlohmann::json parse_json(std::string_view text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw DataError(fmt::format("{}: not valid JSON: {}", where, e.what()));
+  }
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  const auto file = read_text_file(path);
+  try {
+    return nlohmann::json::parse(file.text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw DataError(fmt::format("{}: not valid JSON: {}", file.where(e.byte > 0 ? e.byte - 1 : 0), e.what()));
+  }
 }
 
 }  // namespace bert::data

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace bert::data {
 
 /// A whole text file in memory, checked to be valid UTF-8, without a leading byte-order mark.
@@ -33,8 +35,13 @@ struct Line {
 /// Splits into lines; a final line without newline counts, an empty last one does not.
 std::vector<Line> split_lines(std::string_view text);
 
-/// Byte offset of every code point of `text`, plus text.size() at the end (size = number of
-/// code points + 1): converts SQuAD's character offsets to bytes and back.
-std::vector<int64_t> code_point_byte_offsets(std::string_view text);
+/// Whitespace-separated fields (spaces and tabs) of one line, as CoNLL files use them.
+std::vector<std::string_view> split_fields(std::string_view line);
+
+/// Parses JSON text; DataError "<where>: not valid JSON: ..." otherwise.
+nlohmann::json parse_json(std::string_view text, const std::string& where);
+
+/// Reads and parses a whole JSON file; a syntax error is a DataError naming file and line.
+nlohmann::json read_json_file(const std::filesystem::path& path);
 
 }  // namespace bert::data

@@ -154,9 +154,9 @@ class TaskAdapter {
   virtual std::string main_metric() const = 0;
 
  protected:
-  /// The common start of evaluate(): checks that `features` are labelled and fills the
-  /// predictions and the main metric's name.
-  Evaluation start_evaluation(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const;
+  /// The common start of evaluate(): checks that `features` are labelled and returns an
+  /// Evaluation holding `predictions` (what predict() gives) and the main metric's name.
+  Evaluation start_evaluation(const FeatureSet& features, nlohmann::json predictions) const;
 };
 
 /// `set` as the adapter's own FeatureSet type F; TORCH_CHECK naming `task` otherwise.

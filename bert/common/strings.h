@@ -1,6 +1,10 @@
 #pragma once
 
+#include <exception>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <cmath>
 
 namespace bert {
 
@@ -10,6 +14,17 @@ inline bool starts_with(std::string_view s, std::string_view prefix) {
 
 inline bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+/// The finite number that is the whole of `text` ("3.800", "-1e-5"), or nullopt.
+inline std::optional<double> parse_double(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
 }
 
 }  // namespace bert

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "bert/common/error.h"
+#include "bert/common/strings.h"
 
 namespace bert {
 namespace {
@@ -158,13 +159,7 @@ bool YamlReader::convert(const YAML::Node& node, int& out, std::string& problem)
 
 bool YamlReader::convert(const YAML::Node& node, double& out, std::string& problem) {
   if (node.IsScalar()) {
-    const auto& s = node.Scalar();
-    try {
-      size_t used = 0;
-      const double v = std::stod(s, &used);
-      if (used == s.size() && std::isfinite(v)) return out = v, true;
-    } catch (const std::exception&) {
-    }
+    if (const auto v = parse_double(node.Scalar())) return out = *v, true;
   }
   problem = "expected a number, got '" + scalar_text(node) + "'";
   return false;

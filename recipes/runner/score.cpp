@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
+#include "bert/common/strings.h"
 #include "data/glue.h"
 #include "data/readers.h"
 #include "data/text_file.h"
@@ -26,7 +27,6 @@ namespace metrics = tasks::metrics;
 data::DataSpec data_spec(const ScoreOptions& o) {
   data::DataSpec spec;
   spec.path = o.data;
-  std::string problem;
   if (const auto f = parse_enum<data::DataFormat>(o.format)) {
     spec.format = *f;
   } else {
@@ -35,15 +35,6 @@ data::DataSpec data_spec(const ScoreOptions& o) {
   }
   spec.glue_task = o.glue_task;
   return spec;
-}
-
-json read_json_file(const std::filesystem::path& path) {
-  const auto file = data::read_text_file(path);
-  try {
-    return json::parse(file.text);
-  } catch (const json::parse_error& e) {
-    throw DataError(fmt::format("{}: not valid JSON: {}", file.where(e.byte > 0 ? e.byte - 1 : 0), e.what()));
-  }
 }
 
 /// One prediction per line: plain text, or JSONL with "label" / "prediction" / "score" and an
@@ -63,16 +54,11 @@ std::vector<LinePrediction> read_line_predictions(const std::filesystem::path& p
     LinePrediction p;
     p.where = fmt::format("{}:{}", file.name, line.number);
     if (line.text[first] == '{') {
-      json j;
-      try {
-        j = json::parse(line.text);
-      } catch (const json::parse_error& e) {
-        throw DataError(fmt::format("{}: not valid JSON: {}", p.where, e.what()));
-      }
+      const json j = data::parse_json(line.text, p.where);
       const json* value = nullptr;
       for (const char* key : {"label", "prediction", "score"})
         if (j.contains(key)) {
-          value = &j[key];
+          value = &j.at(key);
           break;
         }
       if (!value) throw DataError(fmt::format("{}: expected a \"label\", \"prediction\" or \"score\" key", p.where));
@@ -112,12 +98,7 @@ std::vector<std::string> align_predictions(const std::vector<Example>& examples,
 }
 
 double parse_number(const std::string& text, const std::string& where) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
+  if (const auto v = parse_double(text)) return *v;
   throw DataError(fmt::format("{}: '{}' is not a number", where, text));
 }
 
@@ -182,7 +163,7 @@ int score_squad(const ScoreOptions& o) {
   spec.format = data::DataFormat::kSquad;
   std::string version;
   const auto examples = data::read_squad(spec, &version);
-  const auto preds = read_json_file(o.predictions);
+  const auto preds = data::read_json_file(o.predictions);
   if (!preds.is_object())
     throw DataError(fmt::format("{}: expected a JSON object {{question id: answer text}}", o.predictions.string()));
   std::map<std::string, std::string> predictions;
@@ -199,7 +180,7 @@ int score_squad(const ScoreOptions& o) {
   }
   std::map<std::string, double> na_probs;
   if (!o.na_probs.empty()) {
-    for (const auto& [id, p] : read_json_file(o.na_probs).items()) na_probs[id] = p.get<double>();
+    for (const auto& [id, p] : data::read_json_file(o.na_probs).items()) na_probs[id] = p.get<double>();
   }
   const auto scores = metrics::score_squad(gold, predictions, version.empty() ? "1.1" : version,
                                            o.na_probs.empty() ? nullptr : &na_probs, o.na_prob_threshold);
@@ -212,16 +193,7 @@ int score_tagging(const ScoreOptions& o) {
   const auto file = data::read_text_file(o.predictions);
   std::vector<std::vector<std::string>> words(1), gold(1), predicted(1);
   for (const auto& line : data::split_lines(file.text)) {
-    std::vector<std::string> fields;
-    size_t pos = 0;
-    const auto t = line.text;
-    while (pos < t.size()) {
-      while (pos < t.size() && (t[pos] == ' ' || t[pos] == '\t')) ++pos;
-      size_t end = pos;
-      while (end < t.size() && t[end] != ' ' && t[end] != '\t') ++end;
-      if (end > pos) fields.emplace_back(t.substr(pos, end - pos));
-      pos = end;
-    }
+    const auto fields = data::split_fields(line.text);
     if (fields.empty() || fields[0] == "-DOCSTART-") {
       if (!words.back().empty()) {
         words.emplace_back();
@@ -233,9 +205,9 @@ int score_tagging(const ScoreOptions& o) {
     if (fields.size() < 3)
       throw DataError(fmt::format("{}:{}: expected 'token ... gold predicted' (at least 3 columns), got {}", file.name,
                                   line.number, fields.size()));
-    words.back().push_back(fields[0]);
-    gold.back().push_back(fields[fields.size() - 2]);
-    predicted.back().push_back(fields.back());
+    words.back().emplace_back(fields[0]);
+    gold.back().emplace_back(fields[fields.size() - 2]);
+    predicted.back().emplace_back(fields.back());
   }
   if (words.back().empty()) {
     words.pop_back();

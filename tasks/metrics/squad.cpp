@@ -7,34 +7,12 @@
 
 #include <utf8proc.h>
 
+#include "bert/tokenizer/unicode.h"
+
 namespace bert::tasks::metrics {
 namespace {
 
 using json = nlohmann::json;
-
-std::vector<int32_t> decode(const std::string& s) {
-  std::vector<int32_t> out;
-  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
-  utf8proc_ssize_t i = 0, n = static_cast<utf8proc_ssize_t>(s.size());
-  while (i < n) {
-    utf8proc_int32_t cp = 0;
-    const auto len = utf8proc_iterate(p + i, n - i, &cp);
-    if (len <= 0) {  // invalid byte: keep it as a Latin-1 code point, never drop it
-      out.push_back(p[i]);
-      ++i;
-      continue;
-    }
-    out.push_back(cp);
-    i += len;
-  }
-  return out;
-}
-
-void append_utf8(std::string& out, int32_t cp) {
-  utf8proc_uint8_t buf[4];
-  const auto n = utf8proc_encode_char(cp, buf);
-  out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
-}
 
 /// Python's str.isspace().
 bool is_space(int32_t cp) {
@@ -73,13 +51,15 @@ std::vector<std::string> answer_tokens(const std::string& text) {
 }  // namespace
 
 std::string normalize_answer(const std::string& text) {
-  // lower
-  std::vector<int32_t> cps;
-  for (int32_t cp : decode(text)) cps.push_back(utf8proc_tolower(cp));
+  // lower (full mapping, as Python's str.lower)
+  std::vector<char32_t> decoded, cps;
+  std::vector<uint32_t> offsets;
+  tok::unicode::decode_utf8(text, decoded, offsets);
+  for (char32_t cp : decoded) tok::unicode::append_lowercase(cp, cps);
   // remove ASCII punctuation
   cps.erase(std::remove_if(cps.begin(), cps.end(), is_ascii_punct), cps.end());
   // remove articles: a word-character run that is exactly a / an / the becomes a space
-  std::vector<int32_t> no_articles;
+  std::vector<char32_t> no_articles;
   for (size_t i = 0; i < cps.size();) {
     if (!is_word(cps[i])) {
       no_articles.push_back(cps[i++]);
@@ -87,9 +67,8 @@ std::string normalize_answer(const std::string& text) {
     }
     size_t j = i;
     while (j < cps.size() && is_word(cps[j])) ++j;
-    const std::vector<int32_t> run(cps.begin() + static_cast<long>(i), cps.begin() + static_cast<long>(j));
-    const bool article = run == std::vector<int32_t>{'a'} || run == std::vector<int32_t>{'a', 'n'} ||
-                         run == std::vector<int32_t>{'t', 'h', 'e'};
+    const std::u32string run(cps.begin() + static_cast<long>(i), cps.begin() + static_cast<long>(j));
+    const bool article = run == U"a" || run == U"an" || run == U"the";
     if (article) {
       no_articles.push_back(' ');
     } else {
@@ -100,14 +79,14 @@ std::string normalize_answer(const std::string& text) {
   // white_space_fix: ' '.join(text.split())
   std::string out;
   bool pending_space = false;
-  for (int32_t cp : no_articles) {
+  for (char32_t cp : no_articles) {
     if (is_space(cp)) {
       pending_space = !out.empty();
       continue;
     }
     if (pending_space) out += ' ';
     pending_space = false;
-    append_utf8(out, cp);
+    tok::unicode::append_utf8(cp, out);
   }
   return out;
 }

@@ -105,7 +105,7 @@ json MultipleChoiceAdapter::predict(const FeatureSet& set, const std::vector<tor
 }
 
 Evaluation MultipleChoiceAdapter::evaluate(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
-  auto ev = start_evaluation(set, outputs);
+  auto ev = start_evaluation(set, predict(set, outputs));
   std::vector<int64_t> predicted, gold;
   for (size_t f = 0; f < set.features.size(); ++f) {
     predicted.push_back(ev.predictions[f]["label"].get<int64_t>());

@@ -23,6 +23,13 @@ using QaExamples = Examples<data::QaExample>;
 
 
 
+/// The best candidate with a non-empty answer (candidates are sorted best first), or null.
+const QaCandidate* best_non_null(const std::vector<QaCandidate>& candidates) {
+  for (const auto& c : candidates)
+    if (!c.text.empty()) return &c;
+  return nullptr;
+}
+
 /// Indices of the `n` largest values, largest first (ties: lower index first).
 std::vector<int64_t> top_indices(const float* values, int64_t size, int64_t n) {
   std::vector<int64_t> order(static_cast<size_t>(size));
@@ -135,8 +142,7 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<
           f.end_position = en + 1;
           const auto b = offsets[static_cast<size_t>(f.start_position)].first;
           const auto end = offsets[static_cast<size_t>(f.end_position)].second;
-          aligned = e.context.compare(static_cast<size_t>(b), static_cast<size_t>(end - b), e.answers[0].text) == 0 &&
-                    end - b == static_cast<int64_t>(e.answers[0].text.size());
+          aligned = e.context.compare(static_cast<size_t>(b), static_cast<size_t>(end - b), e.answers[0].text) == 0;
           unaligned += !aligned;
         }
       }
@@ -243,35 +249,37 @@ QuestionAnsweringAdapter::Decoded QuestionAnsweringAdapter::decode(const Feature
     for (auto& c : candidates) total += (c.probability = std::exp(c.score - max_score));
     for (auto& c : candidates) c.probability /= total;
     if (v2()) {
-      const auto it = std::find_if(candidates.begin(), candidates.end(), [](const QaCandidate& c) { return !c.text.empty(); });
-      out.null_score_diff[e] = it == candidates.end() ? std::numeric_limits<double>::infinity() : min_null - it->score;
+      const auto* best = best_non_null(candidates);
+      out.null_score_diff[e] = best ? min_null - best->score : std::numeric_limits<double>::infinity();
     }
     out.nbest[e] = std::move(candidates);
   }
   return out;
 }
 
-json QuestionAnsweringAdapter::predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
-  const auto& items = items_of<data::QaExample>(*features.examples, "question_answering");
-  const auto decoded = decode(features, outputs);
-  json answers = json::object();
+json QuestionAnsweringAdapter::answers(const std::vector<data::QaExample>& items, const Decoded& decoded) const {
+  json out = json::object();
   for (size_t e = 0; e < items.size(); ++e) {
     const auto& nbest = decoded.nbest[e];
     std::string answer;
     if (!v2()) {
       answer = nbest.empty() ? "" : nbest[0].text;
     } else if (decoded.null_score_diff[e] <= options_.null_score_diff_threshold) {
-      const auto it = std::find_if(nbest.begin(), nbest.end(), [](const QaCandidate& c) { return !c.text.empty(); });
-      if (it != nbest.end()) answer = it->text;
+      if (const auto* best = best_non_null(nbest)) answer = best->text;
     }
-    answers[items[e].id] = answer;
+    out[items[e].id] = answer;
   }
-  return answers;
+  return out;
+}
+
+json QuestionAnsweringAdapter::predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+  return answers(items_of<data::QaExample>(*features.examples, "question_answering"), decode(features, outputs));
 }
 
 Evaluation QuestionAnsweringAdapter::evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::QaExample>(*features.examples, "question_answering");
-  auto ev = start_evaluation(features, outputs);
+  const auto decoded = decode(features, outputs);
+  auto ev = start_evaluation(features, answers(items, decoded));
   std::vector<metrics::SquadGold> gold;
   std::map<std::string, std::string> predictions;
   for (const auto& e : items) {
@@ -286,13 +294,11 @@ Evaluation QuestionAnsweringAdapter::evaluate(const FeatureSet& features, const 
   if (v2()) {
     // The BERT paper's threshold tuning: answer with the best non-null span whenever its
     // null-score difference is below the threshold that maximises dev F1.
-    const auto decoded = decode(features, outputs);
     std::map<std::string, std::string> non_null;
     std::map<std::string, double> diffs;
     for (size_t e = 0; e < items.size(); ++e) {
-      const auto& nbest = decoded.nbest[e];
-      const auto it = std::find_if(nbest.begin(), nbest.end(), [](const QaCandidate& c) { return !c.text.empty(); });
-      non_null[items[e].id] = it == nbest.end() ? "" : it->text;
+      const auto* best = best_non_null(decoded.nbest[e]);
+      non_null[items[e].id] = best ? best->text : "";
       diffs[items[e].id] = decoded.null_score_diff[e];
     }
     const auto best = metrics::score_squad(gold, non_null, "v2.0", &diffs, std::numeric_limits<double>::infinity());

@@ -86,6 +86,9 @@ class QuestionAnsweringAdapter final : public TaskAdapter {
   Decoded decode(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const;
 
  private:
+  /// The answer per question id: the best span, or "" when (v2.0) the null score wins.
+  nlohmann::json answers(const std::vector<data::QaExample>& items, const Decoded& decoded) const;
+
   QuestionAnsweringOptions options_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 #include "data/readers.h"
 #include "tasks/common/heads.h"
 #include "tasks/common/windows.h"
@@ -32,12 +33,7 @@ const std::vector<std::string> kRegressionMetrics = {"pearson", "spearman", "mse
 
 
 double parse_score(const std::string& text, const std::string& where) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(v)) return v;
-  } catch (const std::exception&) {
-  }
+  if (const auto v = parse_double(text)) return *v;
   throw DataError(fmt::format("{}: regression target '{}' is not a number", where, text));
 }
 
@@ -242,7 +238,7 @@ json SequenceClassificationAdapter::predict(const FeatureSet& set, const std::ve
 
 Evaluation SequenceClassificationAdapter::evaluate(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TextExample>(*set.examples, "sequence_classification");
-  auto ev = start_evaluation(set, outputs);
+  auto ev = start_evaluation(set, predict(set, outputs));
   if (regression()) {
     std::vector<double> predicted, gold;
     for (size_t e = 0; e < items.size(); ++e) {

@@ -207,7 +207,7 @@ json TokenClassificationAdapter::predict(const FeatureSet& features, const std::
 
 Evaluation TokenClassificationAdapter::evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TaggedSentence>(*features.examples, "token_classification");
-  auto ev = start_evaluation(features, outputs);
+  auto ev = start_evaluation(features, predict(features, outputs));
   std::vector<std::vector<std::string>> gold, predicted;
   for (size_t i = 0; i < items.size(); ++i) {
     gold.push_back(items[i].tags);
