@@ -38,6 +38,9 @@ struct TrainerOptions {
   int64_t log_every = 50;
   int64_t early_stopping_patience = 0;  ///< evaluations without improvement before stopping; 0 = off
   bool group_by_length = false;         ///< batches of similar lengths (less padding)
+  int64_t save_every = 0;  ///< optimizer steps between resumable checkpoints; 0 = at each evaluation and epoch end
+  int64_t keep_checkpoints = 1;  ///< resumable checkpoints kept (the newest); best/ is kept besides
+  int64_t threads = 0;     ///< intra-op threads (0 = all cores; the CLI's --threads wins)
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
@@ -60,6 +63,9 @@ struct TrainerOptions {
     field("log_every", self.log_every, "Optimizer steps between progress lines");
     field("early_stopping_patience", self.early_stopping_patience, "Evaluations without improvement (0 = off)");
     field("group_by_length", self.group_by_length, "Batch features of similar length together");
+    field("save_every", self.save_every, "Steps between resumable checkpoints (0 = each evaluation and epoch end)");
+    field("keep_checkpoints", self.keep_checkpoints, "Resumable checkpoints kept besides best/ (the newest)");
+    field("threads", self.threads, "Intra-op threads (0 = all cores)");
   }
   /// Adds a message per impossible value (reader locates it).
   void validate(const YamlReader& reader, ErrorList& errors) const;
@@ -71,6 +77,8 @@ struct TrainResult {
   int64_t best_step = 0;
   int64_t steps = 0;
   bool stopped_early = false;
+  bool interrupted = false;    ///< the interrupt hook stopped the run (resume continues it)
+  int64_t resumed_from = 0;    ///< step of the checkpoint the run resumed from (0 = fresh start)
   std::vector<double> losses;  ///< mean training loss per logged interval
 };
 
@@ -83,8 +91,11 @@ class Trainer {
   explicit Trainer(TrainerOptions options) : options_(std::move(options)) {}
 
   /// Trains `model` on `train` and evaluates on `dev` (may be null: no evaluation, the last
-  /// weights count as best). With `output_dir`, appends metrics.jsonl there and writes the best
-  /// weights to best/model.safetensors (atomically). At the end the model holds the best weights.
+  /// weights count as best). With `output_dir`, appends metrics.jsonl there, writes the best
+  /// weights to best/model.safetensors and resumable checkpoints to checkpoints/step-N/ (model,
+  /// optimizer, RNG and data position; all written atomically), and resumes from the newest
+  /// checkpoint found there: a resumed run ends with the same weights as an uninterrupted one.
+  /// At the end the model holds the best weights.
   TrainResult fit(const TaskAdapter& adapter, TaskModel model, const FeatureSet& train, const FeatureSet* dev,
                   const std::filesystem::path& output_dir = {});
 
@@ -94,6 +105,11 @@ class Trainer {
 
   const TrainerOptions& options() const { return options_; }
 
+  /// Called after each checkpoint with the step; returning true stops fit() there (the result
+  /// says `interrupted`). Tests use it to simulate a crash; a scheduler could use it for
+  /// preemption.
+  void set_interrupt_hook(std::function<bool(int64_t step)> hook) { interrupt_ = std::move(hook); }
+
   /// Batches of feature indices for one epoch: shuffled with `seed`, or grouped by length
   /// (shuffled chunks of 50 batches sorted by length, then the batches shuffled).
   static std::vector<std::vector<int64_t>> epoch_batches(const FeatureSet& features, int64_t batch_size,
@@ -101,6 +117,7 @@ class Trainer {
 
  private:
   TrainerOptions options_;
+  std::function<bool(int64_t)> interrupt_;
 };
 
 }  // namespace bert::tasks

@@ -2,6 +2,7 @@
 // best weights and logs JSONL.
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -55,7 +56,7 @@ class TrainerTest : public ::testing::Test {
     TrainResult result;
     TaskModel model;
   };
-  Run train(TrainerOptions options, const std::filesystem::path& out = {}) {
+  Run train(TrainerOptions options, const std::filesystem::path& out = {}, std::function<bool(int64_t)> interrupt = {}) {
     adapter_ = TaskRegistry::global().create("sequence_classification", YamlReader(YAML::Load("{max_seq_length: 16}"), "t"));
     data::DataSpec spec;
     spec.path = dir_.path() / "train.tsv";
@@ -68,6 +69,7 @@ class TrainerTest : public ::testing::Test {
     torch::manual_seed(static_cast<uint64_t>(options.seed));
     auto model = adapter_->build_model(config_);
     Trainer trainer(options);
+    trainer.set_interrupt_hook(std::move(interrupt));
     auto result = trainer.fit(*adapter_, model, *train_, dev_.get(), out);
     return {std::move(result), model};
   }
@@ -136,6 +138,41 @@ TEST_F(TrainerTest, Bf16AccumulationAndEarlyStopping) {
   const auto stopped = train(options);
   EXPECT_TRUE(stopped.result.stopped_early);
   EXPECT_EQ(stopped.result.steps, 12);
+}
+
+// A run stopped after a checkpoint (mid-epoch and at an epoch's end) and resumed ends with the
+// same weights, bit for bit, as one that ran through; the log has no step twice.
+TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
+  auto options = fast();
+  options.epochs = 3;
+  options.eval_every = 5;
+  options.save_every = 3;
+  options.early_stopping_patience = 100;
+  const auto whole = train(options, dir_.path() / "whole");
+  for (const int64_t stop_at : {7, 16}) {  // 16 = the first epoch's last step
+    const auto out = dir_.path() / ("resumed" + std::to_string(stop_at));
+    const auto first = train(options, out, [&](int64_t step) { return step >= stop_at; });
+    ASSERT_TRUE(first.result.interrupted);
+    const auto second = train(options, out);
+    EXPECT_FALSE(second.result.interrupted);
+    EXPECT_EQ(second.result.resumed_from, stop_at == 7 ? 9 : 16);
+    EXPECT_EQ(second.result.steps, whole.result.steps);
+    EXPECT_EQ(second.result.best_step, whole.result.best_step);
+    EXPECT_DOUBLE_EQ(second.result.best.main(), whole.result.best.main());
+    for (const auto& [name, tensor] : state_dict(*whole.model))
+      EXPECT_TRUE(torch::equal(tensor, state_dict(*second.model).at(name))) << name << " after a stop at " << stop_at;
+    // One resumable checkpoint is kept (keep_checkpoints: 1), and each step is logged once.
+    int step_dirs = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(out / "checkpoints"))
+      step_dirs += entry.path().filename().string().rfind("step-", 0) == 0;
+    EXPECT_EQ(step_dirs, 1);
+    std::ifstream log(out / "metrics.jsonl");
+    std::set<std::pair<std::string, int64_t>> seen;
+    for (std::string line; std::getline(log, line);) {
+      const auto j = nlohmann::json::parse(line);
+      EXPECT_TRUE(seen.emplace(j["split"].get<std::string>(), j["step"].get<int64_t>()).second) << line;
+    }
+  }
 }
 
 TEST(TrainerBatches, LengthGroupingKeepsEveryFeatureOnce) {
