@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,11 @@ class FeatureSet {
   std::shared_ptr<const ExampleSet> examples;
   int64_t pad_id = 0;
   bool labelled = false;  ///< every example had a gold label (evaluate() is possible)
+
+  /// What a derived set adds to the base, written / read by the feature cache
+  /// (tasks/common/feature_cache.h). read_extra throws DataError on a short or bad stream.
+  virtual void write_extra(std::ostream& out) const {}
+  virtual void read_extra(std::istream& in) {}
 };
 
 /// A padded batch. input_ids / attention_mask / token_type_ids are [batch, seq] int64, or
@@ -131,6 +137,8 @@ class TaskAdapter {
   virtual std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
                                                 const tok::Tokenizer& tokenizer,
                                                 bool training) const = 0;
+  /// An empty feature set of the type featurize() returns (the feature cache fills it).
+  virtual std::shared_ptr<FeatureSet> new_feature_set() const { return std::make_shared<FeatureSet>(); }
   /// Pads `indices` of `features` to the longest of them (dynamic padding) into one batch.
   virtual Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const;
 

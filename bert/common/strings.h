@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <string>
@@ -25,6 +26,15 @@ inline std::optional<double> parse_double(const std::string& text) {
   } catch (const std::exception&) {
   }
   return std::nullopt;
+}
+
+/// 64-bit FNV-1a hash of `bytes` (cache keys; not cryptographic).
+inline uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 14695981039346656037ULL) {
+  for (const unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
 }
 
 }  // namespace bert

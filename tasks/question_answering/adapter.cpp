@@ -10,6 +10,7 @@
 #include "bert/common/error.h"
 #include "bert/common/log.h"
 #include "data/readers.h"
+#include "tasks/common/feature_cache.h"
 #include "tasks/common/heads.h"
 #include "tasks/common/sequence.h"
 #include "tasks/common/windows.h"
@@ -78,6 +79,22 @@ std::shared_ptr<const ExampleSet> QuestionAnsweringAdapter::read(const data::Dat
     }
   }
   return set;
+}
+
+void QaFeatureSet::write_extra(std::ostream& out) const {
+  write_i64(out, static_cast<int64_t>(offsets.size()));
+  for (const auto& o : offsets) write_pairs(out, o);
+  std::vector<int64_t> aligned(answer_aligned.begin(), answer_aligned.end());
+  write_i32s(out, aligned);
+}
+
+void QaFeatureSet::read_extra(std::istream& in) {
+  offsets.resize(static_cast<size_t>(read_i64(in)));
+  for (auto& o : offsets) o = read_pairs(in);
+  const auto aligned = read_i32s(in);
+  answer_aligned.assign(aligned.begin(), aligned.end());
+  if (offsets.size() != features.size() || answer_aligned.size() != features.size())
+    throw DataError("question answering maps do not match the features");
 }
 
 std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<const ExampleSet> examples,

@@ -46,6 +46,9 @@ class QaFeatureSet final : public FeatureSet {
   std::vector<std::vector<std::pair<int64_t, int64_t>>> offsets;
   /// Per feature: whether its gold answer span maps back to exactly the answer text.
   std::vector<bool> answer_aligned;
+
+  void write_extra(std::ostream& out) const override;
+  void read_extra(std::istream& in) override;
 };
 
 /// One answer candidate of post-processing.
@@ -67,6 +70,7 @@ class QuestionAnsweringAdapter final : public TaskAdapter {
   std::string architecture() const override { return "BertForQuestionAnswering"; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
+  std::shared_ptr<FeatureSet> new_feature_set() const override { return std::make_shared<QaFeatureSet>(); }
   std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer& tokenizer,
                                         bool training) const override;
   Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const override;

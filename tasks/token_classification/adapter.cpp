@@ -7,6 +7,7 @@
 #include "bert/common/error.h"
 #include "bert/common/log.h"
 #include "data/readers.h"
+#include "tasks/common/feature_cache.h"
 #include "tasks/common/heads.h"
 #include "tasks/common/sequence.h"
 #include "tasks/common/windows.h"
@@ -56,6 +57,19 @@ void TokenClassificationAdapter::fit_labels(const ExampleSet& train) {
   labels_ = LabelMap::from_observed(observed);
   if (labels_.size() < 2)
     throw DataError(fmt::format("{}: found {} distinct tag(s); tagging needs at least 2", train.source, labels_.size()));
+}
+
+void TokenFeatureSet::write_extra(std::ostream& out) const {
+  write_i64(out, static_cast<int64_t>(word_positions.size()));
+  for (const auto& w : word_positions) write_pairs(out, w);
+  write_i64(out, static_cast<int64_t>(words_without_tokens));
+}
+
+void TokenFeatureSet::read_extra(std::istream& in) {
+  word_positions.resize(static_cast<size_t>(read_i64(in)));
+  for (auto& w : word_positions) w = read_pairs(in);
+  words_without_tokens = static_cast<size_t>(read_i64(in));
+  if (word_positions.size() != features.size()) throw DataError("token maps do not match the features");
 }
 
 std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_ptr<const ExampleSet> examples,

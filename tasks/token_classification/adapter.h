@@ -52,6 +52,9 @@ class TokenFeatureSet final : public FeatureSet {
  public:
   std::vector<std::vector<std::pair<int64_t, int64_t>>> word_positions;
   size_t words_without_tokens = 0;
+
+  void write_extra(std::ostream& out) const override;
+  void read_extra(std::istream& in) override;
 };
 
 /// Token tagging (CoNLL-2003 NER; BertForTokenClassification): label on the first sub-token of
@@ -66,6 +69,7 @@ class TokenClassificationAdapter final : public TaskAdapter {
   std::string architecture() const override { return "BertForTokenClassification"; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
+  std::shared_ptr<FeatureSet> new_feature_set() const override { return std::make_shared<TokenFeatureSet>(); }
   void fit_labels(const ExampleSet& train) override;
   std::vector<std::string> labels() const override { return labels_.names(); }
   void set_labels(const std::vector<std::string>& labels) override { labels_ = LabelMap(labels); }

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/tokenizer/wordpiece.h"
+#include "tasks/common/feature_cache.h"
 #include "tasks/common/heads.h"
 #include "tasks/common/windows.h"
 #include "tasks/question_answering/adapter.h"
@@ -160,6 +162,43 @@ TEST(Windows, CoverEveryTokenOnceAtMaxContext) {
   }
 }
 
+/// Saves `features` to the feature cache format, loads them back and checks every field,
+/// including the adapter's own maps; then checks that a damaged file is a DataError.
+void expect_cache_round_trip(const TaskAdapter& adapter, const FeatureSet& features) {
+  testing::TempDir dir;
+  const auto path = dir.path() / "f.features";
+  save_features(path, features);
+  const auto loaded = load_features(path, adapter, features.examples);
+  ASSERT_EQ(loaded->features.size(), features.features.size());
+  EXPECT_EQ(loaded->pad_id, features.pad_id);
+  EXPECT_EQ(loaded->labelled, features.labelled);
+  for (size_t i = 0; i < features.features.size(); ++i) {
+    const auto &a = features.features[i], &b = loaded->features[i];
+    ASSERT_EQ(a.example, b.example);
+    ASSERT_EQ(a.input_ids, b.input_ids);
+    ASSERT_EQ(a.token_type_ids, b.token_type_ids);
+    ASSERT_EQ(a.token_labels, b.token_labels);
+    ASSERT_EQ(a.label, b.label);
+    ASSERT_EQ(a.target, b.target);
+    ASSERT_EQ(a.start_position, b.start_position);
+    ASSERT_EQ(a.end_position, b.end_position);
+  }
+  if (const auto* qa = dynamic_cast<const QaFeatureSet*>(&features)) {
+    const auto& l = dynamic_cast<const QaFeatureSet&>(*loaded);
+    EXPECT_EQ(l.offsets, qa->offsets);
+    EXPECT_EQ(l.answer_aligned, qa->answer_aligned);
+  }
+  if (const auto* tf = dynamic_cast<const TokenFeatureSet*>(&features)) {
+    const auto& l = dynamic_cast<const TokenFeatureSet&>(*loaded);
+    EXPECT_EQ(l.word_positions, tf->word_positions);
+    EXPECT_EQ(l.words_without_tokens, tf->words_without_tokens);
+  }
+  const auto bytes = read_file(path);
+  testing::write_bytes(path, bytes.substr(0, bytes.size() - 3));
+  const auto message = testing::error_message([&] { load_features(path, adapter, features.examples); });
+  EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+}
+
 class RealDataTest : public ::testing::Test {
  protected:
   void SetUp() override { BERTFT_REQUIRE_PATH(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt"); }
@@ -174,6 +213,7 @@ TEST_F(RealDataTest, SequenceClassificationOnMrpc) {
   EXPECT_EQ(adapter->main_metric(), "f1");  // GLUE's MRPC metric
   const auto features = adapter->featurize(dev, cased_tokenizer(), true);
   ASSERT_EQ(features->features.size(), 408u);
+  expect_cache_round_trip(*adapter, *features);
   for (const auto& f : features->features) ASSERT_LE(f.length(), 64);
   const auto batch = adapter->collate(*features, {0, 1, 2});
   EXPECT_EQ(batch.labels.sizes(), torch::IntArrayRef({3}));
@@ -310,6 +350,7 @@ TEST_F(RealDataTest, SquadPostProcessingPicksTheBestValidSpanAndNullAnswers) {
   ASSERT_TRUE(qa_adapter->v2());
   const auto features = adapter->featurize(examples, cased_tokenizer(), true);
   ASSERT_EQ(features->features.size(), 2u);
+  expect_cache_round_trip(*adapter, *features);
   const auto& f0 = features->features[0];
   EXPECT_EQ(f0.start_position, 6);  // [CLS] Who wrote it ? [SEP] Ada
   EXPECT_EQ(features->features[1].start_position, 0);
@@ -369,6 +410,7 @@ TEST_F(RealDataTest, ConllFirstSubTokenLabelledAndContextUnlabelled) {
   auto sentences = adapter->read(spec_of(data_dir() / "conll2003" / "valid.txt"));
   adapter->fit_labels(*sentences);
   const auto features = adapter->featurize(sentences, cased_tokenizer(), true);
+  expect_cache_round_trip(*adapter, *features);
   const auto& items = dynamic_cast<const Examples<data::TaggedSentence>&>(*sentences).items;
   size_t with_context = 0;
   std::vector<size_t> labelled(items.size(), 0);
@@ -395,6 +437,7 @@ TEST_F(RealDataTest, MultipleChoiceFeaturesAndModel) {
   auto adapter = make_task("multiple_choice", "{max_seq_length: 16}");
   const auto examples = adapter->read(spec_of(dir.path() / "swag.csv"));
   const auto features = adapter->featurize(examples, cased_tokenizer(), true);
+  expect_cache_round_trip(*adapter, *features);
   const auto batch = adapter->collate(*features, all_indices(*features));
   EXPECT_EQ(batch.input_ids.size(0), 2);
   EXPECT_EQ(batch.input_ids.size(1), 4);
