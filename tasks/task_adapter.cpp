@@ -79,6 +79,11 @@ Batch TaskAdapter::collate(const FeatureSet& set, const std::vector<int64_t>& in
   return out;
 }
 
+void TaskAdapter::configure_export(BertConfig& config) const {
+  config.architectures({architecture()});
+  config.id2label(labels());
+}
+
 void TaskAdapter::gather(const Batch& batch, const torch::Tensor& logits, std::vector<torch::Tensor>& outputs) const {
   const auto cpu = logits.detach().to(torch::kCPU, torch::kFloat);
   const bool per_token = cpu.dim() == 3 && batch.input_ids.dim() == 2;  // [batch, seq, k]

@@ -130,6 +130,10 @@ class TaskAdapter {
   virtual std::vector<std::string> labels() const { return {}; }
   /// Restores labels from a fine-tuned checkpoint's config.
   virtual void set_labels(const std::vector<std::string>& labels) {}
+  /// Writes what HF's config.json needs to rebuild this task's model: `architectures` and, for
+  /// labelled tasks, id2label (label2id follows) and problem_type. Default: architecture() and
+  /// labels().
+  virtual void configure_export(BertConfig& config) const;
 
   /// Tokenises examples. With `training`, every example must have a target (DataError naming
   /// it otherwise); evaluation features of labelled data carry targets too. A label unseen in

@@ -11,6 +11,7 @@
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/common/strings.h"
 #include "bert/common/threads.h"
@@ -18,8 +19,12 @@
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/wordpiece.h"
+#include "recipes/runner/export.h"
 #include "recipes/runner/quickstart.h"
+#include "recipes/runner/recipe.h"
 #include "recipes/runner/score.h"
+#include "recipes/runner/sweep.h"
+#include "recipes/runner/trial.h"
 
 namespace bert::recipes {
 namespace {
@@ -185,6 +190,58 @@ int run_convert(const std::string& model_dir, const std::string& out, double sha
   return 0;
 }
 
+struct NewModelArgs {
+  std::string vocab, out;
+  bool lowercase = false;
+  int64_t hidden = 128, layers = 2, heads = 2, intermediate = 512, max_positions = 512;
+  uint64_t seed = 0;
+};
+
+/// A randomly initialised BertForPreTraining (HF's init) in HF layout: the start of a model
+/// trained from scratch, and the tiny models of tests and the quickstart.
+int run_new_model(const NewModelArgs& a) {
+  tok::WordPieceOptions options;
+  options.normalizer.lowercase = a.lowercase;
+  options.normalizer.strip_accents = a.lowercase;
+  options.check_casing = tok::CasingCheck::kOff;
+  const auto tokenizer = tok::WordPieceTokenizer::from_file(a.vocab, options);
+  BertConfig config;
+  config.vocab_size(tokenizer->vocab_size()).hidden_size(a.hidden).num_hidden_layers(a.layers)
+      .num_attention_heads(a.heads).intermediate_size(a.intermediate).max_position_embeddings(a.max_positions);
+  config.validate("new-model");
+  torch::manual_seed(a.seed);
+  BertForPreTraining model(config);
+  TensorMap tensors = state_dict(*model);
+  for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases()) tensors.erase(alias);
+  save_weights(a.out, tensors);
+  save_config(a.out, config, "BertForPreTraining");
+  tokenizer->save(a.out);
+  int64_t params = 0;
+  for (const auto& p : model->parameters()) params += p.numel();
+  log::info("[new-model] {}: vocab {} | hidden {} | layers {} | heads {} | {:.2f} M parameters", a.out,
+            config.vocab_size(), a.hidden, a.layers, a.heads, static_cast<double>(params) / 1e6);
+  return 0;
+}
+
+/// "i/N" of --shard.
+std::pair<int, int> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  try {
+    if (slash != std::string::npos) return {std::stoi(text.substr(0, slash)), std::stoi(text.substr(slash + 1))};
+  } catch (const std::exception&) {
+  }
+  throw ConfigError(fmt::format("--shard '{}': expected i/N, e.g. 0/4", text));
+}
+
+int run_validate(const std::string& file, const std::vector<std::string>& overrides) {
+  const auto recipe = load_recipe(file, overrides);
+  const auto trials = expand_sweep(recipe);
+  fmt::print("{}: valid; task {}, {} trial(s), output {}\n", file, recipe.task_type, trials.size(),
+             recipe.output.dir.string());
+  for (const auto& t : trials) fmt::print("  {}\n", t.name);
+  return 0;
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -259,6 +316,65 @@ int run_cli(int argc, char** argv) {
   score_cmd->add_flag("--regression", score.regression, "Scores, not labels: Pearson and Spearman");
   score_cmd->add_option("--positive-label", score.positive_label, "Positive class of binary F1 (default 1)");
 
+  NewModelArgs new_model;
+  auto* new_model_cmd = app.add_subcommand(
+      "new-model", "Write a randomly initialised BERT (HF layout, BertForPreTraining) for a vocabulary");
+  new_model_cmd->add_option("--vocab", new_model.vocab, "WordPiece vocab.txt")->required()->check(CLI::ExistingFile);
+  new_model_cmd->add_option("--out", new_model.out, "Output directory")->required();
+  new_model_cmd->add_flag("--lowercase", new_model.lowercase, "Uncased tokenizer (lower-case, strip accents)");
+  new_model_cmd->add_option("--hidden", new_model.hidden, "hidden_size")->check(CLI::PositiveNumber);
+  new_model_cmd->add_option("--layers", new_model.layers, "num_hidden_layers")->check(CLI::PositiveNumber);
+  new_model_cmd->add_option("--heads", new_model.heads, "num_attention_heads")->check(CLI::PositiveNumber);
+  new_model_cmd->add_option("--intermediate", new_model.intermediate, "intermediate_size")->check(CLI::PositiveNumber);
+  new_model_cmd->add_option("--max-positions", new_model.max_positions, "max_position_embeddings")->check(CLI::PositiveNumber);
+  new_model_cmd->add_option("--seed", new_model.seed, "Initialisation seed");
+
+  std::string recipe_file, out_dir, cache_dir, trial_name, shard = "0/1";
+  std::vector<std::string> overrides;
+  int jobs = 0;
+  auto* validate_cmd = app.add_subcommand("validate", "Check a recipe (and every trial of its sweep) without running it");
+  validate_cmd->add_option("recipe", recipe_file, "Recipe YAML")->required();
+  validate_cmd->add_option("--set", overrides, "Override a recipe key: key=value (dotted key)");
+
+  auto* train_cmd = app.add_subcommand(
+      "train", "Fine-tune one trial of a recipe (its training values, no sweep); resumes from a checkpoint in --out");
+  train_cmd->add_option("recipe", recipe_file, "Recipe YAML")->required();
+  train_cmd->add_option("--set", overrides, "Override a recipe key: key=value (dotted key)");
+  train_cmd->add_option("--out", out_dir, "Run directory (default <output.dir>/train)");
+  train_cmd->add_option("--cache", cache_dir, "Feature cache directory (default <output.dir>/cache)");
+  train_cmd->add_option("--trial-name", trial_name, "Name recorded in result.json (set by sweep)");
+
+  auto* sweep_cmd = app.add_subcommand(
+      "sweep", "Run a recipe's hyperparameter sweep: trials, leaderboard, best model exported");
+  sweep_cmd->add_option("recipe", recipe_file, "Recipe YAML")->required();
+  sweep_cmd->add_option("--set", overrides, "Override a recipe key: key=value (dotted key)");
+  sweep_cmd->add_option("--jobs", jobs, "Trials in parallel (threads are split between them)")->check(CLI::NonNegativeNumber);
+  sweep_cmd->add_option("--shard", shard, "Run the trials i, i+N, ... of N (for several machines): i/N");
+
+  std::string export_run, export_out;
+  auto* export_cmd = app.add_subcommand("export", "Write a run's best model in Hugging Face layout");
+  export_cmd->add_option("run", export_run, "Sweep or trial directory")->required()->check(CLI::ExistingDirectory);
+  export_cmd->add_option("--out", export_out, "Output directory")->required();
+
+  PredictOptions predict;
+  auto* predict_cmd = app.add_subcommand("predict", "Predict a data file with a fine-tuned model directory");
+  predict_cmd->add_option("--model", predict.model, "Fine-tuned model directory (bertft export or HF)")->required()
+      ->check(CLI::ExistingDirectory);
+  predict_cmd->add_option("--data", predict.data, "Data file (JSONL, GLUE TSV, CSV, SQuAD JSON, CoNLL, SWAG CSV)")
+      ->required()->check(CLI::ExistingFile);
+  predict_cmd->add_option("--format", predict.format, "auto | glue | tsv | csv | jsonl | squad | conll | swag");
+  predict_cmd->add_option("--glue-task", predict.glue_task, "GLUE task, when not clear from the directory name");
+  predict_cmd->add_option("--out", predict.out, "Predictions file (default stdout)");
+  predict_cmd->add_option("--batch-size", predict.batch_size, "Examples per batch")->check(CLI::PositiveNumber);
+  predict_cmd->add_option("--device", predict.device, "cpu | cuda | cuda:N");
+  predict_cmd->add_option("--precision", predict.precision, "fp32 | bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+
+  std::string eval_model;
+  auto* eval_cmd = app.add_subcommand("eval", "Recompute a fine-tuned model's dev metrics on a recipe's data.dev");
+  eval_cmd->add_option("--model", eval_model, "Fine-tuned model directory")->required()->check(CLI::ExistingDirectory);
+  eval_cmd->add_option("--recipe", recipe_file, "Recipe YAML")->required();
+  eval_cmd->add_option("--set", overrides, "Override a recipe key: key=value (dotted key)");
+
   CLI11_PARSE(app, argc, argv);
   if (verbose) log::set_level(log::Level::kDebug);
   configure_threads(threads);
@@ -270,6 +386,33 @@ int run_cli(int argc, char** argv) {
       throw ConfigError("score: --data is required for --task " + score.task);
     return run_score(score);
   }
+  if (*new_model_cmd) return run_new_model(new_model);
+  if (*validate_cmd) return run_validate(recipe_file, overrides);
+  if (*train_cmd) {
+    auto recipe = load_recipe(recipe_file, overrides);
+    if (threads == 0 && recipe.training.threads > 0) configure_threads(static_cast<int>(recipe.training.threads));
+    const fs::path out = out_dir.empty() ? recipe.output.dir / "train" : fs::path(out_dir);
+    const fs::path cache = cache_dir.empty() ? recipe.output.dir / "cache" : fs::path(cache_dir);
+    if (out_dir.empty()) {
+      fs::create_directories(out);
+      write_file_atomic(out / "recipe.yaml", dump_recipe(recipe.root));
+    }
+    return run_trial(recipe, out, cache, trial_name.empty() ? recipe.name : trial_name);
+  }
+  if (*sweep_cmd) {
+    const auto recipe = load_recipe(recipe_file, overrides);
+    SweepOptions options;
+    options.jobs = jobs;
+    options.threads = threads;
+    std::tie(options.shard_index, options.shard_count) = parse_shard(shard);
+    return run_sweep(recipe, options);
+  }
+  if (*export_cmd) {
+    export_model(export_run, export_out);
+    return 0;
+  }
+  if (*predict_cmd) return run_predict(predict);
+  if (*eval_cmd) return run_eval(eval_model, recipe_file, overrides);
   if (*quick_cmd) {
     quickstart.threads = threads;
     return run_quickstart(quickstart);

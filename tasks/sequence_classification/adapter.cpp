@@ -108,6 +108,16 @@ void SequenceClassificationAdapter::set_labels(const std::vector<std::string>& l
   labels_ = LabelMap(labels);
 }
 
+void SequenceClassificationAdapter::configure_export(BertConfig& config) const {
+  TaskAdapter::configure_export(config);
+  if (regression()) {
+    config.id2label({"LABEL_0"});
+    config.problem_type("regression");
+  } else {
+    config.problem_type("single_label_classification");
+  }
+}
+
 std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
                                                                      const tok::Tokenizer& tokenizer,
                                                                      bool training) const {

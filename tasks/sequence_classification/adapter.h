@@ -64,6 +64,8 @@ class SequenceClassificationAdapter final : public TaskAdapter {
   void fit_labels(const ExampleSet& train) override;
   std::vector<std::string> labels() const override { return labels_.names(); }
   void set_labels(const std::vector<std::string>& labels) override;
+  /// Regression exports as HF does: one label "LABEL_0", problem_type "regression".
+  void configure_export(BertConfig& config) const override;
   std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer& tokenizer,
                                         bool training) const override;
   Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const override;

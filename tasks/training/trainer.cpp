@@ -127,6 +127,7 @@ std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& featu
 
 std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter, TaskModel model, const FeatureSet& features) const {
   const torch::Device device(options_.device);
+  model->to(device);
   model->eval();
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> outputs(features.features.size());

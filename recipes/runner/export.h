@@ -1,0 +1,49 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/model/bert_config.h"
+#include "bert/tokenizer/tokenizer.h"
+#include "tasks/task_adapter.h"
+
+namespace bert::recipes {
+
+/// Writes the best weights of a finished run in Hugging Face layout to `out` (replacing it
+/// atomically): config.json (architectures, id2label/label2id, problem_type, the checkpoint's
+/// other keys), model.safetensors (encoder "bert.*" plus the head under HF's names, in
+/// model.dtype), the tokenizer files, and bertft_task.yaml (task type, options and labels, so
+/// that bertft rebuilds the same adapter). `run_dir` is a trial directory (with result.json) or
+/// a sweep directory (its leaderboard's best trial). Throws ConfigError when nothing finished.
+void export_model(const std::filesystem::path& run_dir, const std::filesystem::path& out);
+
+/// A fine-tuned model directory loaded for inference.
+struct FinetunedModel {
+  PretrainedDir dir;
+  BertConfig config;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::unique_ptr<tasks::TaskAdapter> adapter;
+  tasks::TaskModel model;
+};
+
+/// Loads an exported directory (or any HF BertFor{SequenceClassification, TokenClassification,
+/// QuestionAnswering, MultipleChoice} directory: the task then comes from config.json's
+/// architectures and problem_type): task adapter with its labels, model with every weight
+/// loaded strictly, in eval mode.
+FinetunedModel load_finetuned(const std::filesystem::path& dir);
+
+/// `bertft predict`: predictions of the model in `model_dir` for a data file, written to `out`
+/// (JSON lines for per-example lists, a JSON object for SQuAD's {id: answer}); prints metrics
+/// when the data is labelled.
+struct PredictOptions {
+  std::string model, data, out, format = "auto", glue_task, device = "cpu", precision = "fp32";
+  int64_t batch_size = 64;
+};
+int run_predict(const PredictOptions& options);
+
+/// `bertft eval`: the model's dev metrics on a recipe's data.dev, printed as JSON.
+int run_eval(const std::string& model_dir, const std::string& recipe, const std::vector<std::string>& overrides);
+
+}  // namespace bert::recipes

@@ -1,0 +1,288 @@
+#include "recipes/runner/recipe.h"
+
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/error.h"
+#include "tasks/registry.h"
+
+namespace bert {
+const std::vector<std::pair<const char*, recipes::ExportDtype>>& EnumNames<recipes::ExportDtype>::get() {
+  static const std::vector<std::pair<const char*, recipes::ExportDtype>> names = {
+      {"float32", recipes::ExportDtype::kFloat32},
+      {"float16", recipes::ExportDtype::kFloat16},
+      {"bfloat16", recipes::ExportDtype::kBFloat16}};
+  return names;
+}
+}  // namespace bert
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> training_keys() {
+  std::vector<std::string> keys;
+  tasks::TrainerOptions o;
+  tasks::TrainerOptions::visit(o, [&](const char* name, auto&, const char*) { keys.emplace_back(name); });
+  return keys;
+}
+
+std::string mark_location(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
+}
+
+/// Expands ${...} in a path read from `reader`'s `key`; problems go to `errors`.
+void expand_path(const YamlReader& reader, const std::string& key, fs::path& path, ErrorList& errors) {
+  try {
+    path = expand_env(path.string(), reader.where(key));
+  } catch (const ConfigError& e) {
+    errors.add(e.what());
+  }
+}
+
+void read_split(const YamlReader& data, const std::string& split, bool required, bool check_files,
+                std::optional<data::DataSpec>& out, ErrorList& errors) {
+  const auto reader = data.child(split);
+  if (!reader.defined()) {
+    if (required) errors.add(fmt::format("{}: data.{} is missing (a mapping with at least `path`)", data.where(), split));
+    return;
+  }
+  data::DataSpec spec;
+  if (reader.node().IsScalar()) {  // `train: path/to/file` is short for `train: {path: ...}`
+    spec.path = reader.node().Scalar();
+  } else {
+    read_struct(reader, spec, errors);
+    if (!reader.has("path")) errors.add(reader.where() + ": `path` is missing");
+  }
+  expand_path(reader, reader.node().IsScalar() ? "" : "path", spec.path, errors);
+  if (check_files && !spec.path.empty() && !fs::is_regular_file(spec.path))
+    errors.add(fmt::format("{}: no such file: {}", reader.where(reader.node().IsScalar() ? "" : "path"), spec.path.string()));
+  out = std::move(spec);
+}
+
+void read_sweep(const YamlReader& reader, const tasks::TrainerOptions& training, Recipe& recipe, ErrorList& errors) {
+  if (!reader.defined()) return;
+  reader.read("seeds", recipe.sweep.seeds, errors);
+  reader.read("jobs", recipe.sweep.jobs, errors);
+  if (recipe.sweep.jobs < 1) errors.add(reader.where("jobs") + ": must be >= 1");
+  const auto grid = reader.child("grid");
+  reader.reject_unknown_keys(errors);
+  if (!grid.defined()) return;
+  if (!grid.node().IsMap()) {
+    errors.add(grid.where() + ": expected a mapping of key: [values]");
+    return;
+  }
+  const auto keys = training_keys();
+  for (const auto& key : grid.keys()) {
+    grid.allow(key);
+    const YAML::Node values = grid.node()[key];
+    if (!values.IsSequence() || values.size() == 0) {
+      errors.add(grid.where(key) + ": expected a non-empty list of values");
+      continue;
+    }
+    if (key == "seed") {
+      errors.add(grid.where(key) + ": seeds go in sweep.seeds, not the grid");
+      continue;
+    }
+    std::vector<YAML::Node> list(values.begin(), values.end());
+    if (key.find('.') == std::string::npos) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        const auto guess = nearest_key(key, keys);
+        errors.add(fmt::format("{}: '{}' is not a training key{}; use a dotted path (task.max_seq_length) for others",
+                               grid.where(key), key, guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
+        continue;
+      }
+      // Each value as the training section would read it, located at the value itself.
+      for (const auto& value : list) {
+        YAML::Node one(YAML::NodeType::Map);
+        one[key] = value;
+        tasks::TrainerOptions o = training;
+        ErrorList value_errors;
+        const YamlReader value_reader(one, recipe.file.string(), "sweep.grid");
+        read_struct(value_reader, o, value_errors);
+        if (value_errors.empty()) o.validate(value_reader, value_errors);
+        for (auto message : value_errors.messages()) {
+          const std::string prefix = recipe.file.string() + ": ";
+          if (message.rfind(prefix, 0) == 0)
+            message = mark_location(recipe.file.string(), value.Mark()) + ": " + message.substr(prefix.size());
+          errors.add(message);
+        }
+      }
+    }
+    recipe.sweep.grid.emplace_back(key, std::move(list));
+  }
+}
+
+}  // namespace
+
+void set_path(YAML::Node& root, const std::string& dotted, const YAML::Node& value) {
+  YAML::Node node;
+  node.reset(root);
+  size_t start = 0;
+  while (true) {
+    const auto dot = dotted.find('.', start);
+    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) throw ConfigError(fmt::format("'{}': empty part in a dotted key", dotted));
+    if (dot == std::string::npos) {
+      node[part] = value;
+      return;
+    }
+    if (!node[part] || !node[part].IsMap()) node[part] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node next;
+    next.reset(node[part]);
+    node.reset(next);
+    start = dot + 1;
+  }
+}
+
+void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides) {
+  for (const auto& item : overrides) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError(fmt::format("--set '{}': expected key=value with a dotted key (training.learning_rate=3e-5)", item));
+    const std::string key = item.substr(0, eq), text = item.substr(eq + 1);
+    YAML::Node value;
+    try {
+      value = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(fmt::format("--set {}: value is not valid YAML: {}", key, e.msg));
+    }
+    try {
+      set_path(root, key, value);
+    } catch (const ConfigError& e) {
+      throw ConfigError("--set " + std::string(e.what()));
+    }
+  }
+}
+
+std::string expand_env(const std::string& text, const std::string& where) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, 2, "${") != 0) {
+      out += text[i++];
+      continue;
+    }
+    const auto close = text.find('}', i);
+    if (close == std::string::npos) throw ConfigError(fmt::format("{}: unclosed '${{' in '{}'", where, text));
+    const std::string inner = text.substr(i + 2, close - i - 2);
+    const auto dash = inner.find(":-");
+    const std::string var = inner.substr(0, dash);
+    const char* value = std::getenv(var.c_str());
+    if (value && *value) {
+      out += value;
+    } else if (dash != std::string::npos) {
+      out += inner.substr(dash + 2);
+    } else {
+      throw ConfigError(fmt::format("{}: environment variable {} is not set (write ${{{}:-default}} for a default)", where,
+                                    var, var));
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+Recipe parse_recipe(YAML::Node root, const fs::path& file, const std::vector<std::string>& overrides, bool check_files) {
+  apply_overrides(root, overrides);
+  ErrorList errors;
+  const YamlReader r(root, file.string());
+  Recipe recipe;
+  recipe.file = file;
+  recipe.root = root;
+  recipe.name = file.stem().string();
+  r.read("name", recipe.name, errors);
+  if (!r.node().IsMap()) {
+    errors.add(file.string() + ": a recipe is a mapping with model, task, data, training, sweep and output sections");
+    errors.throw_if_any();
+  }
+
+  const auto model = r.child("model");
+  if (!model.has("pretrained")) {
+    errors.add(model.where() + ": model.pretrained is missing (a Hugging Face model directory)");
+  }
+  read_struct(model, recipe.model, errors);
+  if (!recipe.model.pretrained.empty()) {
+    expand_path(model, "pretrained", recipe.model.pretrained, errors);
+    try {
+      PretrainedDir::find(recipe.model.pretrained);
+    } catch (const Error& e) {
+      errors.add(fmt::format("{}: {}", model.where("pretrained"), e.what()));
+    }
+  }
+
+  const auto task = r.child("task");
+  recipe.task = task.node();
+  if (!task.defined() || !task.has("type")) {
+    errors.add(task.where() + ": task.type is missing; one of: " + [] {
+      std::string all;
+      for (const auto& n : tasks::TaskRegistry::global().names()) all += (all.empty() ? "" : ", ") + n;
+      return all;
+    }());
+  } else if (task.read("type", recipe.task_type, errors)) {
+    const auto* info = tasks::TaskRegistry::global().find(recipe.task_type);
+    if (!info) {
+      const auto guess = nearest_key(recipe.task_type, tasks::TaskRegistry::global().names());
+      errors.add(fmt::format("{}: unknown task '{}'{}", task.where("type"), recipe.task_type,
+                             guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
+    } else {
+      info->create(task, errors);
+    }
+  }
+
+  const auto data = r.child("data");
+  std::optional<data::DataSpec> train, dev;
+  read_split(data, "train", true, check_files, train, errors);
+  read_split(data, "dev", true, check_files, dev, errors);
+  read_split(data, "test", false, check_files, recipe.data.test, errors);
+  if (data.defined()) data.reject_unknown_keys(errors);
+  if (train) recipe.data.train = *train;
+  if (dev) recipe.data.dev = *dev;
+
+  const auto training = r.child("training");
+  read_struct(training, recipe.training, errors);
+  recipe.training.validate(training, errors);
+
+  read_sweep(r.child("sweep"), recipe.training, recipe, errors);
+
+  const auto output = r.child("output");
+  read_struct(output, recipe.output, errors);
+  if (recipe.output.dir.empty()) recipe.output.dir = fs::path("runs") / recipe.name;
+  expand_path(output, "dir", recipe.output.dir, errors);
+
+  r.reject_unknown_keys(errors);
+  if (errors.empty()) return recipe;
+
+  // Point problems caused by --set at the override.
+  ErrorList annotated;
+  for (auto message : errors.messages()) {
+    for (const auto& item : overrides) {
+      const auto key = item.substr(0, item.find('='));
+      if (message.find(": " + key + ":") != std::string::npos || message.find(": " + key + " ") != std::string::npos ||
+          message.find(key + "'") != std::string::npos) {
+        message += fmt::format(" (from --set {})", item);
+        break;
+      }
+    }
+    annotated.add(message);
+  }
+  annotated.throw_if_any();
+  return recipe;
+}
+
+Recipe load_recipe(const fs::path& file, const std::vector<std::string>& overrides, bool check_files) {
+  const auto reader = YamlReader::load_file(file);
+  return parse_recipe(reader.node(), file, overrides, check_files);
+}
+
+std::string dump_recipe(const YAML::Node& root) {
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace bert::recipes

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "recipes/runner/recipe.h"
+
+namespace bert::recipes {
+
+/// One point of a sweep: the recipe with the grid values and seed applied.
+struct Trial {
+  std::string name;  ///< directory name, e.g. "lr5e-5_ep3_bs32_seed1"
+  std::vector<std::pair<std::string, std::string>> hyperparameters;  ///< grid key -> value text, then "seed"
+  Recipe recipe;     ///< validated; `recipe.root` has no sweep section (what recipe.yaml holds)
+};
+
+/// The trials of `recipe`: the cross product of sweep.grid (in file order, last key fastest)
+/// times sweep.seeds (default: training.seed). A recipe without a sweep is one trial. Every
+/// trial is validated; all problems are reported together in one ConfigError.
+std::vector<Trial> expand_sweep(const Recipe& recipe);
+
+struct SweepOptions {
+  int jobs = 0;             ///< trials in parallel; 0 = the recipe's sweep.jobs
+  int shard_index = 0;      ///< run trials whose index % shard_count == shard_index
+  int shard_count = 1;
+  int threads = 0;          ///< total intra-op threads to split between jobs (0 = all cores)
+  std::filesystem::path executable;  ///< the bertft binary that runs each trial ("train")
+};
+
+/// Runs a sweep in recipe.output.dir: plan.json, a directory per trial (trials/<name>/ with
+/// recipe.yaml, train.log, metrics.jsonl, checkpoints, best/, result.json), the feature cache
+/// (cache/, filled once before the trials start), then the leaderboard and, when every trial
+/// of the plan is done and output.export is set, the best model exported to best_model/.
+/// Finished trials are skipped; an interrupted trial resumes from its checkpoint; a failing
+/// trial (exception, crash or signal) is recorded as failed and the sweep goes on. Each trial
+/// runs as a child process (`bertft train`), `jobs` at a time with threads split between them.
+/// Returns 0 when every trial of the shard is done, 1 otherwise.
+int run_sweep(const Recipe& recipe, const SweepOptions& options);
+
+/// Reads the trials' result.json files under `dir` (per plan.json) and writes
+/// leaderboard.{md,csv,json} and leaderboard.svg: per hyperparameter setting (seeds pooled),
+/// the main metric's mean ± sample std and every other metric's mean, sorted by mean; the best
+/// setting is the highest mean, its best seed the trial to export. Returns leaderboard.json's
+/// content.
+nlohmann::json write_leaderboard(const std::filesystem::path& dir);
+
+}  // namespace bert::recipes

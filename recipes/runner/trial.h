@@ -1,0 +1,50 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/model/bert_config.h"
+#include "bert/tokenizer/tokenizer.h"
+#include "recipes/runner/recipe.h"
+#include "tasks/task_adapter.h"
+
+namespace bert::recipes {
+
+/// Everything a trial needs before training: the checkpoint's config and tokenizer, the task
+/// adapter (labels fitted on the training split) and the featurised splits.
+struct PreparedTask {
+  PretrainedDir dir;
+  BertConfig config;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::unique_ptr<tasks::TaskAdapter> adapter;
+  std::shared_ptr<tasks::FeatureSet> train, dev;
+};
+
+/// Reads the recipe's checkpoint, tokenizer and data and featurises train and dev, through
+/// the feature cache in `cache_dir` when it is not empty (the key covers the data bytes, the
+/// tokenizer files, the task options and labels, the split's role and the data spec).
+PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cache_dir);
+
+/// The task model of `prepared`, initialised from the checkpoint as HF's from_pretrained does:
+/// the encoder must load completely (missing or mis-shaped encoder weights are a
+/// CheckpointError); the head and a missing pooler are newly initialised (logged), pre-training
+/// heads and other unused keys are skipped (logged). The head's init draws from the seed set
+/// before the call.
+tasks::TaskModel build_pretrained_model(const PreparedTask& prepared);
+
+/// Fine-tunes one trial of `recipe` into `out`: resolved recipe, metrics.jsonl, checkpoints,
+/// best/model.safetensors and, when done, result.json (status "done", dev metrics, best step,
+/// losses, labels, timing). Resumes from the newest checkpoint in `out`. On an error writes
+/// result.json with status "failed" and the message, then rethrows. Returns 0 when done, 3 when
+/// stopped by the test hook BERTFT_INTERRUPT="<trial name>:<step>" (a simulated crash).
+int run_trial(const Recipe& recipe, const std::filesystem::path& out, const std::filesystem::path& cache_dir,
+              const std::string& trial_name);
+
+/// result.json of a trial directory, or null when there is none (or it cannot be parsed).
+nlohmann::json read_result(const std::filesystem::path& trial_dir);
+
+}  // namespace bert::recipes
