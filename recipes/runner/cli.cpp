@@ -20,6 +20,7 @@
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/export.h"
+#include "recipes/runner/new_model.h"
 #include "recipes/runner/quickstart.h"
 #include "recipes/runner/recipe.h"
 #include "recipes/runner/score.h"
@@ -208,16 +209,9 @@ int run_new_model(const NewModelArgs& a) {
   BertConfig config;
   config.vocab_size(tokenizer->vocab_size()).hidden_size(a.hidden).num_hidden_layers(a.layers)
       .num_attention_heads(a.heads).intermediate_size(a.intermediate).max_position_embeddings(a.max_positions);
-  config.validate("new-model");
-  torch::manual_seed(a.seed);
-  BertForPreTraining model(config);
-  TensorMap tensors = state_dict(*model);
-  for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases()) tensors.erase(alias);
-  save_weights(a.out, tensors);
-  save_config(a.out, config, "BertForPreTraining");
-  tokenizer->save(a.out);
+  write_random_model(a.out, config, *tokenizer, a.seed);
   int64_t params = 0;
-  for (const auto& p : model->parameters()) params += p.numel();
+  for (const auto& [name, t] : read_weights(PretrainedDir::find(a.out).weights)) params += t.numel();
   log::info("[new-model] {}: vocab {} | hidden {} | layers {} | heads {} | {:.2f} M parameters", a.out,
             config.vocab_size(), a.hidden, a.layers, a.heads, static_cast<double>(params) / 1e6);
   return 0;

@@ -107,6 +107,7 @@ void read_sweep(const YamlReader& reader, const tasks::TrainerOptions& training,
         read_struct(value_reader, o, value_errors);
         if (value_errors.empty()) o.validate(value_reader, value_errors);
         for (auto message : value_errors.messages()) {
+          if (message.find("sweep.grid." + key) == std::string::npos) continue;  // the base section's own problem
           const std::string prefix = recipe.file.string() + ": ";
           if (message.rfind(prefix, 0) == 0)
             message = mark_location(recipe.file.string(), value.Mark()) + ": " + message.substr(prefix.size());
@@ -262,8 +263,13 @@ Recipe parse_recipe(YAML::Node root, const fs::path& file, const std::vector<std
   for (auto message : errors.messages()) {
     for (const auto& item : overrides) {
       const auto key = item.substr(0, item.find('='));
+      const auto dot = key.rfind('.');
+      const std::string parent = dot == std::string::npos ? "" : key.substr(0, dot);
+      const std::string last = dot == std::string::npos ? key : key.substr(dot + 1);
+      const bool unknown_key = message.find("unknown key '" + last + "'") != std::string::npos &&
+                               (parent.empty() || message.find(": " + parent + ":") != std::string::npos);
       if (message.find(": " + key + ":") != std::string::npos || message.find(": " + key + " ") != std::string::npos ||
-          message.find(key + "'") != std::string::npos) {
+          unknown_key) {
         message += fmt::format(" (from --set {})", item);
         break;
       }

@@ -77,7 +77,7 @@ std::string last_lines(const fs::path& file, size_t count) {
 
 }  // namespace
 
-std::vector<Trial> expand_sweep(const Recipe& recipe) {
+std::vector<Trial> expand_sweep(const Recipe& recipe, bool check_files) {
   const auto& grid = recipe.sweep.grid;
   const std::vector<int64_t> seeds = recipe.sweep.seeds.empty() ? std::vector<int64_t>{recipe.training.seed} : recipe.sweep.seeds;
   std::vector<Trial> trials;
@@ -100,7 +100,7 @@ std::vector<Trial> expand_sweep(const Recipe& recipe) {
       trial.hyperparameters.emplace_back("seed", std::to_string(seed));
       trial.name = name + "seed" + std::to_string(seed);
       try {
-        trial.recipe = parse_recipe(root, recipe.file);
+        trial.recipe = parse_recipe(root, recipe.file, {}, check_files);
         trials.push_back(std::move(trial));
       } catch (const ConfigError& e) {
         for (const auto& p : e.problems())

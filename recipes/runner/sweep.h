@@ -21,8 +21,9 @@ struct Trial {
 
 /// The trials of `recipe`: the cross product of sweep.grid (in file order, last key fastest)
 /// times sweep.seeds (default: training.seed). A recipe without a sweep is one trial. Every
-/// trial is validated; all problems are reported together in one ConfigError.
-std::vector<Trial> expand_sweep(const Recipe& recipe);
+/// trial is validated (data files too, unless `check_files` is false); all problems are
+/// reported together in one ConfigError.
+std::vector<Trial> expand_sweep(const Recipe& recipe, bool check_files = true);
 
 struct SweepOptions {
   int jobs = 0;             ///< trials in parallel; 0 = the recipe's sweep.jobs

@@ -48,6 +48,10 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   const YamlReader task_reader(recipe.task, recipe.file.string(), "task");
   task_reader.allow("type");
   p.adapter = tasks::TaskRegistry::global().create(recipe.task_type, task_reader);
+  if (const auto length = p.adapter->options()["max_seq_length"]; length && length.as<int64_t>() > p.config.max_position_embeddings())
+    throw ConfigError(fmt::format("{}: task.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
+                                  recipe.file.string(), length.as<int64_t>(), p.config.max_position_embeddings(),
+                                  p.dir.config.string()));
   const auto train_examples = p.adapter->read(recipe.data.train);
   const auto dev_examples = p.adapter->read(recipe.data.dev);
   p.adapter->fit_labels(*train_examples);

@@ -1,0 +1,175 @@
+// End to end through the `bertft` binary on real data subsets with a tiny model: a sweep with
+// an interrupted trial that a rerun resumes (nothing finished is redone, the resumed weights
+// equal an uninterrupted run's), the leaderboard, a failing trial recorded while the sweep
+// goes on, and exported models that reload with identical outputs.
+#include <cstdlib>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/safetensors.h"
+#include "bert/common/file_util.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "recipes/runner/export.h"
+#include "recipes/runner/new_model.h"
+#include "tasks/training/trainer.h"
+#include "tests/support/test_support.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+fs::path data_dir() { return testing::shared_dir() / "data"; }
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BERTFT_REQUIRE_PATH(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt");
+    tok::WordPieceOptions options;
+    options.normalizer.lowercase = false;
+    options.normalizer.strip_accents = false;
+    const auto tokenizer = tok::WordPieceTokenizer::from_file(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
+    BertConfig config;
+    config.vocab_size(tokenizer->vocab_size()).hidden_size(32).num_hidden_layers(2).num_attention_heads(2)
+        .intermediate_size(64).max_position_embeddings(128);
+    write_random_model(dir_.path() / "model", config, *tokenizer, 0);
+  }
+
+  /// Runs the binary with `args` (output to a log in the temp dir); returns its exit code.
+  int bertft(const std::string& args, const std::string& env = "") {
+    const auto log = dir_.path() / "cli.log";
+    const std::string command = env + " " + (fs::path(BERTFT_BINARY_DIR) / "bertft").string() + " " + args + " > " +
+                                log.string() + " 2>&1";
+    const int status = std::system(command.c_str());
+    last_log_ = read_file(log);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  fs::path recipe(const std::string& name, const std::string& body) {
+    const auto path = dir_.path() / (name + ".yaml");
+    testing::write_bytes(path, "model:\n  pretrained: " + (dir_.path() / "model").string() + "\n" + body +
+                                   "output:\n  dir: " + (dir_.path() / "runs" / name).string() + "\n");
+    return path;
+  }
+
+  /// Outputs of the exported model and of a model holding the trial's best weights, on `data`.
+  void expect_export_reloads_identically(const fs::path& exported, const fs::path& trial, const fs::path& data) {
+    auto m = load_finetuned(exported);
+    data::DataSpec spec;
+    spec.path = data;
+    spec.limit = 32;
+    const auto features = m.adapter->featurize(m.adapter->read(spec), *m.tokenizer, false);
+    auto reference = m.adapter->build_model(m.config);
+    load_state_dict(*reference, SafetensorsReader(trial / "best" / "model.safetensors").read_all(), "trial");
+    const tasks::Trainer trainer(tasks::TrainerOptions{});
+    const auto a = trainer.predict(*m.adapter, m.model, *features);
+    const auto b = trainer.predict(*m.adapter, reference, *features);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_TRUE(torch::equal(a[i], b[i])) << "feature " << i;
+    const auto result = json::parse(read_file(trial / "result.json"));
+    EXPECT_EQ(m.config.id2label(), result["labels"].get<std::vector<std::string>>());
+  }
+
+  testing::TempDir dir_;
+  std::string last_log_;
+};
+
+TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
+  const auto mrpc = data_dir() / "glue" / "MRPC";
+  const auto path = recipe("mrpc",
+                           "task: {type: sequence_classification, max_seq_length: 64}\n"
+                           "data:\n  train: {path: " + (mrpc / "train.tsv").string() + ", limit: 64}\n"
+                           "  dev: {path: " + (mrpc / "dev.tsv").string() + ", limit: 32}\n"
+                           "training: {epochs: 2, batch_size: 16, log_every: 2}\n"
+                           "sweep:\n  grid: {learning_rate: [1.0e-3, 5.0e-4]}\n  seeds: [1, 2]\n");
+  const auto runs = dir_.path() / "runs" / "mrpc";
+  // A crash after the first epoch's checkpoint of one trial: the sweep goes on without it.
+  ASSERT_EQ(bertft("--threads 2 sweep " + path.string() + " --jobs 2", "BERTFT_INTERRUPT=lr1.0e-3_seed2:3"), 1) << last_log_;
+  auto board = json::parse(read_file(runs / "leaderboard.json"));
+  EXPECT_FALSE(board["complete"]);
+  EXPECT_EQ(board["done"], 3);
+  EXPECT_FALSE(fs::exists(runs / "best_model"));
+  const auto interrupted = runs / "trials" / "lr1.0e-3_seed2";
+  EXPECT_FALSE(fs::exists(interrupted / "result.json"));
+  EXPECT_TRUE(fs::exists(interrupted / "checkpoints" / "step-00000004" / "optimizer.pt"));
+  std::map<std::string, std::pair<std::string, fs::file_time_type>> finished;
+  for (const auto* name : {"lr1.0e-3_seed1", "lr5.0e-4_seed1", "lr5.0e-4_seed2"}) {
+    const auto file = runs / "trials" / name / "result.json";
+    finished[name] = {read_file(file), fs::last_write_time(file)};
+  }
+
+  // The rerun redoes nothing finished and resumes the interrupted trial from its checkpoint.
+  ASSERT_EQ(bertft("--threads 2 sweep " + path.string() + " --jobs 2"), 0) << last_log_;
+  for (const auto& [name, before] : finished) {
+    const auto file = runs / "trials" / name / "result.json";
+    EXPECT_EQ(read_file(file), before.first) << name;
+    EXPECT_EQ(fs::last_write_time(file), before.second) << name;
+    EXPECT_NE(last_log_.find(name + ": done already"), std::string::npos) << last_log_;
+  }
+  EXPECT_NE(read_file(interrupted / "train.log").find("resumed from"), std::string::npos);
+  board = json::parse(read_file(runs / "leaderboard.json"));
+  EXPECT_TRUE(board["complete"]);
+  EXPECT_EQ(board["settings"].size(), 2u);
+  EXPECT_EQ(board["settings"][0]["done"], 2);
+  for (const auto* file : {"leaderboard.md", "leaderboard.csv", "leaderboard.svg", "best_model/config.json",
+                           "best_model/model.safetensors", "best_model/vocab.txt", "best_model/bertft_task.yaml"})
+    EXPECT_TRUE(fs::exists(runs / file)) << file;
+
+  // Resumed == uninterrupted: the same trial run through in one go (same thread count).
+  const auto fresh = dir_.path() / "fresh";
+  ASSERT_EQ(bertft("--threads 1 train " + (interrupted / "recipe.yaml").string() + " --out " + fresh.string() +
+                   " --cache " + (runs / "cache").string()),
+            0)
+      << last_log_;
+  const auto resumed_weights = SafetensorsReader(interrupted / "best" / "model.safetensors").read_all();
+  const auto fresh_weights = SafetensorsReader(fresh / "best" / "model.safetensors").read_all();
+  ASSERT_EQ(resumed_weights.size(), fresh_weights.size());
+  for (const auto& [name, tensor] : fresh_weights) EXPECT_TRUE(torch::equal(tensor, resumed_weights.at(name))) << name;
+
+  const auto best = runs / "trials" / board["best"]["trial"].get<std::string>();
+  expect_export_reloads_identically(runs / "best_model", best, mrpc / "dev.tsv");
+  // predict and eval on the exported model.
+  ASSERT_EQ(bertft("predict --model " + (runs / "best_model").string() + " --data " + (mrpc / "dev.tsv").string() +
+                   " --out " + (dir_.path() / "pred.jsonl").string()),
+            0)
+      << last_log_;
+  const auto predictions = read_file(dir_.path() / "pred.jsonl");
+  EXPECT_EQ(std::count(predictions.begin(), predictions.end(), '\n'), 408);
+  ASSERT_EQ(bertft("eval --model " + (runs / "best_model").string() + " --recipe " + path.string()), 0) << last_log_;
+  const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
+  EXPECT_NEAR(eval["metrics"]["f1"].get<double>(), json::parse(read_file(best / "result.json"))["main"].get<double>(), 1e-12);
+}
+
+TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
+  BERTFT_REQUIRE_PATH(data_dir() / "conll2003" / "valid.txt");
+  const auto conll = data_dir() / "conll2003";
+  const auto path = recipe("conll",
+                           "task: {type: token_classification, max_seq_length: 64}\n"
+                           "data:\n  train: {path: " + (conll / "train.txt").string() + ", limit: 48}\n"
+                           "  dev: {path: " + (conll / "valid.txt").string() + ", limit: 24}\n"
+                           "training: {epochs: 1, batch_size: 16, learning_rate: 1.0e-3}\n"
+                           "sweep:\n  grid: {task.max_seq_length: [64, 512]}\n");
+  const auto runs = dir_.path() / "runs" / "conll";
+  ASSERT_EQ(bertft("sweep " + path.string()), 1) << last_log_;
+  const auto board = json::parse(read_file(runs / "leaderboard.json"));
+  EXPECT_EQ(board["done"], 1);
+  const auto failed = json::parse(read_file(runs / "trials" / "max_seq_length512_seed42" / "result.json"));
+  EXPECT_EQ(failed["status"], "failed");
+  EXPECT_NE(failed["error"].get<std::string>().find("exceeds the model's max_position_embeddings 128"), std::string::npos);
+  EXPECT_NE(read_file(runs / "leaderboard.md").find("| max_seq_length512_seed42 | failed |"), std::string::npos);
+  // Export takes the best finished trial even though the sweep is incomplete.
+  ASSERT_EQ(bertft("export " + runs.string() + " --out " + (dir_.path() / "ner").string()), 0) << last_log_;
+  const auto config = json::parse(read_file(dir_.path() / "ner" / "config.json"));
+  EXPECT_EQ(config["architectures"][0], "BertForTokenClassification");
+  EXPECT_EQ(config["id2label"].size(), 9u);
+  expect_export_reloads_identically(dir_.path() / "ner", runs / "trials" / "max_seq_length64_seed42", conll / "valid.txt");
+}
+
+}  // namespace
+}  // namespace bert::recipes

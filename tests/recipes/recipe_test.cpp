@@ -1,0 +1,222 @@
+// Recipes: every problem of a broken recipe is reported at once with file:line:col and key;
+// --set overrides; the shipped recipes validate; sweeps expand deterministically; the
+// leaderboard's statistics.
+#include <cstdlib>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "recipes/runner/new_model.h"
+#include "recipes/runner/recipe.h"
+#include "recipes/runner/sweep.h"
+#include "tests/support/test_support.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+/// A tiny random model with a 12-entry vocabulary in `dir`.
+void write_tiny_model(const fs::path& dir) {
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "f", "g"};
+  tok::WordPieceOptions options;
+  options.check_casing = tok::CasingCheck::kOff;
+  const tok::WordPieceTokenizer tokenizer(vocab, options);
+  auto config = testing::tiny_config();
+  config.vocab_size(static_cast<int64_t>(vocab.size()));
+  write_random_model(dir, config, tokenizer, 0);
+}
+
+class RecipeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_tiny_model(dir_.path() / "model");
+    testing::write_bytes(dir_.path() / "train.tsv", "sentence\tlabel\na b\t1\nc d\t0\n");
+    testing::write_bytes(dir_.path() / "dev.tsv", "sentence\tlabel\na c\t1\n");
+  }
+  fs::path write(const std::string& text) {
+    const auto path = dir_.path() / "recipe.yaml";
+    testing::write_bytes(path, text);
+    return path;
+  }
+  std::string good() const {
+    const auto d = dir_.path().string();
+    return "model:\n  pretrained: " + d + "/model\n"
+           "task:\n  type: sequence_classification\n  max_seq_length: 16\n"
+           "data:\n  train: " + d + "/train.tsv\n  dev: {path: " + d + "/dev.tsv}\n"
+           "training:\n  epochs: 1\n  batch_size: 2\n"
+           "sweep:\n  grid:\n    learning_rate: [1.0e-3, 5.0e-4]\n    epochs: [1, 2]\n  seeds: [1, 2]\n"
+           "output:\n  dir: " + d + "/runs\n";
+  }
+  testing::TempDir dir_;
+};
+
+std::string problems_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST_F(RecipeTest, AGoodRecipeExpandsItsGridTimesSeeds) {
+  const auto recipe = load_recipe(write(good()));
+  EXPECT_EQ(recipe.name, "recipe");
+  EXPECT_EQ(recipe.task_type, "sequence_classification");
+  const auto trials = expand_sweep(recipe);
+  ASSERT_EQ(trials.size(), 8u);
+  EXPECT_EQ(trials[0].name, "lr1.0e-3_ep1_seed1");
+  EXPECT_EQ(trials[1].name, "lr1.0e-3_ep1_seed2");
+  EXPECT_EQ(trials[2].name, "lr1.0e-3_ep2_seed1");
+  EXPECT_EQ(trials[7].name, "lr5.0e-4_ep2_seed2");
+  EXPECT_DOUBLE_EQ(trials[7].recipe.training.learning_rate, 5e-4);
+  EXPECT_EQ(trials[7].recipe.training.epochs, 2);
+  EXPECT_EQ(trials[7].recipe.training.seed, 2);
+  EXPECT_FALSE(trials[7].recipe.root["sweep"]);
+  // The trial's recipe re-reads to the same values (what `bertft train` gets).
+  const auto again = parse_recipe(YAML::Load(dump_recipe(trials[7].recipe.root)), "trial.yaml");
+  EXPECT_DOUBLE_EQ(again.training.learning_rate, 5e-4);
+  EXPECT_EQ(again.training.seed, 2);
+}
+
+TEST_F(RecipeTest, SetOverridesAnyKeyAndIsNamedInErrors) {
+  const auto path = write(good());
+  const auto recipe = load_recipe(path, {"training.learning_rate=3e-5", "task.max_seq_length=32", "sweep.seeds=[7]"});
+  EXPECT_DOUBLE_EQ(recipe.training.learning_rate, 3e-5);
+  EXPECT_EQ(recipe.task["max_seq_length"].as<int>(), 32);
+  EXPECT_EQ(expand_sweep(recipe).size(), 4u);
+  const auto e = problems_of([&] { load_recipe(path, {"training.batch_size=0"}); });
+  EXPECT_NE(e.find("training.batch_size: must be > 0, got 0 (from --set training.batch_size=0)"), std::string::npos) << e;
+  const auto e2 = problems_of([&] { load_recipe(path, {"training.learning_rat=1"}); });
+  EXPECT_NE(e2.find("did you mean 'learning_rate'"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("(from --set training.learning_rat=1)"), std::string::npos) << e2;
+  EXPECT_NE(problems_of([&] { load_recipe(path, {"novalue"}); }).find("expected key=value"), std::string::npos);
+}
+
+// Each broken line of one recipe is reported, all together, with its line, column and key.
+TEST_F(RecipeTest, BrokenRecipeNamesEveryLineAndKey) {
+  const auto d = dir_.path().string();
+  const auto path = write(
+      "model:\n"                                                    // 1
+      "  pretrained: " + d + "/model\n"                             // 2
+      "task:\n"                                                     // 3
+      "  type: sequence_clasification\n"                            // 4
+      "data:\n"                                                     // 5
+      "  train: {path: " + d + "/missing.tsv}\n"                   // 6
+      "  dev: {path: " + d + "/dev.tsv, fromat: glue}\n"           // 7
+      "training:\n"                                                 // 8
+      "  epochs: three\n"                                           // 9
+      "  learning_rat: 1.0e-3\n"                                    // 10
+      "  warmup_ratio: 1.5\n"                                       // 11
+      "  precision: fp8\n"                                          // 12
+      "sweep:\n"                                                    // 13
+      "  grid:\n"                                                   // 14
+      "    learning_rate: [5.0e-5, fast]\n"                         // 15
+      "    lr: [1, 2]\n"                                            // 16
+      "trainig: {}\n");                                             // 17
+  const auto e = problems_of([&] { load_recipe(path); });
+  const auto f = path.string();
+  const auto dev_line = "  dev: {path: " + d + "/dev.tsv, fromat: glue}";
+  const auto fromat_column = std::to_string(dev_line.find("fromat") + 1);
+  for (const auto& expected : {
+           f + ":4:3: task.type: unknown task 'sequence_clasification' (did you mean 'sequence_classification'?)",
+           f + ":6:11: data.train.path: no such file: " + d + "/missing.tsv",
+           f + ":7:" + fromat_column + ": data.dev: unknown key 'fromat' (did you mean 'format'?)",
+           f + ":9:3: training.epochs: expected an integer, got 'three'",
+           f + ":10:3: training: unknown key 'learning_rat' (did you mean 'learning_rate'?)",
+           f + ":11:3: training.warmup_ratio: must be in [0, 1]",
+           f + ":12:3: training.precision: unknown value 'fp8'; expected one of: fp32, bf16",
+           f + ":15:29: sweep.grid.learning_rate: expected a number, got 'fast'",
+           f + ":16:5: sweep.grid.lr: 'lr' is not a training key",
+           f + ":17:1: unknown key 'trainig' (did you mean 'training'?)",
+       })
+    EXPECT_NE(e.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << e;
+  // The grid's values are checked on their own: the base warmup_ratio is not reported twice.
+  EXPECT_EQ(e.find("sweep.grid.warmup_ratio"), std::string::npos) << e;
+}
+
+TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
+  const auto e = problems_of([&] { load_recipe(write("model:\n  pretrained: [unclosed\n")); });
+  EXPECT_NE(e.find("recipe.yaml:3:1"), std::string::npos) << e;
+  ::unsetenv("BERTFT_TEST_UNSET");
+  auto text = good();
+  text.replace(text.find("pretrained: ") + 12, 0, "${BERTFT_TEST_UNSET}");
+  const auto e2 = problems_of([&] { load_recipe(write(text)); });
+  EXPECT_NE(e2.find("recipe.yaml:2:3: model.pretrained: environment variable BERTFT_TEST_UNSET is not set"),
+            std::string::npos) << e2;
+  ::setenv("BERTFT_TEST_SET", dir_.path().c_str(), 1);
+  auto text3 = good();
+  text3.replace(text3.find("pretrained: ") + 12, dir_.path().string().size(), "${BERTFT_TEST_SET}");
+  EXPECT_EQ(load_recipe(write(text3)).model.pretrained, dir_.path() / "model");
+}
+
+// The recipes shipped in recipes/ validate (model from BERTFT_MODEL; data files not needed)
+// and use the paper's settings.
+TEST_F(RecipeTest, ShippedRecipesValidate) {
+  ::setenv("BERTFT_MODEL", (dir_.path() / "model").c_str(), 1);
+  const fs::path root = fs::path(BERTFT_SOURCE_DIR) / "recipes";
+  std::map<std::string, size_t> trials;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const auto recipe = load_recipe(entry.path(), {}, /*check_files=*/false);
+    trials[fs::relative(entry.path(), root).string()] = expand_sweep(recipe, false).size();
+  }
+  ::unsetenv("BERTFT_MODEL");
+  EXPECT_EQ(trials.size(), 12u);
+  EXPECT_EQ(trials.at("glue/mrpc.yaml"), 18u * 3);  // lr 3 x epochs 3 x batch 2, 3 seeds
+  EXPECT_EQ(trials.at("glue/mnli.yaml"), 18u);
+  EXPECT_EQ(trials.at("squad/v1.yaml"), 1u);
+  EXPECT_EQ(trials.at("ner/conll03.yaml"), 18u);
+}
+
+TEST(Leaderboard, MeanAndSampleStdOverSeedsBestSettingAndFailures) {
+  testing::TempDir dir;
+  json plan = {{"name", "t"}, {"trials", json::array()}};
+  const auto add = [&](const std::string& name, const std::string& lr, const std::string& seed, const json& result) {
+    const json hyperparameters = json::array({json::array({"learning_rate", lr}), json::array({"seed", seed})});
+    plan["trials"].push_back({{"name", name}, {"hyperparameters", hyperparameters}});
+    fs::create_directories(dir.path() / "trials" / name);
+    if (!result.is_null()) write_file_atomic(dir.path() / "trials" / name / "result.json", result.dump());
+  };
+  const auto done = [](double f1, double acc) {
+    return json{{"status", "done"}, {"main_metric", "f1"}, {"main", f1}, {"metrics", {{"f1", f1}, {"accuracy", acc}}},
+                {"losses", {0.7, 0.5, 0.3}}};
+  };
+  add("a1", "1e-3", "1", done(0.80, 0.7));
+  add("a2", "1e-3", "2", done(0.90, 0.8));
+  add("b1", "5e-4", "1", done(0.86, 0.7));
+  add("b2", "5e-4", "2", json{{"status", "failed"}, {"error", "boom"}});
+  add("b3", "5e-4", "3", nullptr);
+  write_file_atomic(dir.path() / "plan.json", plan.dump());
+  const auto board = write_leaderboard(dir.path());
+  EXPECT_FALSE(board["complete"]);
+  EXPECT_EQ(board["done"], 3);
+  ASSERT_EQ(board["settings"].size(), 2u);
+  const auto& first = board["settings"][0];
+  EXPECT_NEAR(first["mean"].get<double>(), 0.86, 1e-12);  // b: 0.86 alone beats a: mean 0.85
+  EXPECT_EQ(first["std"].get<double>(), 0.0);
+  EXPECT_EQ(first["failed"], 1);
+  const auto& second = board["settings"][1];
+  EXPECT_NEAR(second["mean"].get<double>(), 0.85, 1e-12);
+  EXPECT_NEAR(second["std"].get<double>(), std::sqrt(0.005), 1e-12);  // sample std of 0.80, 0.90
+  EXPECT_NEAR(second["metrics_mean"]["accuracy"].get<double>(), 0.75, 1e-12);
+  EXPECT_EQ(board["best"]["trial"], "b1");
+  const auto md = read_file(dir.path() / "leaderboard.md");
+  EXPECT_NE(md.find("| 2 | 1e-3 | 2/2 | 0.8500 ± 0.0707 | 0.7500 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| b2 | failed | - | boom |"), std::string::npos) << md;
+  const auto csv = read_file(dir.path() / "leaderboard.csv");
+  EXPECT_NE(csv.find("trial,learning_rate,seed,status,f1,accuracy,setting_mean,setting_std\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("b3,5e-4,3,pending,,,0.86,0\n"), std::string::npos) << csv;
+  const auto svg = read_file(dir.path() / "leaderboard.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bert::recipes
