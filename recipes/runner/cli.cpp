@@ -285,9 +285,11 @@ int run_cli(int argc, char** argv) {
 
   QuickstartOptions quickstart;
   auto* quick_cmd = app.add_subcommand(
-      "quickstart", "The embedded default job: build, save, reload and run a small BERT, offline");
+      "quickstart", "The embedded default job, offline: generated data, a small BERT from scratch, a 2x2 sweep with "
+                    "two seeds, leaderboard, exported model, predictions");
   quick_cmd->add_option("--out", quickstart.out, "Output directory");
   quick_cmd->add_option("--seed", quickstart.seed, "Random seed");
+  quick_cmd->add_option("--jobs", quickstart.jobs, "Trials in parallel")->check(CLI::PositiveNumber);
 
   ScoreOptions score;
   auto* score_cmd = app.add_subcommand(

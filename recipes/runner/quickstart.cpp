@@ -1,136 +1,146 @@
 #include "recipes/runner/quickstart.h"
 
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
-#include "bert/checkpoint/load.h"
-#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/common/threads.h"
-#include "bert/model/pretraining.h"
-#include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/wordpiece.h"
+#include "recipes/runner/export.h"
+#include "recipes/runner/new_model.h"
+#include "recipes/runner/recipe.h"
+#include "recipes/runner/sweep.h"
 
 namespace bert::recipes {
 namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kConsonants = "bdfgklmnprstvz", kVowels = "aeiou";
 
 /// A lower-case vocabulary made only from syllables: specials, single characters (plain and
 /// "##"), and every consonant-vowel syllable (plain and "##").
 std::vector<std::string> generated_vocab() {
   std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  const std::string consonants = "bdfgklmnprstvz", vowels = "aeiou";
   for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string(1, c));
   for (char c : std::string(".,!?'-0123456789")) vocab.push_back(std::string(1, c));
   for (char c = 'a'; c <= 'z'; ++c) vocab.push_back("##" + std::string(1, c));
-  for (char c : consonants)
-    for (char v : vowels) {
+  for (char c : kConsonants)
+    for (char v : kVowels) {
       vocab.push_back(std::string{c, v});
       vocab.push_back("##" + std::string{c, v});
     }
   return vocab;
 }
 
-std::vector<std::string> generated_sentences(int seed, int count) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  const std::string consonants = "bdfgklmnprstvz", vowels = "aeiou";
-  std::vector<std::string> out;
-  for (int s = 0; s < count; ++s) {
-    std::string sentence;
-    const int words = 3 + static_cast<int>(rng() % 6);
-    for (int w = 0; w < words; ++w) {
-      if (!sentence.empty()) sentence += ' ';
-      const int syllables = 1 + static_cast<int>(rng() % 3);
-      for (int k = 0; k < syllables; ++k) {
-        sentence += consonants[rng() % consonants.size()];
-        sentence += vowels[rng() % vowels.size()];
-      }
-      if (w == 0) sentence[0] = static_cast<char>(sentence[0] - 32);  // capitalised
-    }
-    sentence += (rng() % 2) ? "." : "!";
-    out.push_back(sentence);
+/// A made-up language: words of 1-3 syllables. The label of a sentence is whether it holds
+/// one of the "pos" cue words or one of the "neg" ones (exactly one cue per sentence), so a
+/// model must find the cue among filler words, wherever it is.
+struct GeneratedTask {
+  explicit GeneratedTask(uint32_t seed) : rng(seed) {
+    for (int i = 0; i < 4; ++i) positive.push_back(word(2));
+    for (int i = 0; i < 4; ++i) negative.push_back(word(2));
   }
-  return out;
-}
+  std::string word(int syllables) {
+    std::string w;
+    for (int k = 0; k < syllables; ++k) {
+      w += kConsonants[rng() % kConsonants.size()];
+      w += kVowels[rng() % kVowels.size()];
+    }
+    return w;
+  }
+  /// "sentence\tlabel" rows with a header.
+  std::string tsv(int rows) {
+    std::string out = "sentence\tlabel\n";
+    for (int r = 0; r < rows; ++r) {
+      const bool pos = rng() % 2;
+      std::vector<std::string> words;
+      const int n = 3 + static_cast<int>(rng() % 6);
+      for (int i = 0; i < n; ++i) {
+        std::string w = word(1 + static_cast<int>(rng() % 3));
+        while (std::find(positive.begin(), positive.end(), w) != positive.end() ||
+               std::find(negative.begin(), negative.end(), w) != negative.end())
+          w = word(3);
+        words.push_back(w);
+      }
+      const auto& cues = pos ? positive : negative;
+      words.insert(words.begin() + static_cast<long>(rng() % (words.size() + 1)), cues[rng() % cues.size()]);
+      std::string sentence;
+      for (const auto& w : words) sentence += (sentence.empty() ? "" : " ") + w;
+      sentence[0] = static_cast<char>(sentence[0] - 32);
+      out += sentence + (rng() % 2 ? "." : "!") + "\t" + (pos ? "pos" : "neg") + "\n";
+    }
+    return out;
+  }
+  std::mt19937 rng;
+  std::vector<std::string> positive, negative;
+};
 
 }  // namespace
 
 int run_quickstart(const QuickstartOptions& options) {
   const int threads = configure_threads(options.threads);
-  torch::manual_seed(options.seed);
-  const auto model_dir = options.out / "model";
-  log::info("[quickstart] threads {} | seed {} | output {}", threads, options.seed, model_dir.string());
+  const fs::path out = fs::absolute(options.out);
+  log::info("[quickstart] threads {} | seed {} | output {}", threads, options.seed, out.string());
 
-  tok::WordPieceOptions tok_options;  // uncased: lower-case + strip accents
-  auto tokenizer = std::make_unique<tok::WordPieceTokenizer>(generated_vocab(), tok_options, "generated vocab");
-  tokenizer->set_model_max_length(64);
+  // 1. Data and vocabulary, generated from the seed.
+  GeneratedTask task(static_cast<uint32_t>(options.seed));
+  fs::create_directories(out / "data");
+  write_file_atomic(out / "data" / "train.tsv", task.tsv(400));
+  write_file_atomic(out / "data" / "dev.tsv", task.tsv(100));
+  write_file_atomic(out / "data" / "test.tsv", task.tsv(100));
 
+  // 2. A small BERT from scratch (uncased WordPiece over the generated vocabulary).
+  tok::WordPieceOptions tok_options;
+  const tok::WordPieceTokenizer tokenizer(generated_vocab(), tok_options, "generated vocab");
   BertConfig config;
-  config.vocab_size(tokenizer->vocab_size()).hidden_size(64).num_hidden_layers(2)
-      .num_attention_heads(4).intermediate_size(128).max_position_embeddings(64);
-  BertForPreTraining model(config);
-  model->eval();
+  config.vocab_size(tokenizer.vocab_size()).hidden_size(64).num_hidden_layers(2).num_attention_heads(4)
+      .intermediate_size(128).max_position_embeddings(64);
+  write_random_model(out / "model", config, tokenizer, static_cast<uint64_t>(options.seed));
 
-  // Save in HF layout, then reload strictly into a fresh model.
-  save_weights(model_dir, state_dict(*model));
-  save_config(model_dir, config, "BertForPreTraining");
-  tokenizer->save(model_dir);
-  const auto dir = PretrainedDir::find(model_dir);
-  const auto reloaded_config = BertConfig::from_file(dir.config);
-  const auto reloaded_tokenizer = tok::load_tokenizer(dir, reloaded_config.vocab_size());
-  BertForPreTraining reloaded(reloaded_config);
-  LoadOptions load_options;
-  load_options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
-  const auto report = load_state_dict(*reloaded, read_weights(dir.weights), dir.weights.string(), load_options);
-  log::info("[load] {}", report.summary());
-  reloaded->eval();
-
-  const auto sentences = generated_sentences(options.seed, 8);
-  std::vector<std::pair<std::string, std::optional<std::string>>> inputs;
-  for (size_t i = 0; i + 1 < sentences.size(); i += 2) inputs.emplace_back(sentences[i], sentences[i + 1]);
-  tok::EncodeOptions encode;
-  encode.max_length = 32;
-  encode.padding = tok::Padding::kLongest;
-  const auto encodings = reloaded_tokenizer->encode_batch(inputs, encode);
-
-  std::vector<int64_t> ids, mask, types;
-  for (const auto& e : encodings) {
-    ids.insert(ids.end(), e.ids.begin(), e.ids.end());
-    mask.insert(mask.end(), e.attention_mask.begin(), e.attention_mask.end());
-    types.insert(types.end(), e.type_ids.begin(), e.type_ids.end());
+  // 3. The recipe: a 2 x 2 sweep with two seeds per setting.
+  const auto recipe_path = out / "recipe.yaml";
+  write_file_atomic(recipe_path, fmt::format(
+      "# Written by `bertft quickstart`: a generated cue-word task on a small BERT from scratch.\n"
+      "name: quickstart\n"
+      "model:\n  pretrained: {0}/model\n"
+      "task:\n  type: sequence_classification\n  max_seq_length: 48\n"
+      "data:\n  train: {0}/data/train.tsv\n  dev: {0}/data/dev.tsv\n"
+      "training:\n  batch_size: 16\n  warmup_ratio: 0.1\n  log_every: 10\n"
+      "sweep:\n  grid:\n    learning_rate: [1.0e-3, 3.0e-4]\n    epochs: [4, 8]\n  seeds: [1, 2]\n"
+      "output:\n  dir: {0}/runs\n",
+      out.string()));
+  const auto recipe = load_recipe(recipe_path);
+  SweepOptions sweep;
+  sweep.jobs = options.jobs;
+  sweep.threads = threads;
+  const int sweep_rc = run_sweep(recipe, sweep);
+  std::cout << "\n" << read_file(recipe.output.dir / "leaderboard.md") << "\n";
+  if (!fs::exists(recipe.output.dir / "best_model" / "config.json")) {
+    log::error("[quickstart] no exported model; see {}", (recipe.output.dir / "leaderboard.md").string());
+    return 1;
   }
-  const int64_t batch = static_cast<int64_t>(encodings.size());
-  const int64_t seq = static_cast<int64_t>(encodings.front().size());
-  const auto input_ids = torch::tensor(ids).view({batch, seq});
-  const auto attention_mask = torch::tensor(mask).view({batch, seq});
-  const auto token_type_ids = torch::tensor(types).view({batch, seq});
 
-  torch::NoGradGuard no_grad;
-  const auto a = model->forward(input_ids, attention_mask, token_type_ids);
-  const auto b = reloaded->forward(input_ids, attention_mask, token_type_ids);
-  const bool identical = torch::equal(a.prediction_logits, b.prediction_logits) &&
-                         torch::equal(a.seq_relationship_logits, b.seq_relationship_logits);
-
-  fmt::print("\n{:<4} {:<50} {:>6} {:>10}\n", "#", "input (A [SEP] B)", "tokens", "NSP p(next)");
-  const auto nsp = torch::softmax(b.seq_relationship_logits, -1);
-  for (int64_t i = 0; i < batch; ++i) {
-    const auto& e = encodings[static_cast<size_t>(i)];
-    std::string shown = inputs[static_cast<size_t>(i)].first + " | " + *inputs[static_cast<size_t>(i)].second;
-    if (shown.size() > 50) shown = shown.substr(0, 47) + "...";
-    int64_t real = 0;
-    for (auto m : e.attention_mask) real += m;
-    fmt::print("{:<4} {:<50} {:>6} {:>10.4f}\n", i, shown, real, nsp[i][0].item<double>());
-  }
-  fmt::print("\nfirst encoding: {}\n", fmt::join(encodings.front().tokens, " "));
-  fmt::print("model saved to {} (config.json, model.safetensors, vocab.txt, tokenizer.json)\n",
-             model_dir.string());
-  fmt::print("reload: {}; outputs identical after reload: {}\n", report.clean() ? "clean" : "NOT clean",
-             identical ? "yes" : "NO");
-  return identical && report.clean() ? 0 : 1;
+  // 4. Predict the held-out file with the exported model.
+  PredictOptions predict;
+  predict.model = (recipe.output.dir / "best_model").string();
+  predict.data = (out / "data" / "test.tsv").string();
+  predict.out = (out / "predictions.jsonl").string();
+  run_predict(predict);
+  const auto lines = read_file(predict.out);
+  size_t end = 0;
+  for (int i = 0; i < 3 && end != std::string::npos; ++i) end = lines.find('\n', end + (i > 0));
+  fmt::print("first predictions ({}):\n{}\n", predict.out, lines.substr(0, end));
+  fmt::print("\nexported model: {} (load it with bertft predict --model, or transformers' "
+             "AutoModelForSequenceClassification)\nleaderboard:    {}\n",
+             predict.model, (recipe.output.dir / "leaderboard.md").string());
+  return sweep_rc;
 }
 
 }  // namespace bert::recipes
