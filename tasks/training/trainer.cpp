@@ -20,13 +20,15 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "tasks/training/loss_scaler.h"
 #include "tasks/training/optimizer.h"
 #include "tasks/training/schedule.h"
 
 namespace bert {
 const std::vector<std::pair<const char*, tasks::Precision>>& EnumNames<tasks::Precision>::get() {
   static const std::vector<std::pair<const char*, tasks::Precision>> names = {{"fp32", tasks::Precision::kFp32},
-                                                                             {"bf16", tasks::Precision::kBf16}};
+                                                                             {"bf16", tasks::Precision::kBf16},
+                                                                             {"fp16", tasks::Precision::kFp16}};
   return names;
 }
 }  // namespace bert
@@ -37,14 +39,15 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-/// bf16 autocast for the scope's forward passes on `device`.
+/// bf16 / fp16 autocast for the scope's forward passes on `device` (nothing for fp32).
 class AutocastScope {
  public:
-  AutocastScope(bool enabled, const torch::Device& device) : enabled_(enabled), cuda_(device.is_cuda()) {
+  AutocastScope(Precision precision, const torch::Device& device)
+      : enabled_(precision != Precision::kFp32), cuda_(device.is_cuda()) {
     if (!enabled_) return;
     if (cuda_) {
       at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_autocast_gpu_dtype(precision == Precision::kFp16 ? at::kHalf : at::kBFloat16);
     } else {
       at::autocast::set_cpu_enabled(true);
       at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
@@ -95,8 +98,10 @@ void TrainerOptions::validate(const YamlReader& reader, ErrorList& errors) const
   if (adam_beta2 < 0 || adam_beta2 >= 1) errors.add(reader.where("adam_beta2") + ": must be in [0, 1)");
   if (max_grad_norm < 0) errors.add(reader.where("max_grad_norm") + ": must be >= 0");
   try {
-    torch::Device d(device);
-    (void)d;
+    const torch::Device d(device);
+    if (precision == Precision::kFp16 && !d.is_cuda())
+      errors.add(fmt::format("{}: fp16 needs a CUDA device (loss-scaled half precision); on CPU use bf16",
+                             reader.where("precision")));
   } catch (const std::exception&) {
     errors.add(fmt::format("{}: unknown device '{}'; expected cpu, cuda or cuda:N", reader.where("device"), device));
   }
@@ -143,7 +148,7 @@ std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter, TaskMode
     const auto batch = adapter.collate(features, indices).to(device);
     torch::Tensor logits;
     {
-      AutocastScope autocast(options_.precision == Precision::kBf16, device);
+      AutocastScope autocast(options_.precision, device);
       logits = model->forward(batch);
     }
     adapter.gather(batch, logits.to(torch::kFloat), outputs);
@@ -170,6 +175,8 @@ struct TrainState {
   json best_metrics = json::object();
   std::string main_metric;
   std::vector<double> losses;
+  double loss_scale = 0;        ///< fp16 only
+  int64_t scale_clean_steps = 0;
 };
 
 /// The default generators whose state a checkpoint keeps (dropout draws from them).
@@ -287,6 +294,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     state.best_metrics = j.at("best_metrics");
     state.main_metric = j.at("main_metric");
     state.losses = j.at("losses").get<std::vector<double>>();
+    state.loss_scale = j.value("loss_scale", 0.0);
+    state.scale_clean_steps = j.value("scale_clean_steps", int64_t{0});
     load_state_dict(*model, read_weights(checkpoint / "model.safetensors"), (checkpoint / "model.safetensors").string());
     torch::load(*optimizer, (checkpoint / "optimizer.pt").string());
     std::vector<torch::Tensor> rng;
@@ -304,6 +313,10 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     log::info("[train] resumed from {} (step {}/{})", checkpoint.string(), state.step, total_steps);
   }
   result.losses = state.losses;
+  const bool fp16 = o.precision == Precision::kFp16;
+  LossScaler scaler;
+  if (state.loss_scale > 0) scaler.restore(state.loss_scale, state.scale_clean_steps);
+  int64_t skipped_steps = 0;
 
   log::info("[train] {} features, {} epochs x {} steps (batch {} x {} accumulation), warm-up {} steps, {} on {}",
             train.features.size(), o.epochs, steps_per_epoch, o.batch_size, o.gradient_accumulation_steps,
@@ -325,6 +338,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
                     {"have_best", state.have_best}, {"best_step", state.best_step},
                     {"evaluations_without_gain", state.evaluations_without_gain}, {"best_metrics", state.best_metrics},
                     {"main_metric", state.main_metric}, {"losses", result.losses}, {"total_steps", total_steps},
+                    {"loss_scale", scaler.scale()}, {"scale_clean_steps", scaler.clean_steps()},
                     {"train_features", train.features.size()}};
     write_file_atomic(tmp / "state.json", j.dump(1));
     fs::remove_all(root / name);
@@ -396,19 +410,28 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
       const auto batch = adapter.collate(train, batches[b]).to(device);
       torch::Tensor loss;
       {
-        AutocastScope autocast(o.precision == Precision::kBf16, device);
+        AutocastScope autocast(o.precision, device);
         loss = adapter.loss(model->forward(batch), batch);
       }
-      (loss / static_cast<double>(o.gradient_accumulation_steps)).backward();
+      (loss * ((fp16 ? scaler.scale() : 1.0) / static_cast<double>(o.gradient_accumulation_steps))).backward();
       interval_loss += loss.item<double>();
       ++interval_batches;
       interval_examples += batch.size();
       const bool last_of_epoch = b + 1 == batches.size();
       if ((static_cast<int64_t>(b) + 1) % o.gradient_accumulation_steps != 0 && !last_of_epoch) continue;
-      if (o.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, o.max_grad_norm);
       const double lr = schedule.at(state.step);
-      set_learning_rate(*optimizer, lr);
-      optimizer->step();
+      // fp16: gradients back to true scale; a step with inf/NaN is skipped (the schedule still
+      // advances, as HF's Trainer does).
+      const bool finite = !fp16 || scaler.unscale(parameters);
+      if (finite) {
+        if (o.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, o.max_grad_norm);
+        set_learning_rate(*optimizer, lr);
+        optimizer->step();
+      } else {
+        ++skipped_steps;
+        log::debug("[train] step {}: inf/NaN gradients at loss scale {}; step skipped", state.step + 1, scaler.scale());
+      }
+      if (fp16) scaler.update(finite);
       optimizer->zero_grad();
       ++state.step;
       ++interval_steps;
@@ -457,6 +480,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     if (stop) break;
   }
   progress.finish_line();
+  if (skipped_steps > 0) log::info("[train] fp16: {} steps skipped for inf/NaN gradients; final loss scale {}", skipped_steps, scaler.scale());
   result.steps = state.step;
   result.best_step = state.best_step;
   if (state.have_best) {

@@ -16,6 +16,7 @@ namespace bert::tasks {
 enum class Precision {
   kFp32,  ///< plain float32
   kBf16,  ///< bf16 autocast (CPU oneDNN/AMX, CUDA); float32 weights and optimizer
+  kFp16,  ///< fp16 autocast with dynamic loss scaling (CUDA only); float32 weights and optimizer
 };
 
 struct TrainerOptions {
@@ -57,7 +58,7 @@ struct TrainerOptions {
     field("max_grad_norm", self.max_grad_norm, "Gradient clipping norm (0 = off)");
     field("gradient_accumulation_steps", self.gradient_accumulation_steps, "Batches per optimizer step");
     field("seed", self.seed, "Seed for data order, head init and dropout");
-    field("precision", self.precision, "fp32 | bf16");
+    field("precision", self.precision, "fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)");
     field("device", self.device, "cpu | cuda | cuda:N");
     field("eval_every", self.eval_every, "Optimizer steps between evaluations (0 = each epoch)");
     field("log_every", self.log_every, "Optimizer steps between progress lines");

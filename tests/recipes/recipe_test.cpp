@@ -131,7 +131,7 @@ TEST_F(RecipeTest, BrokenRecipeNamesEveryLineAndKey) {
            f + ":9:3: training.epochs: expected an integer, got 'three'",
            f + ":10:3: training: unknown key 'learning_rat' (did you mean 'learning_rate'?)",
            f + ":11:3: training.warmup_ratio: must be in [0, 1]",
-           f + ":12:3: training.precision: unknown value 'fp8'; expected one of: fp32, bf16",
+           f + ":12:3: training.precision: unknown value 'fp8'; expected one of: fp32, bf16, fp16",
            f + ":15:29: sweep.grid.learning_rate: expected a number, got 'fast'",
            f + ":16:5: sweep.grid.lr: 'lr' is not a training key",
            f + ":17:1: unknown key 'trainig' (did you mean 'training'?)",

@@ -1,5 +1,6 @@
 // AdamW groups, steps and the linear schedule against HF's recorded Trainer behaviour.
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -8,7 +9,9 @@
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/checkpoint/safetensors.h"
 #include "tasks/registry.h"
+#include "tasks/training/loss_scaler.h"
 #include "tasks/training/optimizer.h"
+#include "tasks/training/trainer.h"
 #include "tasks/training/schedule.h"
 #include "tests/support/test_support.h"
 
@@ -76,6 +79,40 @@ TEST(Optimizer, ThreeAdamWStepsMatchTorchAdamW) {
     }
     EXPECT_EQ(compared, step == 1 ? 41u : 5u) << step;
   }
+}
+
+}  // namespace
+}  // namespace bert::tasks
+
+namespace bert::tasks {
+namespace {
+
+// fp16 loss scaling (torch.cuda.amp.GradScaler's rule): unscaled gradients, a step with an
+// inf gradient skipped with the scale halved, the scale doubled after N clean steps.
+TEST(LossScaler, UnscalesSkipsOnInfAndGrows) {
+  LossScaler scaler(1024.0, 2);
+  auto w = torch::ones({3}, torch::requires_grad());
+  (w.sum() * scaler.scale()).backward();
+  ASSERT_TRUE(scaler.unscale({w}));
+  EXPECT_TRUE(torch::allclose(w.grad(), torch::ones({3})));
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 1024.0);
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 2048.0);  // two clean steps in a row
+  w.mutable_grad().fill_(std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(scaler.unscale({w}));
+  scaler.update(false);
+  EXPECT_EQ(scaler.scale(), 1024.0);
+  EXPECT_EQ(scaler.clean_steps(), 0);
+}
+
+TEST(LossScaler, Fp16NeedsCuda) {
+  TrainerOptions o;
+  o.precision = Precision::kFp16;
+  ErrorList errors;
+  o.validate(YamlReader(YAML::Load("{precision: fp16}"), "r.yaml", "training"), errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors.messages()[0].find("fp16 needs a CUDA device"), std::string::npos) << errors.messages()[0];
 }
 
 }  // namespace
