@@ -104,6 +104,7 @@ json read_result(const fs::path& trial_dir) {
 int run_trial(const Recipe& recipe, const fs::path& out, const fs::path& cache_dir, const std::string& trial_name) {
   const auto start = std::chrono::steady_clock::now();
   fs::create_directories(out);
+  fs::remove(out / "result.json");  // a failure of an earlier attempt; written anew below
   try {
     const auto prepared = prepare_task(recipe, cache_dir);
     torch::manual_seed(static_cast<uint64_t>(recipe.training.seed));

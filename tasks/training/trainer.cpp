@@ -470,7 +470,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     if (result.stopped_early) break;
     // End of the epoch: evaluate if due, then checkpoint the position at the next epoch.
     // (the last step of the run is always evaluated, so the best checkpoint sees the end)
-    const bool due = o.eval_every == 0 || state.step % o.eval_every == 0 || epoch + 1 == o.epochs;
+    const bool due = o.eval_every == 0 || o.eval_each_epoch || state.step % o.eval_every == 0 || epoch + 1 == o.epochs;
     if (due) run_evaluation(state.step, static_cast<double>(epoch + 1));
     const bool stop = due && patience_exhausted();
     state.epoch = epoch + 1;

@@ -36,6 +36,7 @@ struct TrainerOptions {
   Precision precision = Precision::kFp32;
   std::string device = "cpu";
   int64_t eval_every = 0;     ///< optimizer steps between evaluations; 0 = after each epoch
+  bool eval_each_epoch = false;  ///< with eval_every > 0, also evaluate at each epoch's end
   int64_t log_every = 50;
   int64_t early_stopping_patience = 0;  ///< evaluations without improvement before stopping; 0 = off
   bool group_by_length = false;         ///< batches of similar lengths (less padding)
@@ -61,6 +62,7 @@ struct TrainerOptions {
     field("precision", self.precision, "fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)");
     field("device", self.device, "cpu | cuda | cuda:N");
     field("eval_every", self.eval_every, "Optimizer steps between evaluations (0 = each epoch)");
+    field("eval_each_epoch", self.eval_each_epoch, "With eval_every > 0, also evaluate at each epoch's end");
     field("log_every", self.log_every, "Optimizer steps between progress lines");
     field("early_stopping_patience", self.early_stopping_patience, "Evaluations without improvement (0 = off)");
     field("group_by_length", self.group_by_length, "Batch features of similar length together");

@@ -140,6 +140,27 @@ TEST_F(TrainerTest, Bf16AccumulationAndEarlyStopping) {
   EXPECT_EQ(stopped.result.steps, 12);
 }
 
+// eval_every N evaluates every N steps and at the end; eval_each_epoch adds each epoch's end.
+TEST_F(TrainerTest, EvaluationCadence) {
+  auto options = fast();
+  options.epochs = 2;
+  options.eval_every = 5;
+  const auto count_dev = [&](const std::filesystem::path& out) {
+    std::ifstream log(out / "metrics.jsonl");
+    std::vector<int64_t> steps;
+    for (std::string line; std::getline(log, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["split"] == "dev") steps.push_back(j["step"]);
+    }
+    return steps;
+  };
+  train(options, dir_.path() / "every5");
+  EXPECT_EQ(count_dev(dir_.path() / "every5"), (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
+  options.eval_each_epoch = true;
+  train(options, dir_.path() / "every5_and_epochs");
+  EXPECT_EQ(count_dev(dir_.path() / "every5_and_epochs"), (std::vector<int64_t>{5, 10, 15, 16, 20, 25, 30, 32}));
+}
+
 // A run stopped after a checkpoint (mid-epoch and at an epoch's end) and resumed ends with the
 // same weights, bit for bit, as one that ran through; the log has no step twice.
 TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
