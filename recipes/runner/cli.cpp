@@ -19,6 +19,7 @@
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/wordpiece.h"
+#include "data/corpus.h"
 #include "recipes/runner/export.h"
 #include "recipes/runner/new_model.h"
 #include "recipes/runner/quickstart.h"
@@ -26,6 +27,7 @@
 #include "recipes/runner/score.h"
 #include "recipes/runner/sweep.h"
 #include "recipes/runner/trial.h"
+#include "tasks/pretraining/instances.h"
 
 namespace bert::recipes {
 namespace {
@@ -217,6 +219,41 @@ int run_new_model(const NewModelArgs& a) {
   return 0;
 }
 
+struct PretrainDataArgs {
+  std::vector<std::string> inputs;
+  std::string model, vocab, out;
+  bool lowercase = false;
+  int tokenizer_threads = 0;
+  tasks::PretrainingDataOptions options;
+};
+
+/// `bertft pretrain-data`: corpus files -> instance shards + stats.json.
+int run_pretrain_data(const PretrainDataArgs& a) {
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  if (a.model.empty() == a.vocab.empty()) throw ConfigError("pretrain-data: give exactly one of --model and --vocab");
+  if (!a.model.empty()) {
+    const auto dir = PretrainedDir::find(a.model);
+    tokenizer = tok::load_tokenizer(dir, BertConfig::from_file(dir.config).vocab_size());
+  } else {
+    tok::WordPieceOptions options;
+    options.normalizer.lowercase = a.lowercase;
+    options.normalizer.strip_accents = a.lowercase;
+    tokenizer = tok::WordPieceTokenizer::from_file(a.vocab, options);
+  }
+  std::vector<data::RawDocument> raw;
+  for (const auto& input : a.inputs) {
+    auto docs = data::read_corpus(input);
+    log::info("[pretrain-data] {}: {} documents", input, docs.size());
+    raw.insert(raw.end(), std::make_move_iterator(docs.begin()), std::make_move_iterator(docs.end()));
+  }
+  const auto documents = tasks::tokenize_corpus(raw, *tokenizer, a.tokenizer_threads);
+  if (documents.empty()) throw DataError("pretrain-data: the corpus has no text");
+  const auto instances = tasks::create_instances(documents, a.options, tokenizer->special_tokens(), tokenizer->vocab_size());
+  const auto stats = tasks::write_instance_shards(instances, a.out, a.options, tokenizer->special_tokens().mask_id);
+  fmt::print("{}\n", stats.to_json().dump(1));
+  return 0;
+}
+
 /// "i/N" of --shard.
 std::pair<int, int> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
@@ -325,6 +362,34 @@ int run_cli(int argc, char** argv) {
   new_model_cmd->add_option("--max-positions", new_model.max_positions, "max_position_embeddings")->check(CLI::PositiveNumber);
   new_model_cmd->add_option("--seed", new_model.seed, "Initialisation seed");
 
+  PretrainDataArgs pretrain_data;
+  auto* pretrain_data_cmd = app.add_subcommand(
+      "pretrain-data", "Turn plain-text corpora into MLM + NSP pre-training instances (binary shards + stats.json)");
+  pretrain_data_cmd->add_option("inputs", pretrain_data.inputs,
+                                "Corpus files: one sentence per line, blank line between documents; or .jsonl "
+                                "with one {\"text\": ...} document per line")
+      ->required()->check(CLI::ExistingFile);
+  pretrain_data_cmd->add_option("--model", pretrain_data.model, "Model directory whose tokenizer to use")
+      ->check(CLI::ExistingDirectory);
+  pretrain_data_cmd->add_option("--vocab", pretrain_data.vocab, "WordPiece vocab.txt")->check(CLI::ExistingFile);
+  pretrain_data_cmd->add_flag("--lowercase", pretrain_data.lowercase, "With --vocab: uncased");
+  pretrain_data_cmd->add_option("--out", pretrain_data.out, "Output directory")->required();
+  pretrain_data_cmd->add_option("--tokenizer-threads", pretrain_data.tokenizer_threads, "Tokenizer threads (0 = all)");
+  {
+    auto& po = pretrain_data.options;
+    pretrain_data_cmd->add_option("--max-seq-length", po.max_seq_length, "Tokens per instance");
+    pretrain_data_cmd->add_option("--max-predictions-per-seq", po.max_predictions_per_seq, "Most masked positions");
+    pretrain_data_cmd->add_option("--masked-lm-prob", po.masked_lm_prob, "Share of tokens to predict");
+    pretrain_data_cmd->add_option("--short-seq-prob", po.short_seq_prob, "Share of shorter instances");
+    pretrain_data_cmd->add_option("--random-next-prob", po.random_next_prob, "Share of NotNext pairs");
+    pretrain_data_cmd->add_option("--dupe-factor", po.dupe_factor, "Passes with fresh pairs and masks");
+    pretrain_data_cmd->add_flag("--whole-word-mask", po.whole_word_mask, "Mask whole words");
+    pretrain_data_cmd->add_flag("!--static-masking,--dynamic-masking", po.static_masking,
+                                "Store unmasked instances; the trainer masks on the fly");
+    pretrain_data_cmd->add_option("--seed", po.seed, "Random seed");
+    pretrain_data_cmd->add_option("--instances-per-shard", po.instances_per_shard, "Instances per shard file");
+  }
+
   std::string recipe_file, out_dir, cache_dir, trial_name, shard = "0/1";
   std::vector<std::string> overrides;
   int jobs = 0;
@@ -383,6 +448,7 @@ int run_cli(int argc, char** argv) {
     return run_score(score);
   }
   if (*new_model_cmd) return run_new_model(new_model);
+  if (*pretrain_data_cmd) return run_pretrain_data(pretrain_data);
   if (*validate_cmd) return run_validate(recipe_file, overrides);
   if (*train_cmd) {
     auto recipe = load_recipe(recipe_file, overrides);
