@@ -1,6 +1,8 @@
 #include "bert/tokenizer/sentencepiece_model.h"
 
 #include <dlfcn.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -15,6 +17,8 @@
 #ifndef BERTFT_SPM_MODULE_PATH
 #define BERTFT_SPM_MODULE_PATH "libbertft_spm.so"
 #endif
+
+extern char** environ;
 
 namespace bert::tok {
 
@@ -131,5 +135,21 @@ const detail::SpmModule* load_module_or_throw() {
 }
 
 }  // namespace
+
+void train_sentencepiece_with_args(const std::vector<std::string>& args) {
+  const char* env = std::getenv("BERTFT_SPM_TRAIN");
+  const std::string helper = env != nullptr ? env : BERTFT_SPM_TRAIN_PATH;
+  std::vector<char*> argv = {const_cast<char*>(helper.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int rc = posix_spawn(&pid, helper.c_str(), nullptr, nullptr, argv.data(), environ); rc != 0)
+    throw TokenizerError(fmt::format("cannot start the sentencepiece trainer {}: {} (set BERTFT_SPM_TRAIN)", helper,
+                                     std::strerror(rc)));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw TokenizerError(fmt::format("the sentencepiece trainer {} failed (status {}); its message is above", helper, status));
+}
 
 }  // namespace bert::tok

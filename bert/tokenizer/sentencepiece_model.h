@@ -34,4 +34,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   void* processor_ = nullptr;
 };
 
+/// Runs libsentencepiece's trainer with command-line style arguments ("--input=...") in the
+/// small helper program bertft_spm_train (libsentencepiece cannot run inside a process that has
+/// LibTorch's protobuf loaded; see spm_shim.h). $BERTFT_SPM_TRAIN overrides its path. Throws
+/// TokenizerError when it fails (its own message goes to stderr).
+void train_sentencepiece_with_args(const std::vector<std::string>& args);
+
 }  // namespace bert::tok

@@ -18,6 +18,7 @@
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/sentencepiece_model.h"
+#include "bert/tokenizer/vocab_trainer.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "data/corpus.h"
 #include "recipes/runner/export.h"
@@ -254,6 +255,44 @@ int run_pretrain_data(const PretrainDataArgs& a) {
   return 0;
 }
 
+struct VocabArgs {
+  std::vector<std::string> inputs;
+  std::string out, type = "wordpiece", model_type = "unigram";
+  int64_t vocab_size = 30522, min_frequency = 2;
+  bool lowercase = false;
+};
+
+/// `bertft vocab`: a WordPiece vocab.txt or a SentencePiece model trained on corpus files.
+int run_vocab(const VocabArgs& a) {
+  const fs::path out(a.out);
+  fs::create_directories(out);
+  if (a.type == "sentencepiece") {
+    std::vector<fs::path> inputs(a.inputs.begin(), a.inputs.end());
+    tok::train_sentencepiece(inputs, (out / "spiece").string(), a.vocab_size, a.model_type);
+    const tok::SentencePieceTokenizer tokenizer(out / "spiece.model");
+    log::info("[vocab] {}: {} pieces", (out / "spiece.model").string(), tokenizer.vocab_size());
+    tokenizer.save(out);
+    return 0;
+  }
+  std::vector<std::string> texts;
+  for (const auto& input : a.inputs)
+    for (const auto& doc : data::read_corpus(input))
+      texts.insert(texts.end(), doc.sentences.begin(), doc.sentences.end());
+  tok::WordPieceTrainerOptions options;
+  options.vocab_size = a.vocab_size;
+  options.min_frequency = a.min_frequency;
+  options.lowercase = a.lowercase;
+  auto vocab = tok::train_wordpiece(texts, options);
+  tok::WordPieceOptions tokenizer_options;
+  tokenizer_options.normalizer.lowercase = a.lowercase;
+  tokenizer_options.normalizer.strip_accents = a.lowercase;
+  tokenizer_options.check_casing = tok::CasingCheck::kOff;
+  const tok::WordPieceTokenizer tokenizer(std::move(vocab), tokenizer_options, "trained vocab");
+  tokenizer.save(out);
+  log::info("[vocab] {}: {} entries", (out / "vocab.txt").string(), tokenizer.vocab_size());
+  return 0;
+}
+
 /// "i/N" of --shard.
 std::pair<int, int> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
@@ -390,6 +429,17 @@ int run_cli(int argc, char** argv) {
     pretrain_data_cmd->add_option("--instances-per-shard", po.instances_per_shard, "Instances per shard file");
   }
 
+  VocabArgs vocab;
+  auto* vocab_cmd = app.add_subcommand("vocab", "Train a WordPiece vocab.txt or a SentencePiece model on corpus files");
+  vocab_cmd->add_option("inputs", vocab.inputs, "Corpus files (as pretrain-data reads them; SentencePiece: one sentence per line)")
+      ->required()->check(CLI::ExistingFile);
+  vocab_cmd->add_option("--out", vocab.out, "Output directory (vocab.txt or spiece.model, tokenizer files)")->required();
+  vocab_cmd->add_option("--type", vocab.type, "wordpiece | sentencepiece")->check(CLI::IsMember({"wordpiece", "sentencepiece"}));
+  vocab_cmd->add_option("--model-type", vocab.model_type, "SentencePiece: unigram | bpe")->check(CLI::IsMember({"unigram", "bpe"}));
+  vocab_cmd->add_option("--vocab-size", vocab.vocab_size, "Entries, special tokens included")->check(CLI::PositiveNumber);
+  vocab_cmd->add_option("--min-frequency", vocab.min_frequency, "WordPiece: least count of a merged pair");
+  vocab_cmd->add_flag("--lowercase", vocab.lowercase, "WordPiece: uncased (lower-case, strip accents)");
+
   std::string recipe_file, out_dir, cache_dir, trial_name, shard = "0/1";
   std::vector<std::string> overrides;
   int jobs = 0;
@@ -449,6 +499,7 @@ int run_cli(int argc, char** argv) {
   }
   if (*new_model_cmd) return run_new_model(new_model);
   if (*pretrain_data_cmd) return run_pretrain_data(pretrain_data);
+  if (*vocab_cmd) return run_vocab(vocab);
   if (*validate_cmd) return run_validate(recipe_file, overrides);
   if (*train_cmd) {
     auto recipe = load_recipe(recipe_file, overrides);
