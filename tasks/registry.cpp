@@ -6,6 +6,7 @@
 
 #include "bert/common/error.h"
 #include "tasks/multiple_choice/adapter.h"
+#include "tasks/pretraining/adapter.h"
 #include "tasks/question_answering/adapter.h"
 #include "tasks/sequence_classification/adapter.h"
 #include "tasks/token_classification/adapter.h"
@@ -59,6 +60,8 @@ void register_builtin_tasks(TaskRegistry& r) {
   r.add({"multiple_choice", "context + N candidate endings -> choice (SWAG)", &MultipleChoiceAdapter::create});
   r.add({"question_answering", "extractive answer span (SQuAD v1.1 / v2.0)", &QuestionAnsweringAdapter::create});
   r.add({"token_classification", "a tag per word (NER; IOB1 / IOB2 / IOBES)", &TokenClassificationAdapter::create});
+  r.add({"pretraining", "BERT's MLM + NSP pre-training over instance shards (bertft pretrain-data)",
+         &PretrainingAdapter::create});
 }
 
 }  // namespace bert::tasks

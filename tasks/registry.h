@@ -39,7 +39,8 @@ class TaskRegistry {
   std::vector<TaskInfo> tasks_;
 };
 
-/// Adds sequence_classification, multiple_choice, question_answering, token_classification.
+/// Adds sequence_classification, multiple_choice, question_answering, token_classification,
+/// pretraining.
 void register_builtin_tasks(TaskRegistry& registry);
 
 }  // namespace bert::tasks

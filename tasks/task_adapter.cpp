@@ -21,6 +21,7 @@ Batch Batch::to(const torch::Device& device) const {
   move(b.attention_mask);
   move(b.token_type_ids);
   move(b.labels);
+  move(b.masked_positions);
   return b;
 }
 

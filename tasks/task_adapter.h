@@ -70,6 +70,11 @@ class FeatureSet {
   int64_t pad_id = 0;
   bool labelled = false;  ///< every example had a gold label (evaluate() is possible)
 
+  /// Number of features and the length of feature `i` (what batching needs). A derived set
+  /// that keeps its features outside memory (pre-training shards) overrides both.
+  virtual size_t size() const { return features.size(); }
+  virtual int64_t length(size_t i) const { return features[i].length(); }
+
   /// What a derived set adds to the base, written / read by the feature cache
   /// (tasks/common/feature_cache.h). read_extra throws DataError on a short or bad stream.
   virtual void write_extra(std::ostream& out) const {}
@@ -82,6 +87,8 @@ class FeatureSet {
 /// start, end); undefined when the features have no targets.
 struct Batch {
   torch::Tensor input_ids, attention_mask, token_type_ids, labels;
+  /// Pre-training: [masked, 2] int64 (row, position) of the masked tokens; else undefined.
+  torch::Tensor masked_positions;
   std::vector<int64_t> feature_indices;  ///< which features, in row order
   std::vector<int64_t> lengths;          ///< real (unpadded) length of each row 0
 
@@ -141,6 +148,9 @@ class TaskAdapter {
   virtual std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
                                                 const tok::Tokenizer& tokenizer,
                                                 bool training) const = 0;
+  /// False when featurize() output must not go through the feature cache (it is cheap or lives
+  /// on disk already).
+  virtual bool cacheable_features() const { return true; }
   /// An empty feature set of the type featurize() returns (the feature cache fills it).
   virtual std::shared_ptr<FeatureSet> new_feature_set() const { return std::make_shared<FeatureSet>(); }
   /// Pads `indices` of `features` to the longest of them (dynamic padding) into one batch.

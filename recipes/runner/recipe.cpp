@@ -60,7 +60,7 @@ void read_split(const YamlReader& data, const std::string& split, bool required,
     if (!reader.has("path")) errors.add(reader.where() + ": `path` is missing");
   }
   expand_path(reader, reader.node().IsScalar() ? "" : "path", spec.path, errors);
-  if (check_files && !spec.path.empty() && !fs::is_regular_file(spec.path))
+  if (check_files && !spec.path.empty() && !fs::exists(spec.path))
     errors.add(fmt::format("{}: no such file: {}", reader.where(reader.node().IsScalar() ? "" : "path"), spec.path.string()));
   out = std::move(spec);
 }

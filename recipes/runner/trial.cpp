@@ -55,7 +55,7 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   const auto train_examples = p.adapter->read(recipe.data.train);
   const auto dev_examples = p.adapter->read(recipe.data.dev);
   p.adapter->fit_labels(*train_examples);
-  if (cache_dir.empty()) {
+  if (cache_dir.empty() || !p.adapter->cacheable_features()) {
     p.train = p.adapter->featurize(train_examples, *p.tokenizer, true);
     p.dev = p.adapter->featurize(dev_examples, *p.tokenizer, false);
     return p;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -307,6 +308,38 @@ void InstanceWriter::close() {
   if (!out_) throw DataError(tmp_.string() + ": write failed");
   fs::rename(tmp_, path_);
   closed_ = true;
+}
+
+size_t decode_instance(const char* data, size_t available, PretrainingInstance* out) {
+  constexpr size_t kFixed = 2 + 2 + 1 + 2;
+  if (available < kFixed) return 0;
+  uint16_t n = 0, a = 0, m = 0;
+  std::memcpy(&n, data, 2);
+  std::memcpy(&a, data + 2, 2);
+  const auto random_next = static_cast<uint8_t>(data[4]);
+  std::memcpy(&m, data + 5, 2);
+  const size_t total = kFixed + n * 4 + n + m * 2 + m * 4;
+  if (available < total || a < 2 || a >= n || m > n) return 0;
+  if (out == nullptr) return total;
+  const char* p = data + kFixed;
+  out->tokens.resize(n);
+  std::memcpy(out->tokens.data(), p, n * 4);
+  p += n * 4;
+  out->word_start.assign(p, p + n);
+  p += n;
+  out->masked_positions.resize(m);
+  for (auto& position : out->masked_positions) {
+    uint16_t v = 0;
+    std::memcpy(&v, p, 2);
+    p += 2;
+    if (v >= n) return 0;
+    position = v;
+  }
+  out->masked_labels.resize(m);
+  std::memcpy(out->masked_labels.data(), p, m * 4);
+  out->segment_a_length = a;
+  out->is_random_next = random_next != 0;
+  return total;
 }
 
 InstanceReader::InstanceReader(const fs::path& path) : path_(path), in_(path, std::ios::binary) {

@@ -114,6 +114,12 @@ class InstanceWriter {
   bool closed_ = false;
 };
 
+/// Bytes of a shard's header (magic + count).
+constexpr size_t kShardHeaderBytes = 16;
+/// Decodes the instance at `data` (at most `available` bytes) into `out` (may be null: only
+/// measure). Returns the bytes it takes, 0 when they are cut short or inconsistent.
+size_t decode_instance(const char* data, size_t available, PretrainingInstance* out);
+
 class InstanceReader {
  public:
   /// Throws DataError naming the file if it is not an instance shard.

@@ -109,7 +109,7 @@ void TrainerOptions::validate(const YamlReader& reader, ErrorList& errors) const
 
 std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& features, int64_t batch_size, uint64_t seed,
                                                          bool group_by_length) {
-  std::vector<int64_t> order(features.features.size());
+  std::vector<int64_t> order(features.size());
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 rng(seed);
   std::shuffle(order.begin(), order.end(), rng);
@@ -118,7 +118,7 @@ std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& featu
     for (size_t start = 0; start < order.size(); start += chunk) {
       const auto end = order.begin() + static_cast<long>(std::min(order.size(), start + chunk));
       std::stable_sort(order.begin() + static_cast<long>(start), end, [&](int64_t a, int64_t b) {
-        return features.features[static_cast<size_t>(a)].length() > features.features[static_cast<size_t>(b)].length();
+        return features.length(static_cast<size_t>(a)) > features.length(static_cast<size_t>(b));
       });
     }
   }
@@ -135,12 +135,12 @@ std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter, TaskMode
   model->to(device);
   model->eval();
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> outputs(features.features.size());
+  std::vector<torch::Tensor> outputs(features.size());
   // Sorted by length so that each batch pads little.
-  std::vector<int64_t> order(features.features.size());
+  std::vector<int64_t> order(features.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return features.features[static_cast<size_t>(a)].length() < features.features[static_cast<size_t>(b)].length();
+    return features.length(static_cast<size_t>(a)) < features.length(static_cast<size_t>(b));
   });
   for (size_t start = 0; start < order.size(); start += static_cast<size_t>(options_.eval_batch_size)) {
     const std::vector<int64_t> indices(order.begin() + static_cast<long>(start),
@@ -255,11 +255,11 @@ class Progress {
 
 TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const FeatureSet& train, const FeatureSet* dev,
                          const std::filesystem::path& output_dir) {
-  TORCH_CHECK(!train.features.empty(), "fit: no training features");
+  TORCH_CHECK(train.size() > 0, "fit: no training features");
   const torch::Device device(options_.device);
   model->to(device);
   const auto& o = options_;
-  const int64_t batches_per_epoch = (static_cast<int64_t>(train.features.size()) + o.batch_size - 1) / o.batch_size;
+  const int64_t batches_per_epoch = (static_cast<int64_t>(train.size()) + o.batch_size - 1) / o.batch_size;
   const int64_t steps_per_epoch = (batches_per_epoch + o.gradient_accumulation_steps - 1) / o.gradient_accumulation_steps;
   const int64_t total_steps = steps_per_epoch * o.epochs;
   const LinearSchedule schedule(o.learning_rate, warmup_steps_for(total_steps, o.warmup_ratio, o.warmup_steps), total_steps);
@@ -280,11 +280,11 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
   // Resume from the newest checkpoint: weights, optimizer moments, RNG, position, best so far.
   if (const auto checkpoint = latest_checkpoint(output_dir); !checkpoint.empty()) {
     const auto j = json::parse(read_file(checkpoint / "state.json"));
-    if (j.at("total_steps").get<int64_t>() != total_steps || j.at("train_features").get<size_t>() != train.features.size())
+    if (j.at("total_steps").get<int64_t>() != total_steps || j.at("train_features").get<size_t>() != train.size())
       throw CheckpointError(fmt::format("{}: was written by a run with {} steps over {} features, this one has {} over {}; "
                                         "use a fresh output directory",
                                         checkpoint.string(), j.at("total_steps").get<int64_t>(),
-                                        j.at("train_features").get<size_t>(), total_steps, train.features.size()));
+                                        j.at("train_features").get<size_t>(), total_steps, train.size()));
     state.step = j.at("step");
     state.epoch = j.at("epoch");
     state.next_batch = j.at("next_batch");
@@ -319,7 +319,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
   int64_t skipped_steps = 0;
 
   log::info("[train] {} features, {} epochs x {} steps (batch {} x {} accumulation), warm-up {} steps, {} on {}",
-            train.features.size(), o.epochs, steps_per_epoch, o.batch_size, o.gradient_accumulation_steps,
+            train.size(), o.epochs, steps_per_epoch, o.batch_size, o.gradient_accumulation_steps,
             schedule.warmup_steps(), enum_name(o.precision), device.str());
 
   const auto save_checkpoint = [&] {
@@ -339,7 +339,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
                     {"evaluations_without_gain", state.evaluations_without_gain}, {"best_metrics", state.best_metrics},
                     {"main_metric", state.main_metric}, {"losses", result.losses}, {"total_steps", total_steps},
                     {"loss_scale", scaler.scale()}, {"scale_clean_steps", scaler.clean_steps()},
-                    {"train_features", train.features.size()}};
+                    {"train_features", train.size()}};
     write_file_atomic(tmp / "state.json", j.dump(1));
     fs::remove_all(root / name);
     fs::rename(tmp, root / name);

@@ -52,7 +52,7 @@ std::vector<int64_t> all_indices(const FeatureSet& set) {
 TEST(TaskRegistry, ListsBuiltinsAndSuggestsOnTypos) {
   EXPECT_EQ(TaskRegistry::global().names(),
             (std::vector<std::string>{"sequence_classification", "multiple_choice", "question_answering",
-                                      "token_classification"}));
+                                      "token_classification", "pretraining"}));
   const auto message = testing::error_message([] { make_task("sequence_clasification", "{}"); });
   EXPECT_NE(message.find("unknown task 'sequence_clasification' (did you mean 'sequence_classification'?)"),
             std::string::npos) << message;

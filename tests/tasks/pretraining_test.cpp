@@ -9,7 +9,12 @@
 #include "bert/tokenizer/wordpiece.h"
 #include "data/corpus.h"
 #include "data/text_file.h"
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/safetensors.h"
+#include "tasks/pretraining/adapter.h"
 #include "tasks/pretraining/instances.h"
+#include "tasks/registry.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tasks {
@@ -178,6 +183,42 @@ TEST_F(PretrainingDataTest, ShardsRoundTripAndDynamicMaskingStoresPlainInstances
   ASSERT_FALSE(plain[0].masked_positions.empty());
   for (size_t m = 0; m < plain[0].masked_positions.size(); ++m)
     EXPECT_EQ(plain[0].masked_labels[m], before[static_cast<size_t>(plain[0].masked_positions[m])]);
+}
+
+// The pretraining task model and loss are HF BertForPreTraining's: loss (MLM + NSP) and the MLM
+// logits at the masked positions of the fixture, and every key of HF's checkpoint loads.
+TEST(PretrainingParity, LossAndMaskedLogitsMatchHf) {
+  const auto fixture = testing::hf_fixture_dir();
+  BERTFT_REQUIRE_PATH(fixture / "outputs_pretraining.safetensors");
+  const auto inputs = SafetensorsReader(fixture / "inputs.safetensors").read_all();
+  const auto outputs = SafetensorsReader(fixture / "outputs_pretraining.safetensors").read_all();
+  const auto dir = fixture / "models" / "pretraining";
+  const auto config = BertConfig::from_file(dir / "config.json");
+  auto adapter = TaskRegistry::global().create("pretraining", YamlReader(YAML::Load("{}"), "t"));
+  auto model = adapter->build_model(config);
+  LoadOptions options;
+  options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
+  const auto report = load_state_dict(*model, read_weights(dir / "model.safetensors"), "pretraining", options);
+  EXPECT_TRUE(report.clean()) << report.summary();
+  model->eval();
+
+  Batch batch;
+  batch.input_ids = inputs.at("input_ids").to(torch::kLong);
+  batch.attention_mask = inputs.at("attention_mask").to(torch::kLong);
+  batch.token_type_ids = inputs.at("token_type_ids").to(torch::kLong);
+  const auto mlm_labels = inputs.at("mlm_labels").to(torch::kLong);
+  batch.masked_positions = torch::nonzero(mlm_labels != -100);  // row-major: (row, position)
+  const auto masked_labels = mlm_labels.index({batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
+  batch.labels = torch::cat({masked_labels, inputs.at("next_sentence_label").to(torch::kLong)});
+  batch.feature_indices = {0, 1, 2};
+  ASSERT_EQ(batch.masked_positions.size(0), 8);
+  torch::NoGradGuard no_grad;
+  const auto logits = model->forward(batch);
+  const auto expected_mlm = outputs.at("prediction_logits").index(
+      {batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
+  EXPECT_LT(testing::max_abs_diff(logits.narrow(0, 0, 8), expected_mlm), 1e-5);
+  EXPECT_LT(testing::max_abs_diff(logits.narrow(0, 8, 3).narrow(1, 0, 2), outputs.at("seq_relationship_logits")), 1e-5);
+  EXPECT_NEAR(adapter->loss(logits, batch).item<double>(), outputs.at("loss").item<double>(), 1e-5);
 }
 
 }  // namespace

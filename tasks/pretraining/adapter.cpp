@@ -1,0 +1,263 @@
+#include "tasks/pretraining/adapter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "bert/common/error.h"
+#include "bert/common/log.h"
+#include "bert/common/strings.h"
+
+namespace bert::tasks {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+}  // namespace
+
+ShardFeatureSet::~ShardFeatureSet() {
+  for (const auto& m : maps_)
+    if (m.data != nullptr) ::munmap(const_cast<char*>(m.data), m.size);
+}
+
+void ShardFeatureSet::open(const std::vector<fs::path>& shards) {
+  for (const auto& path : shards) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw DataError(path.string() + ": cannot open");
+    struct stat st {};
+    ::fstat(fd, &st);
+    const auto size = static_cast<size_t>(st.st_size);
+    void* data = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : nullptr;
+    ::close(fd);
+    if (data == MAP_FAILED) throw DataError(path.string() + ": mmap failed");
+    maps_.push_back({static_cast<const char*>(data), size});
+    const auto shard = static_cast<uint32_t>(maps_.size() - 1);
+    const char* p = maps_.back().data;
+    if (size < kShardHeaderBytes || std::string(p, 8) != "BFTPRE01")
+      throw DataError(path.string() + ": not a bertft instance shard (BFTPRE01)");
+    int64_t count = 0;
+    std::memcpy(&count, p + 8, 8);
+    size_t offset = kShardHeaderBytes;
+    for (int64_t i = 0; i < count; ++i) {
+      const size_t bytes = decode_instance(p + offset, size - offset, nullptr);
+      if (bytes == 0) throw DataError(fmt::format("{}: instance {} is damaged or cut short", path.string(), i));
+      uint16_t n = 0;
+      std::memcpy(&n, p + offset, 2);
+      index_.push_back({shard, n, offset});
+      offset += bytes;
+    }
+  }
+  uses.assign(index_.size(), 0);
+}
+
+PretrainingInstance ShardFeatureSet::instance(size_t i) const {
+  const auto& e = index_.at(i);
+  const auto& m = maps_[e.shard];
+  PretrainingInstance out;
+  decode_instance(m.data + e.offset, m.size - e.offset, &out);
+  return out;
+}
+
+PretrainingModelImpl::PretrainingModelImpl(const BertConfig& config) {
+  BertForPreTraining inner(config);  // builds the heads with the decoder tied to the embeddings
+  bert = register_module("bert", inner->bert);
+  cls = register_module("cls", inner->cls);
+}
+
+torch::Tensor PretrainingModelImpl::forward(const Batch& batch) {
+  const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
+  const auto& positions = batch.masked_positions;
+  const auto selected = out.last_hidden_state.index({positions.select(1, 0), positions.select(1, 1)});  // [M, H]
+  const auto mlm = cls->predictions(selected);                                                        // [M, V]
+  const auto nsp = cls->seq_relationship(out.pooler_output);                                          // [B, 2]
+  const auto padded = torch::nn::functional::pad(nsp.to(mlm.scalar_type()),
+                                                 torch::nn::functional::PadFuncOptions({0, mlm.size(1) - 2}));
+  return torch::cat({mlm, padded}, 0);
+}
+
+std::unique_ptr<TaskAdapter> PretrainingAdapter::create(const YamlReader& options, ErrorList& errors) {
+  PretrainingOptions o;
+  read_struct(options, o, errors);
+  if (o.masked_lm_prob <= 0 || o.masked_lm_prob >= 1) errors.add(options.where("masked_lm_prob") + ": must be in (0, 1)");
+  if (o.max_predictions_per_seq < 1) errors.add(options.where("max_predictions_per_seq") + ": must be >= 1");
+  return std::make_unique<PretrainingAdapter>(o);
+}
+
+std::shared_ptr<const ExampleSet> PretrainingAdapter::read(const data::DataSpec& spec) {
+  auto set = std::make_shared<ShardExamples>();
+  set->source = spec.path.string();
+  if (fs::is_directory(spec.path)) {
+    for (const auto& entry : fs::directory_iterator(spec.path)) {
+      const auto name = entry.path().filename().string();
+      if (starts_with(name, "instances-") && ends_with(name, ".bin")) set->shards.push_back(entry.path());
+    }
+    std::sort(set->shards.begin(), set->shards.end());
+    if (set->shards.empty())
+      throw DataError(spec.path.string() + ": no instances-*.bin shards (write them with `bertft pretrain-data`)");
+  } else {
+    set->shards.push_back(spec.path);
+  }
+  for (const auto& shard : set->shards) set->instances += InstanceReader(shard).count();
+  if (spec.limit > 0) set->instances = std::min<int64_t>(set->instances, spec.limit);
+  return set;
+}
+
+std::shared_ptr<FeatureSet> PretrainingAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
+                                                          const tok::Tokenizer& tokenizer, bool /*training*/) const {
+  const auto* shards = dynamic_cast<const ShardExamples*>(examples.get());
+  TORCH_CHECK(shards, "pretraining: examples of another task");
+  auto set = std::make_shared<ShardFeatureSet>();
+  set->open(shards->shards);
+  set->examples = examples;
+  set->special = tokenizer.special_tokens();
+  set->vocab_size = tokenizer.vocab_size();
+  set->pad_id = std::max<int64_t>(0, set->special.pad_id);
+  set->labelled = true;
+  if (set->special.mask_id < 0) throw ConfigError("pretraining: the tokenizer has no [MASK] token");
+  log::info("[task] {}: {} instances in {} shard(s)", examples->source, set->size(), shards->shards.size());
+  return set;
+}
+
+Batch PretrainingAdapter::collate(const FeatureSet& features, const std::vector<int64_t>& indices) const {
+  const auto& set = dynamic_cast<const ShardFeatureSet&>(features);
+  int64_t length = 0;
+  for (const auto i : indices) length = std::max(length, set.length(static_cast<size_t>(i)));
+  const auto rows = static_cast<int64_t>(indices.size());
+  std::vector<int64_t> ids(static_cast<size_t>(rows * length), set.pad_id), types(ids.size(), 0), mask(ids.size(), 0);
+  std::vector<int64_t> positions, labels, nsp;
+  Batch batch;
+  PretrainingDataOptions masking;
+  masking.masked_lm_prob = options_.masked_lm_prob;
+  masking.max_predictions_per_seq = options_.max_predictions_per_seq;
+  masking.whole_word_mask = options_.whole_word_mask;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto index = static_cast<size_t>(indices[static_cast<size_t>(r)]);
+    auto instance = set.instance(index);
+    if (instance.masked_positions.empty()) {  // stored unmasked: mask now, freshly each use
+      uint32_t use = 0;
+      {
+        std::lock_guard<std::mutex> lock(set.uses_mutex);
+        use = set.uses[index]++;
+      }
+      std::mt19937_64 rng(static_cast<uint64_t>(options_.seed) * 0x9E3779B97F4A7C15ULL ^ (index * 1000003ULL + use));
+      mask_instance(instance, masking, set.special, set.vocab_size, rng);
+    }
+    const auto n = static_cast<int64_t>(instance.tokens.size());
+    const auto row = static_cast<size_t>(r * length);
+    for (int64_t t = 0; t < n; ++t) {
+      ids[row + static_cast<size_t>(t)] = instance.tokens[static_cast<size_t>(t)];
+      types[row + static_cast<size_t>(t)] = t >= instance.segment_a_length ? 1 : 0;
+      mask[row + static_cast<size_t>(t)] = 1;
+    }
+    for (size_t k = 0; k < instance.masked_positions.size(); ++k) {
+      positions.push_back(r);
+      positions.push_back(instance.masked_positions[k]);
+      labels.push_back(instance.masked_labels[k]);
+    }
+    nsp.push_back(instance.is_random_next ? 1 : 0);
+    batch.feature_indices.push_back(static_cast<int64_t>(index));
+    batch.lengths.push_back(n);
+  }
+  batch.input_ids = torch::tensor(ids, torch::kLong).view({rows, length});
+  batch.token_type_ids = torch::tensor(types, torch::kLong).view({rows, length});
+  batch.attention_mask = torch::tensor(mask, torch::kLong).view({rows, length});
+  batch.masked_positions = torch::tensor(positions, torch::kLong).view({-1, 2});
+  labels.insert(labels.end(), nsp.begin(), nsp.end());
+  batch.labels = torch::tensor(labels, torch::kLong);
+  return batch;
+}
+
+TaskModel PretrainingAdapter::build_model(const BertConfig& config) const {
+  return std::make_shared<PretrainingModelImpl>(config);
+}
+
+torch::Tensor PretrainingAdapter::loss(const torch::Tensor& logits, const Batch& batch) const {
+  namespace F = torch::nn::functional;
+  const int64_t masked = batch.masked_positions.size(0);
+  const auto all = logits.to(torch::kFloat);
+  const auto mlm = F::cross_entropy(all.narrow(0, 0, masked), batch.labels.narrow(0, 0, masked));
+  const auto nsp = F::cross_entropy(all.narrow(0, masked, batch.size()).narrow(1, 0, 2),
+                                    batch.labels.narrow(0, masked, batch.size()));
+  return mlm + nsp;
+}
+
+void PretrainingAdapter::gather(const Batch& batch, const torch::Tensor& logits, std::vector<torch::Tensor>& outputs) const {
+  // Per instance: a row [predicted id, label, -log p(label)] per masked position, then
+  // [NSP logit 0, NSP logit 1, NSP label].
+  const auto all = logits.to(torch::kFloat).cpu().contiguous();
+  const auto positions = batch.masked_positions.cpu();
+  const auto labels = batch.labels.cpu();
+  const int64_t masked = positions.size(0);
+  const auto log_probs = torch::log_softmax(all.narrow(0, 0, masked), 1);
+  const auto predicted = log_probs.argmax(1);
+  const auto pos = positions.accessor<int64_t, 2>();
+  const auto lab = labels.accessor<int64_t, 1>();
+  const auto pred = predicted.accessor<int64_t, 1>();
+  const auto lp = log_probs.accessor<float, 2>();
+  const auto a = all.accessor<float, 2>();
+  std::vector<std::vector<float>> rows(static_cast<size_t>(batch.size()));
+  for (int64_t k = 0; k < masked; ++k) {
+    auto& row = rows[static_cast<size_t>(pos[k][0])];
+    row.push_back(static_cast<float>(pred[k]));
+    row.push_back(static_cast<float>(lab[k]));
+    row.push_back(-lp[k][lab[k]]);
+  }
+  for (int64_t r = 0; r < batch.size(); ++r) {
+    auto& row = rows[static_cast<size_t>(r)];
+    row.push_back(a[masked + r][0]);
+    row.push_back(a[masked + r][1]);
+    row.push_back(static_cast<float>(lab[masked + r]));
+    outputs[static_cast<size_t>(batch.feature_indices[static_cast<size_t>(r)])] =
+        torch::tensor(row).view({-1, 3});
+  }
+}
+
+json PretrainingAdapter::predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+  json out = json::array();
+  for (size_t i = 0; i < features.size(); ++i) {
+    const auto& o = outputs[i];
+    const auto last = o[o.size(0) - 1];
+    json masked = json::array();
+    for (int64_t k = 0; k + 1 < o.size(0); ++k) masked.push_back(static_cast<int64_t>(o[k][0].item<float>()));
+    const double p_random = torch::softmax(last.narrow(0, 0, 2), 0)[1].item<double>();
+    out.push_back({{"instance", i}, {"masked_predictions", masked}, {"not_next_probability", p_random}});
+  }
+  return out;
+}
+
+Evaluation PretrainingAdapter::evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+  Evaluation ev;
+  ev.main_metric = main_metric();
+  double mlm_nll = 0, nsp_nll = 0;
+  int64_t masked = 0, mlm_correct = 0, nsp_correct = 0;
+  for (size_t i = 0; i < features.size(); ++i) {
+    const auto o = outputs[i].accessor<float, 2>();
+    const int64_t rows = outputs[i].size(0);
+    for (int64_t k = 0; k + 1 < rows; ++k) {
+      mlm_correct += o[k][0] == o[k][1];
+      mlm_nll += o[k][2];
+      ++masked;
+    }
+    const double l0 = o[rows - 1][0], l1 = o[rows - 1][1];
+    const auto label = static_cast<int64_t>(o[rows - 1][2]);
+    const double top = std::max(l0, l1);
+    const double log_z = top + std::log(std::exp(l0 - top) + std::exp(l1 - top));
+    nsp_nll -= (label == 0 ? l0 : l1) - log_z;
+    nsp_correct += (l1 > l0 ? 1 : 0) == label;
+  }
+  const auto n = static_cast<double>(std::max<size_t>(1, features.size()));
+  ev.metrics["mlm_accuracy"] = masked > 0 ? static_cast<double>(mlm_correct) / static_cast<double>(masked) : 0.0;
+  ev.metrics["mlm_loss"] = masked > 0 ? mlm_nll / static_cast<double>(masked) : 0.0;
+  ev.metrics["nsp_accuracy"] = static_cast<double>(nsp_correct) / n;
+  ev.metrics["nsp_loss"] = nsp_nll / n;
+  ev.predictions = json::array();
+  return ev;
+}
+
+}  // namespace bert::tasks

@@ -1,0 +1,162 @@
+// Pre-training end to end through the `bertft` binary: a vocabulary trained on a generated
+// corpus, a tiny BERT from scratch, instance shards, a few hundred MLM + NSP steps that reach a
+// held-out MLM accuracy far above the unigram guess, export as BertForPreTraining, and a
+// fine-tuning recipe that starts from the result.
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "bert/common/file_util.h"
+#include "tasks/pretraining/instances.h"
+#include "tests/support/test_support.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+/// A made-up language with structure a small model can learn: each document keeps to one of
+/// eight topics (its own nouns, verbs and adjectives, invented from syllables), and sentences
+/// follow a few templates of function words.
+class GeneratedLanguage {
+ public:
+  explicit GeneratedLanguage(uint32_t seed) : rng_(seed) {
+    for (int t = 0; t < 8; ++t) {
+      Topic topic;
+      for (int i = 0; i < 6; ++i) topic.nouns.push_back(word(2));
+      for (int i = 0; i < 4; ++i) topic.verbs.push_back(word(2) + "s");
+      for (int i = 0; i < 4; ++i) topic.adjectives.push_back(word(3));
+      topics_.push_back(topic);
+    }
+  }
+  std::string sentence(int topic) {
+    const auto& t = topics_[static_cast<size_t>(topic)];
+    const auto pick = [&](const std::vector<std::string>& v) { return v[rng_() % v.size()]; };
+    switch (rng_() % 3) {
+      case 0: return "the " + pick(t.adjectives) + " " + pick(t.nouns) + " " + pick(t.verbs) + " near the " + pick(t.nouns) + " .";
+      case 1: return "a " + pick(t.nouns) + " and a " + pick(t.nouns) + " " + pick(t.verbs) + " with the " + pick(t.adjectives) + " " + pick(t.nouns) + " .";
+      default: return "the " + pick(t.nouns) + " " + pick(t.verbs) + " .";
+    }
+  }
+  /// Documents of 6-10 sentences on one topic, blank lines between them.
+  std::string corpus(int documents) {
+    std::string out;
+    for (int d = 0; d < documents; ++d) {
+      const int topic = static_cast<int>(rng_() % 8);
+      const int n = 6 + static_cast<int>(rng_() % 5);
+      for (int s = 0; s < n; ++s) out += sentence(topic) + "\n";
+      out += "\n";
+    }
+    return out;
+  }
+  /// "sentence\tlabel": is the sentence about one of the first four topics?
+  std::string classification(int rows) {
+    std::string out = "sentence\tlabel\n";
+    for (int r = 0; r < rows; ++r) {
+      const int topic = static_cast<int>(rng_() % 8);
+      out += sentence(topic) + "\t" + (topic < 4 ? "first" : "second") + "\n";
+    }
+    return out;
+  }
+
+ private:
+  struct Topic {
+    std::vector<std::string> nouns, verbs, adjectives;
+  };
+  std::string word(int syllables) {
+    static const std::string consonants = "bdfgklmnprstvz", vowels = "aeiou";
+    std::string w;
+    for (int k = 0; k < syllables; ++k) {
+      w += consonants[rng_() % consonants.size()];
+      w += vowels[rng_() % vowels.size()];
+    }
+    return w;
+  }
+  std::mt19937 rng_;
+  std::vector<Topic> topics_;
+};
+
+class PretrainingEndToEnd : public ::testing::Test {
+ protected:
+  int bertft(const std::string& args) {
+    const auto log = dir_.path() / "cli.log";
+    const std::string command = "OMP_WAIT_POLICY=passive " + (fs::path(BERTFT_BINARY_DIR) / "bertft").string() +
+                                " --threads 1 " + args + " > " + log.string() + " 2>&1";
+    const int status = std::system(command.c_str());
+    last_log_ = read_file(log);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  fs::path path(const std::string& name) const { return dir_.path() / name; }
+  testing::TempDir dir_;
+  std::string last_log_;
+};
+
+TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
+  GeneratedLanguage language(7);
+  testing::write_bytes(path("train.txt"), language.corpus(400));
+  testing::write_bytes(path("held.txt"), language.corpus(40));
+  testing::write_bytes(path("cls_train.tsv"), language.classification(256));
+  testing::write_bytes(path("cls_dev.tsv"), language.classification(64));
+  const auto p = [&](const std::string& name) { return path(name).string(); };
+
+  ASSERT_EQ(bertft("vocab " + p("train.txt") + " --out " + p("vocab") + " --vocab-size 400 --lowercase"), 0) << last_log_;
+  ASSERT_EQ(bertft("new-model --vocab " + p("vocab/vocab.txt") + " --lowercase --out " + p("scratch") +
+                   " --hidden 64 --layers 2 --heads 2 --intermediate 128 --max-positions 64"),
+            0)
+      << last_log_;
+  const std::string shard_flags = " --vocab " + p("vocab/vocab.txt") + " --lowercase --max-seq-length 64 --max-predictions-per-seq 10";
+  ASSERT_EQ(bertft("pretrain-data " + p("train.txt") + shard_flags + " --dupe-factor 2 --dynamic-masking --out " + p("shards")), 0)
+      << last_log_;
+  ASSERT_EQ(bertft("pretrain-data " + p("held.txt") + shard_flags + " --dupe-factor 1 --out " + p("held")), 0) << last_log_;
+
+  // The unigram guess: always predicting the most frequent masked token of the held-out set.
+  std::map<int32_t, int64_t> counts;
+  int64_t masked = 0;
+  tasks::InstanceReader reader(path("held") / "instances-00000.bin");
+  tasks::PretrainingInstance instance;
+  while (reader.next(instance))
+    for (const auto label : instance.masked_labels) ++counts[label], ++masked;
+  int64_t most = 0;
+  for (const auto& [id, n] : counts) most = std::max(most, n);
+  const double unigram = static_cast<double>(most) / static_cast<double>(masked);
+
+  testing::write_bytes(path("pretrain.yaml"),
+                       "model: {pretrained: " + p("scratch") + "}\n"
+                       "task: {type: pretraining}\n"
+                       "data: {train: " + p("shards") + ", dev: " + p("held") + "}\n"
+                       "training: {epochs: 12, batch_size: 32, learning_rate: 6.0e-3, warmup_ratio: 0.05, eval_every: 100}\n"
+                       "output: {dir: " + p("runs") + "}\n");
+  ASSERT_EQ(bertft("train " + p("pretrain.yaml") + " --out " + p("pretrained_run")), 0) << last_log_;
+  const auto result = json::parse(read_file(path("pretrained_run") / "result.json"));
+  const double accuracy = result["metrics"]["mlm_accuracy"];
+  RecordProperty("mlm_accuracy", std::to_string(accuracy));
+  RecordProperty("unigram_guess", std::to_string(unigram));
+  EXPECT_GE(result["steps"].get<int64_t>(), 200);
+  EXPECT_GT(accuracy, 2.5 * unigram) << "unigram guess " << unigram << "\n" << result.dump(1);
+  EXPECT_GT(result["metrics"]["nsp_accuracy"].get<double>(), 0.6) << result.dump(1);
+
+  // Export as BertForPreTraining in HF layout; the strict loader takes every key.
+  ASSERT_EQ(bertft("export " + p("pretrained_run") + " --out " + p("pretrained")), 0) << last_log_;
+  EXPECT_EQ(json::parse(read_file(path("pretrained") / "config.json"))["architectures"][0], "BertForPreTraining");
+  ASSERT_EQ(bertft("inspect " + p("pretrained") + " --strict"), 0) << last_log_;
+  EXPECT_NE(last_log_.find("loaded as  BertForPreTraining"), std::string::npos) << last_log_;
+
+  // Fine-tune through a recipe from the pre-trained model.
+  testing::write_bytes(path("finetune.yaml"),
+                       "model: {pretrained: " + p("pretrained") + "}\n"
+                       "task: {type: sequence_classification, max_seq_length: 32}\n"
+                       "data: {train: " + p("cls_train.tsv") + ", dev: " + p("cls_dev.tsv") + "}\n"
+                       "training: {epochs: 4, batch_size: 16, learning_rate: 1.0e-3}\n"
+                       "output: {dir: " + p("runs") + "}\n");
+  ASSERT_EQ(bertft("train " + p("finetune.yaml") + " --out " + p("finetuned")), 0) << last_log_;
+  const auto finetuned = json::parse(read_file(path("finetuned") / "result.json"));
+  EXPECT_GE(finetuned["metrics"]["accuracy"].get<double>(), 0.9) << finetuned.dump(1);
+}
+
+}  // namespace
+}  // namespace bert::recipes
