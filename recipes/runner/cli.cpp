@@ -1,6 +1,8 @@
 #include "recipes/runner/cli.h"
 
 #include <iostream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/resize_vocab.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
@@ -293,6 +296,55 @@ int run_vocab(const VocabArgs& a) {
   return 0;
 }
 
+/// `bertft extend-vocab`: appends tokens to a WordPiece checkpoint's vocabulary (for continued
+/// pre-training on a domain), growing the embeddings and MLM bias as HF's resize_token_embeddings.
+int run_extend_vocab(const std::string& model, const std::string& tokens_file, const std::string& out_dir) {
+  const auto dir = PretrainedDir::find(model);
+  if (!dir.vocab) throw ConfigError(model + ": extend-vocab needs a WordPiece vocab.txt");
+  auto config = BertConfig::from_file(dir.config);
+  std::vector<std::string> vocab;
+  {
+    std::istringstream in(read_file(*dir.vocab));
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      vocab.push_back(line);
+    }
+  }
+  if (static_cast<int64_t>(vocab.size()) != config.vocab_size())
+    throw ConfigError(fmt::format("{}: {} entries but config.json says vocab_size {}", dir.vocab->string(), vocab.size(),
+                                  config.vocab_size()));
+  std::set<std::string> known(vocab.begin(), vocab.end());
+  size_t added = 0, present = 0;
+  std::istringstream in(read_file(tokens_file));
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    if (line.empty()) continue;
+    if (!known.insert(line).second) {
+      ++present;
+      continue;
+    }
+    vocab.push_back(line);
+    ++added;
+  }
+  TensorMap weights = read_weights(dir.weights);
+  grow_vocabulary(weights, config.vocab_size(), static_cast<int64_t>(vocab.size()));
+  config.vocab_size(static_cast<int64_t>(vocab.size()));
+  const fs::path out(out_dir);
+  fs::create_directories(out);
+  std::string text;
+  for (const auto& token : vocab) text += token + "\n";
+  write_file_atomic(out / "vocab.txt", text);
+  for (const auto* file : {"tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::exists(dir.dir / file) && fs::absolute(dir.dir) != fs::absolute(out)) fs::copy_file(dir.dir / file, out / file, fs::copy_options::overwrite_existing);
+  fs::remove(out / "tokenizer.json");  // stale; written again below
+  save_weights(out, weights);
+  save_config(out, config, config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
+  tok::load_tokenizer(PretrainedDir::find(out), config.vocab_size())->save(out);
+  log::info("[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {}", out.string(), added, present,
+            vocab.size() - added, vocab.size());
+  return 0;
+}
+
 /// "i/N" of --shard.
 std::pair<int, int> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
@@ -440,6 +492,14 @@ int run_cli(int argc, char** argv) {
   vocab_cmd->add_option("--min-frequency", vocab.min_frequency, "WordPiece: least count of a merged pair");
   vocab_cmd->add_flag("--lowercase", vocab.lowercase, "WordPiece: uncased (lower-case, strip accents)");
 
+  std::string extend_model, extend_tokens, extend_out;
+  auto* extend_cmd = app.add_subcommand(
+      "extend-vocab", "Append tokens to a WordPiece checkpoint's vocabulary (embeddings grown, new rows = mean)");
+  extend_cmd->add_option("--model", extend_model, "Model directory")->required()->check(CLI::ExistingDirectory);
+  extend_cmd->add_option("--tokens", extend_tokens, "One token per line (e.g. a vocab.txt from `bertft vocab`; "
+                         "tokens already present are skipped)")->required()->check(CLI::ExistingFile);
+  extend_cmd->add_option("--out", extend_out, "Output directory")->required();
+
   std::string recipe_file, out_dir, cache_dir, trial_name, shard = "0/1";
   std::vector<std::string> overrides;
   int jobs = 0;
@@ -500,6 +560,7 @@ int run_cli(int argc, char** argv) {
   if (*new_model_cmd) return run_new_model(new_model);
   if (*pretrain_data_cmd) return run_pretrain_data(pretrain_data);
   if (*vocab_cmd) return run_vocab(vocab);
+  if (*extend_cmd) return run_extend_vocab(extend_model, extend_tokens, extend_out);
   if (*validate_cmd) return run_validate(recipe_file, overrides);
   if (*train_cmd) {
     auto recipe = load_recipe(recipe_file, overrides);

@@ -3,6 +3,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 
+#include "bert/checkpoint/resize_vocab.h"
+
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/checkpoint/safetensors.h"
@@ -193,6 +195,30 @@ TEST_F(CheckpointTest, MissingWeightsNameTheDirectory) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("no weights (looked for model.safetensors"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace bert
+
+namespace bert {
+namespace {
+
+TEST(GrowVocabulary, NewRowsAreTheMeanNewBiasZeroOldUnchanged) {
+  TensorMap weights;
+  weights["bert.embeddings.word_embeddings.weight"] = torch::arange(12, torch::kFloat).view({4, 3});
+  weights["cls.predictions.bias"] = torch::ones({4});
+  weights["bert.embeddings.position_embeddings.weight"] = torch::zeros({8, 3});
+  const auto old_embedding = weights["bert.embeddings.word_embeddings.weight"].clone();
+  grow_vocabulary(weights, 4, 6);
+  const auto& e = weights["bert.embeddings.word_embeddings.weight"];
+  ASSERT_EQ(e.sizes(), torch::IntArrayRef({6, 3}));
+  EXPECT_TRUE(torch::equal(e.narrow(0, 0, 4), old_embedding));
+  EXPECT_TRUE(torch::allclose(e[4], old_embedding.mean(0)));
+  EXPECT_TRUE(torch::allclose(e[5], old_embedding.mean(0)));
+  EXPECT_TRUE(torch::equal(weights["cls.predictions.bias"], torch::tensor({1.f, 1.f, 1.f, 1.f, 0.f, 0.f})));
+  EXPECT_EQ(weights["bert.embeddings.position_embeddings.weight"].size(0), 8);  // not vocabulary-sized
+  EXPECT_THROW(grow_vocabulary(weights, 6, 5), CheckpointError);
+  EXPECT_THROW(grow_vocabulary(weights, 4, 8), CheckpointError);  // rows do not match old_size
 }
 
 }  // namespace

@@ -10,7 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/file_util.h"
+#include "bert/model/pretraining.h"
+#include "bert/tokenizer/factory.h"
 #include "tasks/pretraining/instances.h"
 #include "tests/support/test_support.h"
 
@@ -156,6 +160,51 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
   ASSERT_EQ(bertft("train " + p("finetune.yaml") + " --out " + p("finetuned")), 0) << last_log_;
   const auto finetuned = json::parse(read_file(path("finetuned") / "result.json"));
   EXPECT_GE(finetuned["metrics"]["accuracy"].get<double>(), 0.9) << finetuned.dump(1);
+}
+
+}  // namespace
+}  // namespace bert::recipes
+
+namespace bert::recipes {
+namespace {
+
+// Continued pre-training with a larger vocabulary: extend-vocab appends domain tokens, the
+// embeddings grow (old rows unchanged, new rows the mean), the strict loader takes the result,
+// old-token outputs are unchanged and a new token is one piece.
+TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
+  testing::write_bytes(path("vocab.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n##s\n.\n");
+  const auto p = [&](const std::string& name) { return path(name).string(); };
+  ASSERT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("base") + " --hidden 32 --layers 1 --heads 2 "
+                   "--intermediate 64 --max-positions 32"),
+            0)
+      << last_log_;
+  testing::write_bytes(path("domain.txt"), "cat\nkinase\n##ase\nenzyme\n");
+  ASSERT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") + " --out " + p("grown")), 0) << last_log_;
+  EXPECT_NE(last_log_.find("3 tokens added (1 already present), vocabulary 10 -> 13"), std::string::npos) << last_log_;
+  EXPECT_EQ(json::parse(read_file(path("grown") / "config.json"))["vocab_size"], 13);
+  ASSERT_EQ(bertft("inspect " + p("grown") + " --strict"), 0) << last_log_;
+  EXPECT_NE(last_log_.find("13 entries"), std::string::npos) << last_log_;
+  const auto before = read_file(path("base") / "vocab.txt");
+  EXPECT_EQ(read_file(path("grown") / "vocab.txt"), before + "kinase\n##ase\nenzyme\n");
+
+  const auto load = [](const fs::path& d) {
+    const auto dir = PretrainedDir::find(d);
+    BertForPreTraining model(BertConfig::from_file(dir.config));
+    LoadOptions options;
+    options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
+    load_state_dict(*model, read_weights(dir.weights), d.string(), options);
+    model->eval();
+    return model;
+  };
+  auto base = load(path("base")), grown = load(path("grown"));
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::tensor({2, 5, 6, 7, 9, 3}, torch::kLong).view({1, 6});
+  const auto a = base->forward(ids), b = grown->forward(ids);
+  EXPECT_TRUE(torch::allclose(a.prediction_logits, b.prediction_logits.narrow(2, 0, 10), 1e-6, 1e-6));
+  EXPECT_TRUE(torch::equal(a.seq_relationship_logits, b.seq_relationship_logits));
+  const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(path("grown")), 13);
+  const auto e = tokenizer->encode("the kinase");
+  EXPECT_EQ(e.ids, (std::vector<int64_t>{2, 5, 10, 3}));
 }
 
 }  // namespace
