@@ -418,6 +418,7 @@ int run_cli(int argc, char** argv) {
   quick_cmd->add_option("--out", quickstart.out, "Output directory");
   quick_cmd->add_option("--seed", quickstart.seed, "Random seed");
   quick_cmd->add_option("--jobs", quickstart.jobs, "Trials in parallel")->check(CLI::PositiveNumber);
+  quick_cmd->add_flag("--pretrain", quickstart.pretrain, "Pre-train the small BERT (MLM + NSP) on generated text first");
 
   ScoreOptions score;
   auto* score_cmd = app.add_subcommand(
