@@ -139,7 +139,13 @@ Batch PretrainingAdapter::collate(const FeatureSet& features, const std::vector<
   for (int64_t r = 0; r < rows; ++r) {
     const auto index = static_cast<size_t>(indices[static_cast<size_t>(r)]);
     auto instance = set.instance(index);
-    if (instance.masked_positions.empty()) {  // stored unmasked: mask now, freshly each use
+    if (options_.dynamic_masking) {  // undo the stored masks: the labels are the original tokens
+      for (size_t k = 0; k < instance.masked_positions.size(); ++k)
+        instance.tokens[static_cast<size_t>(instance.masked_positions[k])] = instance.masked_labels[k];
+      instance.masked_positions.clear();
+      instance.masked_labels.clear();
+    }
+    if (instance.masked_positions.empty()) {  // unmasked: mask now, freshly each use
       uint32_t use = 0;
       {
         std::lock_guard<std::mutex> lock(set.uses_mutex);

@@ -15,6 +15,10 @@ namespace bert::tasks {
 
 /// Options of the `pretraining` task (masking on the fly, for shards written unmasked).
 struct PretrainingOptions {
+  /// Mask on the fly, freshly each time an instance is used (RoBERTa's dynamic masking), even
+  /// when the shards hold static masks (their original tokens are restored first). Shards
+  /// written with --dynamic-masking are always masked on the fly.
+  bool dynamic_masking = false;
   double masked_lm_prob = 0.15;
   int64_t max_predictions_per_seq = 20;
   bool whole_word_mask = false;
@@ -24,6 +28,7 @@ struct PretrainingOptions {
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
+    field("dynamic_masking", self.dynamic_masking, "Mask on the fly each time (ignore the shards' static masks)");
     field("masked_lm_prob", self.masked_lm_prob, "Dynamic masking: share of tokens to predict");
     field("max_predictions_per_seq", self.max_predictions_per_seq, "Dynamic masking: most masked positions");
     field("whole_word_mask", self.whole_word_mask, "Dynamic masking: mask whole words");

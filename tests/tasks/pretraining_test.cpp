@@ -185,6 +185,41 @@ TEST_F(PretrainingDataTest, ShardsRoundTripAndDynamicMaskingStoresPlainInstances
     EXPECT_EQ(plain[0].masked_labels[m], before[static_cast<size_t>(plain[0].masked_positions[m])]);
 }
 
+// `dynamic_masking: true` in the recipe re-masks statically masked shards on every use (the
+// stored masks undone first); without it the stored masks are used as they are.
+TEST_F(PretrainingDataTest, DynamicMaskingFromTheRecipeRemasksStaticShards) {
+  auto documents = corpus();
+  documents.resize(50);
+  PretrainingDataOptions options;
+  options.dupe_factor = 1;
+  const auto& special = tokenizer_->special_tokens();
+  const auto instances = create_instances(documents, options, special, tokenizer_->vocab_size());
+  write_instance_shards(instances, dir_.path() / "static", options, special.mask_id);
+  data::DataSpec spec;
+  spec.path = dir_.path() / "static";
+
+  auto fixed = TaskRegistry::global().create("pretraining", YamlReader(YAML::Load("{}"), "t"));
+  const auto fixed_features = fixed->featurize(fixed->read(spec), *tokenizer_, true);
+  const auto stored = fixed->collate(*fixed_features, {0});
+  const auto& want = instances[0];
+  ASSERT_EQ(stored.masked_positions.size(0), static_cast<int64_t>(want.masked_positions.size()));
+  for (size_t k = 0; k < want.masked_positions.size(); ++k)
+    EXPECT_EQ(stored.masked_positions[static_cast<int64_t>(k)][1].item<int64_t>(), want.masked_positions[k]);
+
+  auto dynamic = TaskRegistry::global().create("pretraining", YamlReader(YAML::Load("{dynamic_masking: true}"), "t"));
+  const auto features = dynamic->featurize(dynamic->read(spec), *tokenizer_, true);
+  const auto first = dynamic->collate(*features, {0}), second = dynamic->collate(*features, {0});
+  EXPECT_FALSE(torch::equal(first.masked_positions, second.masked_positions));
+  auto original = want.tokens;
+  for (size_t k = 0; k < want.masked_positions.size(); ++k)
+    original[static_cast<size_t>(want.masked_positions[k])] = want.masked_labels[k];
+  const auto ids = first.input_ids[0];
+  std::set<int64_t> masked;
+  for (int64_t k = 0; k < first.masked_positions.size(0); ++k) masked.insert(first.masked_positions[k][1].item<int64_t>());
+  for (size_t t = 0; t < original.size(); ++t)
+    if (!masked.count(static_cast<int64_t>(t))) EXPECT_EQ(ids[static_cast<int64_t>(t)].item<int64_t>(), original[t]) << t;
+}
+
 // The pretraining task model and loss are HF BertForPreTraining's: loss (MLM + NSP) and the MLM
 // logits at the masked positions of the fixture, and every key of HF's checkpoint loads.
 TEST(PretrainingParity, LossAndMaskedLogitsMatchHf) {
