@@ -515,6 +515,8 @@ int run_cli(int argc, char** argv) {
   train_cmd->add_option("--out", out_dir, "Run directory (default <output.dir>/train)");
   train_cmd->add_option("--cache", cache_dir, "Feature cache directory (default <output.dir>/cache)");
   train_cmd->add_option("--trial-name", trial_name, "Name recorded in result.json (set by sweep)");
+  bool no_cache = false;
+  train_cmd->add_flag("--no-cache", no_cache, "Tokenise the data without the feature cache");
 
   auto* sweep_cmd = app.add_subcommand(
       "sweep", "Run a recipe's hyperparameter sweep: trials, leaderboard, best model exported");
@@ -522,6 +524,7 @@ int run_cli(int argc, char** argv) {
   sweep_cmd->add_option("--set", overrides, "Override a recipe key: key=value (dotted key)");
   sweep_cmd->add_option("--jobs", jobs, "Trials in parallel (threads are split between them)")->check(CLI::NonNegativeNumber);
   sweep_cmd->add_option("--shard", shard, "Run the trials i, i+N, ... of N (for several machines): i/N");
+  sweep_cmd->add_flag("--no-cache", no_cache, "Every trial tokenises its data itself (no shared feature cache)");
 
   std::string export_run, export_out;
   auto* export_cmd = app.add_subcommand("export", "Write a run's best model in Hugging Face layout");
@@ -567,7 +570,7 @@ int run_cli(int argc, char** argv) {
     auto recipe = load_recipe(recipe_file, overrides);
     if (threads == 0 && recipe.training.threads > 0) configure_threads(static_cast<int>(recipe.training.threads));
     const fs::path out = out_dir.empty() ? recipe.output.dir / "train" : fs::path(out_dir);
-    const fs::path cache = cache_dir.empty() ? recipe.output.dir / "cache" : fs::path(cache_dir);
+    const fs::path cache = no_cache ? fs::path() : cache_dir.empty() ? recipe.output.dir / "cache" : fs::path(cache_dir);
     // The run directory keeps its resolved recipe (export reads it; a resume must not mix recipes).
     fs::create_directories(out);
     const auto resolved = dump_recipe(recipe.root);
@@ -582,6 +585,7 @@ int run_cli(int argc, char** argv) {
     SweepOptions options;
     options.jobs = jobs;
     options.threads = threads;
+    options.feature_cache = !no_cache;
     std::tie(options.shard_index, options.shard_count) = parse_shard(shard);
     return run_sweep(recipe, options);
   }

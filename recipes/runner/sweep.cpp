@@ -167,7 +167,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
 
   // Tokenise each distinct dataset setting once, before the trials start.
   std::set<std::string> prepared;
-  for (const auto* t : pending) {
+  for (const auto* t : options.feature_cache ? pending : std::vector<const Trial*>{}) {
     const auto key = dump_recipe(t->recipe.root["task"]) + dump_recipe(t->recipe.root["data"]) + t->recipe.model.pretrained.string();
     if (!prepared.insert(key).second) continue;
     try {
@@ -189,9 +189,14 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
       const auto* t = pending[next++];
       const auto tdir = dir / "trials" / t->name;
       log::info("[sweep] {}: starting ({} threads; log {})", t->name, threads, (tdir / "train.log").string());
-      const pid_t pid = spawn({executable.string(), "--threads", std::to_string(threads), "train", (tdir / "recipe.yaml").string(),
-                               "--out", tdir.string(), "--cache", (dir / "cache").string(), "--trial-name", t->name},
-                              tdir / "train.log");
+      std::vector<std::string> argv = {executable.string(), "--threads", std::to_string(threads), "train",
+                                       (tdir / "recipe.yaml").string(), "--out", tdir.string(), "--trial-name", t->name};
+      if (options.feature_cache) {
+        argv.insert(argv.end(), {"--cache", (dir / "cache").string()});
+      } else {
+        argv.push_back("--no-cache");
+      }
+      const pid_t pid = spawn(argv, tdir / "train.log");
       running.emplace(pid, t);
     }
     int status = 0;

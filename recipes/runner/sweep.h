@@ -31,6 +31,7 @@ struct SweepOptions {
   int shard_count = 1;
   int threads = 0;          ///< total intra-op threads to split between jobs (0 = all cores)
   std::filesystem::path executable;  ///< the bertft binary that runs each trial ("train")
+  bool feature_cache = true;  ///< false: every trial tokenises its data itself (benchmarks)
 };
 
 /// Runs a sweep in recipe.output.dir: plan.json, a directory per trial (trials/<name>/ with

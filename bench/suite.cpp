@@ -1,0 +1,380 @@
+// The bertft benchmark suite (issue 6): gemm, train_step, infer, seq_scaling, tokenizer, load,
+// sweep. Every model figure is also given as a ratio to the GEMM ceiling of the same precision
+// measured in the same run (MFU), so machine noise cancels, and next to the Hugging Face
+// transformers baseline measured on this machine (../shared/docs/FACTS.md).
+// Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]
+#include <ATen/autocast_mode.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <torch/torch.h>
+
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/file_util.h"
+#include "bert/common/threads.h"
+#include "bert/model/pretraining.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "recipes/runner/new_model.h"
+#include "tasks/registry.h"
+#include "tasks/training/optimizer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using bert::tasks::Batch;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+/// Best wall time of `iters` calls of `fn` after one warm-up call.
+template <class Fn>
+double best_time(int iters, Fn&& fn) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < iters; ++i) {
+    const auto t = Clock::now();
+    fn();
+    best = std::min(best, since(t));
+  }
+  return best;
+}
+
+struct Autocast {
+  explicit Autocast(bool on) : on_(on) {
+    if (on_) {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    }
+  }
+  ~Autocast() {
+    if (on_) {
+      at::autocast::clear_cache();
+      at::autocast::set_cpu_enabled(false);
+    }
+  }
+  bool on_;
+};
+
+/// Peak resident set (VmHWM) since the last reset, in MiB.
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+double peak_rss_mib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+bert::BertConfig base_config() {
+  bert::BertConfig c;  // bert-base-cased shape
+  c.vocab_size(28996);
+  return c;
+}
+
+/// Matmul parameters of BERT-base (no embeddings: they do lookups, not FLOPs) and attention
+/// FLOPs: the basis of the training and inference FLOP counts.
+double matmul_params(const bert::BertConfig& c) {
+  const double H = c.hidden_size(), I = c.intermediate_size(), L = c.num_hidden_layers();
+  return L * (4 * H * H + 2 * H * I) + H * H + 2 * H;  // layers, pooler, 2-label head
+}
+double forward_flops(const bert::BertConfig& c, double batch, double seq) {
+  const double tokens = batch * seq;
+  return 2 * matmul_params(c) * tokens + 4.0 * c.num_hidden_layers() * tokens * seq * c.hidden_size();
+}
+
+Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
+  Batch b;
+  b.input_ids = torch::randint(1000, vocab, {batch, seq});
+  b.attention_mask = torch::ones({batch, seq}, torch::kLong);
+  b.token_type_ids = torch::zeros({batch, seq}, torch::kLong);
+  b.labels = torch::randint(0, 2, {batch});
+  for (int64_t i = 0; i < batch; ++i) b.feature_indices.push_back(i), b.lengths.push_back(seq);
+  return b;
+}
+
+struct Suite {
+  int iters = 2;
+  int threads = 1;
+  json results = json::object();
+  std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
+
+  std::unique_ptr<bert::tasks::TaskAdapter> adapter() const {
+    auto a = bert::tasks::TaskRegistry::global().create("sequence_classification", bert::YamlReader(YAML::Load("{}"), "bench"));
+    a->set_labels({"0", "1"});
+    return a;
+  }
+
+  void gemm() {
+    fmt::print("\n== gemm: the ceiling (linear, tokens 1024) ==\n{:<28} {:>10} {:>10}\n", "shape", "fp32 TF/s", "bf16 TF/s");
+    const int64_t T = 1024, H = 768, I = 3072;
+    for (const auto& [name, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
+             {"qkv/out 768x768", H, H}, {"ffn up 768x3072", H, I}, {"ffn down 3072x768", I, H}}) {
+      double tf[2];
+      for (int bf16 = 0; bf16 < 2; ++bf16) {
+        // bf16 operands made once: the ceiling is the matmul itself (oneDNN / AMX), not casts.
+        const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const auto x = torch::randn({T, k}).to(dtype), w = torch::randn({n, k}).to(dtype);
+        torch::NoGradGuard no_grad;
+        const double s = best_time(iters + 5, [&] { torch::linear(x, w); });
+        tf[bf16] = 2.0 * T * k * n / s / 1e12;
+        results["gemm"][name][bf16 ? "bf16_tflops" : "fp32_tflops"] = tf[bf16];
+      }
+      fmt::print("{:<28} {:>10.3f} {:>10.3f}\n", name, tf[0], tf[1]);
+      if (name == "ffn up 768x3072") ceiling = {{"fp32", tf[0]}, {"bf16", tf[1]}};
+    }
+  }
+
+  void train_step() {
+    fmt::print("\n== train_step: bert-base seq classification, forward + backward + AdamW (clip 1.0) ==\n");
+    fmt::print("{:<16} {:>8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>10}\n", "shape", "fwd s", "bwd s", "opt s",
+               "step s", "tokens/s", "TFLOP/s", "MFU", "peak MiB", "vs HF");
+    const auto config = base_config();
+    const auto a = adapter();
+    // HF transformers + PyTorch 1.13 on this machine (FACTS.md): seconds per step.
+    const std::map<std::string, double> hf = {{"8x128 fp32", 5.2}, {"8x128 bf16", 1.76}};
+    for (const int64_t batch : {8, 32})
+      for (const bool bf16 : {false, true}) {
+        torch::manual_seed(0);
+        auto model = a->build_model(config);
+        model->train();
+        auto optimizer = bert::tasks::make_adamw(*model, {});
+        std::vector<torch::Tensor> params;
+        for (const auto& p : model->parameters()) params.push_back(p);
+        const auto b = random_batch(batch, 128, config.vocab_size());
+        reset_peak_rss();
+        double fwd = 1e30, bwd = 1e30, opt = 1e30, step = 1e30;
+        for (int i = 0; i <= iters; ++i) {
+          const auto t0 = Clock::now();
+          torch::Tensor loss;
+          {
+            Autocast autocast(bf16);
+            loss = a->loss(model->forward(b), b);
+          }
+          const auto t1 = Clock::now();
+          loss.backward();
+          const auto t2 = Clock::now();
+          torch::nn::utils::clip_grad_norm_(params, 1.0);
+          optimizer->step();
+          optimizer->zero_grad();
+          const auto t3 = Clock::now();
+          if (i == 0) continue;  // warm-up
+          const auto d = [](auto x, auto y) { return std::chrono::duration<double>(y - x).count(); };
+          fwd = std::min(fwd, d(t0, t1));
+          bwd = std::min(bwd, d(t1, t2));
+          opt = std::min(opt, d(t2, t3));
+          step = std::min(step, d(t0, t3));
+        }
+        const double tokens = static_cast<double>(batch * 128);
+        const double flops = 3 * forward_flops(config, static_cast<double>(batch), 128);
+        const double tflops = flops / step / 1e12;
+        const std::string precision = bf16 ? "bf16" : "fp32";
+        const std::string name = fmt::format("{}x128 {}", batch, precision);
+        const double mfu = tflops / ceiling[precision];
+        const auto it = hf.find(name);
+        const std::string vs_hf = it == hf.end() ? "-" : fmt::format("{:.2f}x", it->second / step);
+        fmt::print("{:<16} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.3f} {:>7.2f} {:>9.0f} {:>10}\n", name, fwd, bwd,
+                   opt, step, tokens / step, tflops, mfu, peak_rss_mib(), vs_hf);
+        results["train_step"][name] = {{"forward_s", fwd}, {"backward_s", bwd}, {"optimizer_s", opt}, {"step_s", step},
+                                       {"tokens_per_s", tokens / step}, {"tflops", tflops}, {"mfu", mfu},
+                                       {"peak_rss_mib", peak_rss_mib()}};
+        if (it != hf.end()) results["train_step"][name]["speedup_vs_hf"] = it->second / step;
+      }
+  }
+
+  void infer() {
+    fmt::print("\n== infer: bert-base seq classification, eval, no_grad ==\n{:<18} {:>9} {:>10} {:>9} {:>7} {:>10}\n",
+               "shape", "seconds", "seq/s", "TFLOP/s", "MFU", "vs HF");
+    const auto config = base_config();
+    const auto a = adapter();
+    torch::manual_seed(0);
+    auto model = a->build_model(config);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const std::map<std::string, double> hf = {{"32x128 fp32", 5.8}, {"32x128 bf16", 15.3}};  // sequences/s
+    for (const int64_t seq : {128, 384})
+      for (const bool bf16 : {false, true}) {
+        if (seq == 384 && !bf16) continue;  // fp32 at 384 would take minutes; bf16 is the fast path
+        for (const int64_t batch : {1, 8, 32}) {
+          const auto b = random_batch(batch, seq, config.vocab_size());
+          Autocast autocast(bf16);
+          const double s = best_time(batch * seq >= 32 * 384 ? 1 : iters, [&] { model->forward(b); });
+          const std::string precision = bf16 ? "bf16" : "fp32";
+          const std::string name = fmt::format("{}x{} {}", batch, seq, precision);
+          const double tflops = forward_flops(config, static_cast<double>(batch), static_cast<double>(seq)) / s / 1e12;
+          const auto it = hf.find(name);
+          const std::string vs_hf = it == hf.end() ? "-" : fmt::format("{:.2f}x", (batch / s) / it->second);
+          fmt::print("{:<18} {:>9.4f} {:>10.2f} {:>9.3f} {:>7.2f} {:>10}\n", name, s, batch / s, tflops,
+                     tflops / ceiling[precision], vs_hf);
+          results["infer"][name] = {{"seconds", s}, {"sequences_per_s", batch / s}, {"tflops", tflops},
+                                    {"mfu", tflops / ceiling[precision]}};
+          if (batch == 1) results["infer"][name]["latency_ms"] = s * 1e3;
+          if (it != hf.end()) results["infer"][name]["speedup_vs_hf"] = (batch / s) / it->second;
+        }
+      }
+  }
+
+  void seq_scaling() {
+    fmt::print("\n== seq_scaling: bf16 forward, 4096 tokens per batch ==\n{:<10} {:>9} {:>11} {:>9} {:>15}\n", "shape",
+               "seconds", "tokens/s", "TFLOP/s", "attention share");
+    const auto config = base_config();
+    const auto a = adapter();
+    auto model = a->build_model(config);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    for (const int64_t seq : {64, 128, 256, 512}) {
+      const int64_t batch = 4096 / seq;
+      const auto b = random_batch(batch, seq, config.vocab_size());
+      Autocast autocast(true);
+      const double s = best_time(1, [&] { model->forward(b); });
+      const double flops = forward_flops(config, static_cast<double>(batch), static_cast<double>(seq));
+      const double attention = 4.0 * config.num_hidden_layers() * 4096.0 * seq * config.hidden_size();
+      fmt::print("{:<10} {:>9.3f} {:>11.0f} {:>9.3f} {:>14.1f}%\n", fmt::format("{}x{}", batch, seq), s, 4096 / s,
+                 flops / s / 1e12, 100 * attention / flops);
+      results["seq_scaling"][std::to_string(seq)] = {{"seconds", s}, {"tokens_per_s", 4096 / s},
+                                                     {"tflops", flops / s / 1e12}, {"attention_flop_share", attention / flops}};
+    }
+  }
+
+  void tokenizer(const fs::path& shared) {
+    const auto squad = shared / "data" / "squad" / "dev-v1.1.json";
+    const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
+    if (!fs::exists(squad) || !fs::exists(vocab)) {
+      fmt::print("\n(tokenizer skipped: {} not found)\n", squad.string());
+      return;
+    }
+    const auto data = json::parse(bert::read_file(squad));
+    std::vector<std::pair<std::string, std::optional<std::string>>> texts;
+    double bytes = 0;
+    for (const auto& article : data["data"])
+      for (const auto& paragraph : article["paragraphs"]) {
+        texts.emplace_back(paragraph["context"].get<std::string>(), std::nullopt);
+        bytes += static_cast<double>(texts.back().first.size());
+      }
+    bert::tok::WordPieceOptions options;
+    options.normalizer.lowercase = false;
+    options.normalizer.strip_accents = false;
+    const auto tok = bert::tok::WordPieceTokenizer::from_file(vocab, options);
+    fmt::print("\n== tokenizer: SQuAD v1.1 dev contexts ({:.1f} MB), bert-base-cased vocab ==\n{:<12} {:>9} {:>8} {:>11}\n",
+               bytes / 1e6, "threads", "seconds", "MB/s", "Mtokens/s");
+    for (const int t : {1, threads}) {
+      size_t n = 0;
+      const double s = best_time(iters, [&] {
+        n = 0;
+        for (const auto& e : tok->encode_batch(texts, {}, t)) n += e.size();
+      });
+      fmt::print("{:<12} {:>9.3f} {:>8.1f} {:>11.2f}\n", t, s, bytes / s / 1e6, static_cast<double>(n) / s / 1e6);
+      results["tokenizer"][fmt::format("threads_{}", t)] = {{"mb_per_s", bytes / s / 1e6}, {"tokens_per_s", n / s}};
+    }
+  }
+
+  void load(const fs::path& tmp) {
+    fmt::print("\n== load: bert-base BertForPreTraining model.safetensors ==\n");
+    const auto config = base_config();
+    {
+      torch::manual_seed(0);
+      bert::BertForPreTraining model(config);
+      auto tensors = bert::state_dict(*model);
+      bert::save_weights(tmp / "load", tensors);
+    }
+    const auto file = tmp / "load" / "model.safetensors";
+    bert::BertForPreTraining target(config);
+    reset_peak_rss();
+    const double before = peak_rss_mib();
+    const auto t = Clock::now();
+    const auto weights = bert::read_weights(file);
+    const double read_s = since(t);
+    bert::LoadOptions options;
+    options.tied_aliases = bert::BertForPreTrainingImpl::tied_aliases();
+    bert::load_state_dict(*target, weights, file.string(), options);
+    const double total_s = since(t);
+    const double mib = static_cast<double>(fs::file_size(file)) / (1 << 20);
+    fmt::print("{:.0f} MiB file: read {:.3f} s, read + load_state_dict {:.3f} s ({:.0f} MiB/s); peak RSS +{:.0f} MiB "
+               "over the model\n",
+               mib, read_s, total_s, mib / total_s, peak_rss_mib() - before);
+    results["load"] = {{"file_mib", mib}, {"read_s", read_s}, {"total_s", total_s}, {"peak_rss_extra_mib", peak_rss_mib() - before}};
+  }
+
+  void sweep(const fs::path& shared, const fs::path& tmp, const fs::path& bertft) {
+    const auto mrpc = shared / "data" / "glue" / "MRPC";
+    const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
+    if (!fs::exists(mrpc / "train.tsv") || !fs::exists(bertft)) {
+      fmt::print("\n(sweep skipped: MRPC or the bertft binary missing)\n");
+      return;
+    }
+    bert::tok::WordPieceOptions options;
+    options.normalizer.lowercase = false;
+    options.normalizer.strip_accents = false;
+    const auto tok = bert::tok::WordPieceTokenizer::from_file(vocab, options);
+    bert::BertConfig config;
+    config.vocab_size(tok->vocab_size()).hidden_size(64).num_hidden_layers(2).num_attention_heads(2)
+        .intermediate_size(256).max_position_embeddings(128);
+    bert::recipes::write_random_model(tmp / "sweep_model", config, *tok, 0);
+    const auto recipe = tmp / "sweep.yaml";
+    std::ofstream(recipe) << "model: {pretrained: " << (tmp / "sweep_model").string() << "}\n"
+                          << "task: {type: sequence_classification, max_seq_length: 128}\n"
+                          << "data: {train: " << (mrpc / "train.tsv").string() << ", dev: " << (mrpc / "dev.tsv").string() << "}\n"
+                          << "training: {epochs: 1, batch_size: 32, learning_rate: 1.0e-3, log_every: 1000}\n"
+                          << "sweep: {grid: {learning_rate: [1.0e-3, 5.0e-4]}, seeds: [1, 2]}\n";
+    fmt::print("\n== sweep: MRPC (3668 train / 408 dev), tiny BERT, 4 trials of 1 epoch ==\n{:<34} {:>9}\n", "setting",
+               "seconds");
+    for (const auto& [name, flags] : std::vector<std::pair<std::string, std::string>>{
+             {"1 job, no feature cache", "--jobs 1 --no-cache"},
+             {"1 job, feature cache", "--jobs 1"},
+             {"2 jobs, feature cache", "--jobs 2"}}) {
+      const auto out = tmp / ("sweep_" + std::to_string(results["sweep"].size()));
+      const auto command = fmt::format("OMP_WAIT_POLICY=passive {} --threads {} sweep {} --set output.dir={} {} > {} 2>&1",
+                                       bertft.string(), threads, recipe.string(), out.string(), flags,
+                                       (tmp / "sweep.log").string());
+      const auto t = Clock::now();
+      const int rc = std::system(command.c_str());
+      const double s = since(t);
+      fmt::print("{:<34} {:>9.1f}{}\n", name, s, rc == 0 ? "" : "  (failed: see " + (tmp / "sweep.log").string() + ")");
+      results["sweep"][name] = s;
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only = "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep", json_out;
+  int iters = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--json")) json_out = argv[i + 1];
+  }
+  const auto wants = [&](const std::string& name) { return ("," + only + ",").find("," + name + ",") != std::string::npos; };
+  Suite suite;
+  suite.iters = iters;
+  suite.threads = bert::configure_threads(0);
+  const fs::path shared = fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("bertft-bench-{}", ::getpid());
+  fs::create_directories(tmp);
+  const auto start = Clock::now();
+  fmt::print("bertft benchmark suite | {} threads | LibTorch {} | OMP_WAIT_POLICY={}\n", suite.threads, TORCH_VERSION,
+             std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(default)");
+  suite.results["threads"] = suite.threads;
+  if (wants("gemm") || wants("train_step") || wants("infer")) suite.gemm();
+  if (wants("train_step")) suite.train_step();
+  if (wants("infer")) suite.infer();
+  if (wants("seq_scaling")) suite.seq_scaling();
+  if (wants("tokenizer")) suite.tokenizer(shared);
+  if (wants("load")) suite.load(tmp);
+  if (wants("sweep")) suite.sweep(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
+  fs::remove_all(tmp);
+  suite.results["seconds"] = since(start);
+  fmt::print("\nsuite time {:.0f} s\n", since(start));
+  if (!json_out.empty()) std::ofstream(json_out) << suite.results.dump(2) << "\n";
+  fmt::print("{}\n", suite.results.dump());
+  return 0;
+}
