@@ -21,7 +21,8 @@ bool is_no_decay_parameter(const std::string& name);
 
 /// AdamW (torch.optim.AdamW: decoupled weight decay, bias-corrected moments) over `model`'s
 /// trainable parameters in two groups: weight_decay for the rest, 0 for is_no_decay_parameter().
-/// Group 0 = decayed, group 1 = not decayed.
+/// Group 0 = decayed, group 1 = not decayed. The update of float32 CPU parameters runs fused
+/// (one pass per tensor, same arithmetic as torch's AdamW); state and checkpoints are AdamW's.
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, const AdamWSettings& settings);
 
 /// Sets the learning rate of every parameter group.

@@ -117,3 +117,53 @@ TEST(LossScaler, Fp16NeedsCuda) {
 
 }  // namespace
 }  // namespace bert::tasks
+
+namespace bert::tasks {
+namespace {
+
+// The fused update gives torch::optim::AdamW's results (the same arithmetic per element; torch's
+// vectorised kernels may fuse a multiply-add, so the last bit can differ), for both decay groups,
+// over several steps, and its state round-trips through torch::save / load.
+TEST(FusedAdamW, MatchesTorchAdamWAndRoundTripsItsState) {
+  torch::manual_seed(3);
+  torch::nn::Sequential a(torch::nn::Linear(37, 53), torch::nn::LayerNorm(torch::nn::LayerNormOptions({53})));
+  torch::nn::Sequential b(torch::nn::Linear(37, 53), torch::nn::LayerNorm(torch::nn::LayerNormOptions({53})));
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < a->parameters().size(); ++i) b->parameters()[i].copy_(a->parameters()[i]);
+  }
+  AdamWSettings settings{1e-2, 0.1, 0.9, 0.999, 1e-8};
+  auto fused = make_adamw(*a, settings);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : b->named_parameters()) (is_no_decay_parameter(p.key()) ? no_decay : decay).push_back(p.value());
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.1)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.0)));
+  torch::optim::AdamW reference(std::move(groups), torch::optim::AdamWOptions(1e-2));
+  for (int step = 0; step < 5; ++step) {
+    // The same gradients for both (Adam divides by sqrt(v), so it would amplify the last-bit
+    // differences of gradients computed from slightly different weights).
+    for (size_t i = 0; i < a->parameters().size(); ++i) {
+      const auto g = torch::randn_like(a->parameters()[i]) * (i % 2 ? 1e-3 : 1.0);
+      a->parameters()[i].mutable_grad() = g.clone();
+      b->parameters()[i].mutable_grad() = g.clone();
+    }
+    fused->step();
+    reference.step();
+    fused->zero_grad();
+    reference.zero_grad();
+  }
+  for (size_t i = 0; i < a->parameters().size(); ++i) {
+    const auto p = b->parameters()[i];
+    EXPECT_LE(testing::max_abs_diff(a->parameters()[i], p), 1e-7 * (1.0 + p.abs().max().item<double>())) << i;
+    EXPECT_FALSE(torch::equal(p, torch::zeros_like(p)));
+  }
+  testing::TempDir dir;
+  torch::save(*fused, (dir.path() / "opt.pt").string());
+  auto restored = make_adamw(*a, settings);
+  torch::load(*restored, (dir.path() / "opt.pt").string());
+  EXPECT_EQ(restored->state().size(), fused->state().size());
+}
+
+}  // namespace
+}  // namespace bert::tasks
