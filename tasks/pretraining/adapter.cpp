@@ -26,7 +26,7 @@ ShardFeatureSet::~ShardFeatureSet() {
     if (m.data != nullptr) ::munmap(const_cast<char*>(m.data), m.size);
 }
 
-void ShardFeatureSet::open(const std::vector<fs::path>& shards) {
+void ShardFeatureSet::open(const std::vector<fs::path>& shards, int64_t limit) {
   for (const auto& path : shards) {
     const int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) throw DataError(path.string() + ": cannot open");
@@ -53,6 +53,7 @@ void ShardFeatureSet::open(const std::vector<fs::path>& shards) {
       offset += bytes;
     }
   }
+  if (limit > 0 && index_.size() > static_cast<size_t>(limit)) index_.resize(static_cast<size_t>(limit));
   uses.assign(index_.size(), 0);
 }
 
@@ -113,7 +114,7 @@ std::shared_ptr<FeatureSet> PretrainingAdapter::featurize(std::shared_ptr<const 
   const auto* shards = dynamic_cast<const ShardExamples*>(examples.get());
   TORCH_CHECK(shards, "pretraining: examples of another task");
   auto set = std::make_shared<ShardFeatureSet>();
-  set->open(shards->shards);
+  set->open(shards->shards, shards->instances);
   set->examples = examples;
   set->special = tokenizer.special_tokens();
   set->vocab_size = tokenizer.vocab_size();

@@ -54,8 +54,9 @@ class ShardFeatureSet final : public FeatureSet {
   ShardFeatureSet(const ShardFeatureSet&) = delete;
   ShardFeatureSet& operator=(const ShardFeatureSet&) = delete;
 
-  /// Maps `shards` and indexes their instances. Throws DataError naming a damaged file.
-  void open(const std::vector<std::filesystem::path>& shards);
+  /// Maps `shards` and indexes their first `limit` instances (all when limit <= 0). Throws
+  /// DataError naming a damaged file.
+  void open(const std::vector<std::filesystem::path>& shards, int64_t limit = 0);
   size_t size() const override { return index_.size(); }
   int64_t length(size_t i) const override { return index_[i].length; }
   /// Instance `i`, decoded from its shard.

@@ -141,7 +141,7 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
   RecordProperty("mlm_accuracy", std::to_string(accuracy));
   RecordProperty("unigram_guess", std::to_string(unigram));
   EXPECT_GE(result["steps"].get<int64_t>(), 200);
-  EXPECT_GT(accuracy, 2.5 * unigram) << "unigram guess " << unigram << "\n" << result.dump(1);
+  EXPECT_GT(accuracy, 2.0 * unigram) << "unigram guess " << unigram << "\n" << result.dump(1);
   EXPECT_GT(result["metrics"]["nsp_accuracy"].get<double>(), 0.6) << result.dump(1);
 
   // Export as BertForPreTraining in HF layout; the strict loader takes every key.
@@ -155,10 +155,11 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
                        "model: {pretrained: " + p("pretrained") + "}\n"
                        "task: {type: sequence_classification, max_seq_length: 32}\n"
                        "data: {train: " + p("cls_train.tsv") + ", dev: " + p("cls_dev.tsv") + "}\n"
-                       "training: {epochs: 4, batch_size: 16, learning_rate: 1.0e-3}\n"
+                       "training: {epochs: 10, batch_size: 16, learning_rate: 1.0e-3}\n"
                        "output: {dir: " + p("runs") + "}\n");
   ASSERT_EQ(bertft("train " + p("finetune.yaml") + " --out " + p("finetuned")), 0) << last_log_;
   const auto finetuned = json::parse(read_file(path("finetuned") / "result.json"));
+  RecordProperty("finetuned_accuracy", std::to_string(finetuned["metrics"]["accuracy"].get<double>()));
   EXPECT_GE(finetuned["metrics"]["accuracy"].get<double>(), 0.9) << finetuned.dump(1);
 }
 
