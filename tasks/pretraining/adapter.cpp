@@ -39,10 +39,7 @@ void ShardFeatureSet::open(const std::vector<fs::path>& shards, int64_t limit) {
     maps_.push_back({static_cast<const char*>(data), size});
     const auto shard = static_cast<uint32_t>(maps_.size() - 1);
     const char* p = maps_.back().data;
-    if (size < kShardHeaderBytes || std::string(p, 8) != "BFTPRE01")
-      throw DataError(path.string() + ": not a bertft instance shard (BFTPRE01)");
-    int64_t count = 0;
-    std::memcpy(&count, p + 8, 8);
+    const int64_t count = shard_instance_count(p, size, path);
     size_t offset = kShardHeaderBytes;
     for (int64_t i = 0; i < count; ++i) {
       const size_t bytes = decode_instance(p + offset, size - offset, nullptr);

@@ -128,13 +128,6 @@ void put(std::ostream& out, T value) {
   out.write(reinterpret_cast<const char*>(&value), sizeof(T));
 }
 
-template <class T>
-T get(std::istream& in, const fs::path& path) {
-  T value{};
-  if (!in.read(reinterpret_cast<char*>(&value), sizeof(T))) throw DataError(path.string() + ": instance file ends early");
-  return value;
-}
-
 }  // namespace
 
 void PretrainingDataOptions::validate() const {
@@ -310,15 +303,20 @@ void InstanceWriter::close() {
   closed_ = true;
 }
 
+/// Bytes of an instance record: the fixed fields, then tokens, word starts, masked positions
+/// and masked labels.
+constexpr size_t kRecordFixedBytes = 2 + 2 + 1 + 2;
+size_t record_bytes(uint16_t n, uint16_t m) { return kRecordFixedBytes + n * 4 + n + m * 2 + m * 4; }
+
 size_t decode_instance(const char* data, size_t available, PretrainingInstance* out) {
-  constexpr size_t kFixed = 2 + 2 + 1 + 2;
+  constexpr size_t kFixed = kRecordFixedBytes;
   if (available < kFixed) return 0;
   uint16_t n = 0, a = 0, m = 0;
   std::memcpy(&n, data, 2);
   std::memcpy(&a, data + 2, 2);
   const auto random_next = static_cast<uint8_t>(data[4]);
   std::memcpy(&m, data + 5, 2);
-  const size_t total = kFixed + n * 4 + n + m * 2 + m * 4;
+  const size_t total = record_bytes(n, m);
   if (available < total || a < 2 || a >= n || m > n) return 0;
   if (out == nullptr) return total;
   const char* p = data + kFixed;
@@ -347,35 +345,36 @@ InstanceReader::InstanceReader(const fs::path& path) : path_(path), in_(path, st
   rewind();
 }
 
+int64_t shard_instance_count(const char* header, size_t size, const fs::path& path) {
+  if (size < kShardHeaderBytes || !std::equal(header, header + sizeof(kMagic), kMagic))
+    throw DataError(path.string() + ": not a bertft instance shard (BFTPRE01)");
+  int64_t count = 0;
+  std::memcpy(&count, header + sizeof(kMagic), sizeof(count));
+  return count;
+}
+
 void InstanceReader::rewind() {
   in_.clear();
   in_.seekg(0);
-  char magic[sizeof(kMagic)];
-  if (!in_.read(magic, sizeof(magic)) || !std::equal(magic, magic + sizeof(magic), kMagic))
-    throw DataError(path_.string() + ": not a bertft instance shard (BFTPRE01)");
-  count_ = get<int64_t>(in_, path_);
+  char header[kShardHeaderBytes] = {};
+  in_.read(header, sizeof(header));
+  count_ = shard_instance_count(header, static_cast<size_t>(in_.gcount()), path_);
   read_ = 0;
 }
 
 bool InstanceReader::next(PretrainingInstance& out) {
   if (read_ >= count_) return false;
-  const auto n = get<uint16_t>(in_, path_);
-  out.segment_a_length = get<uint16_t>(in_, path_);
-  out.is_random_next = get<uint8_t>(in_, path_) != 0;
-  const auto m = get<uint16_t>(in_, path_);
-  out.tokens.resize(n);
-  out.word_start.resize(n);
-  out.masked_positions.resize(m);
-  out.masked_labels.resize(m);
-  in_.read(reinterpret_cast<char*>(out.tokens.data()), static_cast<std::streamsize>(n * sizeof(int32_t)));
-  in_.read(reinterpret_cast<char*>(out.word_start.data()), n);
-  for (auto& p : out.masked_positions) p = get<uint16_t>(in_, path_);
-  in_.read(reinterpret_cast<char*>(out.masked_labels.data()), static_cast<std::streamsize>(m * sizeof(int32_t)));
-  if (!in_) throw DataError(fmt::format("{}: instance {} is cut short", path_.string(), read_));
-  if (out.segment_a_length < 2 || out.segment_a_length >= n)
-    throw DataError(fmt::format("{}: instance {} is damaged", path_.string(), read_));
-  for (const auto p : out.masked_positions)
-    if (p >= n) throw DataError(fmt::format("{}: instance {} masks position {} of {}", path_.string(), read_, p, n));
+  // One record into a buffer, decoded by the same code that reads memory-mapped shards.
+  std::string record(kRecordFixedBytes, '\0');
+  if (in_.read(record.data(), static_cast<std::streamsize>(record.size()))) {
+    uint16_t n = 0, m = 0;
+    std::memcpy(&n, record.data(), 2);
+    std::memcpy(&m, record.data() + 5, 2);
+    record.resize(record_bytes(n, m));
+    in_.read(record.data() + kRecordFixedBytes, static_cast<std::streamsize>(record.size() - kRecordFixedBytes));
+  }
+  if (!in_ || decode_instance(record.data(), record.size(), &out) == 0)
+    throw DataError(fmt::format("{}: instance {} is damaged or cut short", path_.string(), read_));
   ++read_;
   return true;
 }

@@ -116,6 +116,9 @@ class InstanceWriter {
 
 /// Bytes of a shard's header (magic + count).
 constexpr size_t kShardHeaderBytes = 16;
+/// The instance count of a shard whose first bytes are `header` (`size` of them); DataError
+/// naming `path` if they are not a shard header.
+int64_t shard_instance_count(const char* header, size_t size, const std::filesystem::path& path);
 /// Decodes the instance at `data` (at most `available` bytes) into `out` (may be null: only
 /// measure). Returns the bytes it takes, 0 when they are cut short or inconsistent.
 size_t decode_instance(const char* data, size_t available, PretrainingInstance* out);
