@@ -156,9 +156,7 @@ int run_predict(const PredictOptions& o) {
   }
   if (features->labelled) {
     const auto ev = m.adapter->evaluate(*features, outputs);
-    json metrics = json::object();
-    for (const auto& [k, v] : ev.metrics) metrics[k] = v;
-    log::info("[predict] gold labels found: {}", metrics.dump());
+    log::info("[predict] gold labels found: {}", json(ev.metrics).dump());
   }
   return 0;
 }
@@ -170,10 +168,8 @@ int run_eval(const std::string& model_dir, const std::string& recipe_file, const
   const auto features = m.adapter->featurize(examples, *m.tokenizer, false);
   const tasks::Trainer trainer(recipe.training);
   const auto ev = trainer.evaluate(*m.adapter, m.model, *features);
-  json metrics = json::object();
-  for (const auto& [k, v] : ev.metrics) metrics[k] = v;
   std::cout << json{{"model", model_dir}, {"data", recipe.data.dev.path.string()}, {"main_metric", ev.main_metric},
-                    {"metrics", metrics}}
+                    {"metrics", ev.metrics}}
                    .dump(1)
             << "\n";
   return 0;

@@ -120,15 +120,13 @@ int run_trial(const Recipe& recipe, const fs::path& out, const fs::path& cache_d
     }
     const auto result = trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(), out);
     if (result.interrupted) return 3;
-    json metrics = json::object();
-    for (const auto& [k, v] : result.best.metrics) metrics[k] = v;
     const json record = {
         {"status", "done"},
         {"trial", trial_name},
         {"task", recipe.task_type},
         {"main_metric", result.best.main_metric},
         {"main", result.best.main()},
-        {"metrics", metrics},
+        {"metrics", result.best.metrics},
         {"best_step", result.best_step},
         {"steps", result.steps},
         {"stopped_early", result.stopped_early},

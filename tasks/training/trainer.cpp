@@ -74,12 +74,6 @@ void append_jsonl(const std::filesystem::path& dir, const json& record) {
   out << record.dump() << '\n';
 }
 
-json metrics_json(const Evaluation& ev) {
-  json j = json::object();
-  for (const auto& [k, v] : ev.metrics) j[k] = v;
-  return j;
-}
-
 }  // namespace
 
 void TrainerOptions::validate(const YamlReader& reader, ErrorList& errors) const {
@@ -363,14 +357,14 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     const double score = ev.main();
     const bool improved = !state.have_best || score > result.best.main();
     json record = {{"step", step}, {"epoch", epoch}, {"split", "dev"}, {"is_best", improved}};
-    record["metrics"] = metrics_json(ev);
+    record["metrics"] = json(ev.metrics);
     append_jsonl(output_dir, record);
     progress.finish_line();
     log::info("[eval] step {} | {} {:.4f}{}", step, ev.main_metric, score, improved ? " (best)" : "");
     if (improved) {
       state.have_best = true;
       state.best_step = step;
-      state.best_metrics = metrics_json(ev);
+      state.best_metrics = json(ev.metrics);
       state.main_metric = ev.main_metric;
       state.evaluations_without_gain = 0;
       result.best = std::move(ev);
