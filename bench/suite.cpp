@@ -3,8 +3,6 @@
 // measured in the same run (MFU), so machine noise cancels, and next to the Hugging Face
 // transformers baseline measured on this machine (../shared/docs/FACTS.md).
 // Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]
-#include <ATen/autocast_mode.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +24,7 @@
 #include "recipes/runner/new_model.h"
 #include "tasks/registry.h"
 #include "tasks/training/optimizer.h"
+#include "tasks/training/trainer.h"
 
 namespace {
 
@@ -33,6 +32,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 using bert::tasks::Batch;
+using bert::tasks::Precision;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -48,22 +48,6 @@ double best_time(int iters, Fn&& fn) {
   }
   return best;
 }
-
-struct Autocast {
-  explicit Autocast(bool on) : on_(on) {
-    if (on_) {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    }
-  }
-  ~Autocast() {
-    if (on_) {
-      at::autocast::clear_cache();
-      at::autocast::set_cpu_enabled(false);
-    }
-  }
-  bool on_;
-};
 
 /// Peak resident set (VmHWM) since the last reset, in MiB.
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
@@ -156,7 +140,7 @@ struct Suite {
           const auto t0 = Clock::now();
           torch::Tensor loss;
           {
-            Autocast autocast(bf16);
+            const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
             loss = a->loss(model->forward(b), b);
           }
           const auto t1 = Clock::now();
@@ -205,7 +189,7 @@ struct Suite {
         if (seq == 384 && !bf16) continue;  // fp32 at 384 would take minutes; bf16 is the fast path
         for (const int64_t batch : {1, 8, 32}) {
           const auto b = random_batch(batch, seq, config.vocab_size());
-          Autocast autocast(bf16);
+          const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
           const double s = best_time(batch * seq >= 32 * 384 ? 1 : iters, [&] { model->forward(b); });
           const std::string precision = bf16 ? "bf16" : "fp32";
           const std::string name = fmt::format("{}x{} {}", batch, seq, precision);
@@ -233,7 +217,7 @@ struct Suite {
     for (const int64_t seq : {64, 128, 256, 512}) {
       const int64_t batch = 4096 / seq;
       const auto b = random_batch(batch, seq, config.vocab_size());
-      Autocast autocast(true);
+      const bert::tasks::AutocastScope autocast(Precision::kBf16, torch::kCPU);
       const double s = best_time(1, [&] { model->forward(b); });
       const double flops = forward_flops(config, static_cast<double>(batch), static_cast<double>(seq));
       const double attention = 4.0 * config.num_hidden_layers() * 4096.0 * seq * config.hidden_size();

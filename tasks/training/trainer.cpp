@@ -34,38 +34,33 @@ const std::vector<std::pair<const char*, tasks::Precision>>& EnumNames<tasks::Pr
 }  // namespace bert
 
 namespace bert::tasks {
+
+AutocastScope::AutocastScope(Precision precision, const torch::Device& device)
+    : enabled_(precision != Precision::kFp32), cuda_(device.is_cuda()) {
+  if (!enabled_) return;
+  if (cuda_) {
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(precision == Precision::kFp16 ? at::kHalf : at::kBFloat16);
+  } else {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+}
+
+AutocastScope::~AutocastScope() {
+  if (!enabled_) return;
+  at::autocast::clear_cache();
+  if (cuda_) {
+    at::autocast::set_enabled(false);
+  } else {
+    at::autocast::set_cpu_enabled(false);
+  }
+}
+
 namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-/// bf16 / fp16 autocast for the scope's forward passes on `device` (nothing for fp32).
-class AutocastScope {
- public:
-  AutocastScope(Precision precision, const torch::Device& device)
-      : enabled_(precision != Precision::kFp32), cuda_(device.is_cuda()) {
-    if (!enabled_) return;
-    if (cuda_) {
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(precision == Precision::kFp16 ? at::kHalf : at::kBFloat16);
-    } else {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    }
-  }
-  ~AutocastScope() {
-    if (!enabled_) return;
-    at::autocast::clear_cache();
-    if (cuda_) {
-      at::autocast::set_enabled(false);
-    } else {
-      at::autocast::set_cpu_enabled(false);
-    }
-  }
-
- private:
-  bool enabled_, cuda_;
-};
 
 void append_jsonl(const std::filesystem::path& dir, const json& record) {
   if (dir.empty()) return;

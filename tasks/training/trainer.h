@@ -19,6 +19,19 @@ enum class Precision {
   kFp16,  ///< fp16 autocast with dynamic loss scaling (CUDA only); float32 weights and optimizer
 };
 
+/// Autocast for the forward passes in its scope on `device`: bf16 (CPU oneDNN, CUDA) or fp16
+/// (CUDA) by `precision`, nothing for fp32. Switches it off and clears the cast cache on exit.
+class AutocastScope {
+ public:
+  AutocastScope(Precision precision, const torch::Device& device);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool enabled_, cuda_;
+};
+
 struct TrainerOptions {
   int64_t epochs = 3;
   int64_t batch_size = 32;
