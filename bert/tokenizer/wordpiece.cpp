@@ -46,8 +46,7 @@ VocabCasing vocab_casing(const std::vector<std::string>& vocab) {
   return casing;
 }
 
-std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_file(const std::filesystem::path& path,
-                                                                  WordPieceOptions options) {
+std::vector<std::string> read_vocab_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TokenizerError(fmt::format("{}: cannot open vocabulary", path.string()));
   std::vector<std::string> vocab;
@@ -56,7 +55,12 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_file(const std::fil
     if (!line.empty() && line.back() == '\r') line.pop_back();
     vocab.push_back(line);
   }
-  return std::make_unique<WordPieceTokenizer>(std::move(vocab), std::move(options), path.string());
+  return vocab;
+}
+
+std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_file(const std::filesystem::path& path,
+                                                                  WordPieceOptions options) {
+  return std::make_unique<WordPieceTokenizer>(read_vocab_file(path), std::move(options), path.string());
 }
 
 WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, WordPieceOptions options,

@@ -33,6 +33,10 @@ struct WordPieceOptions {
   SpecialTokens special;
 };
 
+/// The lines of a vocab.txt (line number = id), without line ends ("\n" or "\r\n"). Throws
+/// TokenizerError if the file cannot be read.
+std::vector<std::string> read_vocab_file(const std::filesystem::path& path);
+
 /// Casing of a WordPiece vocabulary, judged from its ordinary tokens.
 struct VocabCasing {
   size_t tokens_with_letters = 0;

@@ -49,6 +49,15 @@ struct TokenizeArgs {
   int threads = 0;
 };
 
+/// WordPiece options for a --lowercase flag (uncased: lower-case and strip accents, as HF).
+tok::WordPieceOptions wordpiece_options(bool lowercase, tok::CasingCheck check) {
+  tok::WordPieceOptions options;
+  options.normalizer.lowercase = lowercase;
+  options.normalizer.strip_accents = lowercase;
+  options.check_casing = check;
+  return options;
+}
+
 std::unique_ptr<tok::Tokenizer> make_cli_tokenizer(const TokenizeArgs& a) {
   const int sources = !a.vocab.empty() + !a.spm.empty() + !a.model.empty();
   if (sources != 1) throw ConfigError("tokenize: give exactly one of --vocab, --spm, --model");
@@ -61,11 +70,8 @@ std::unique_ptr<tok::Tokenizer> make_cli_tokenizer(const TokenizeArgs& a) {
     overrides.check_casing = !a.no_casing_check;
     return tok::load_tokenizer(dir, config.vocab_size(), overrides);
   }
-  tok::WordPieceOptions options;
-  options.normalizer.lowercase = a.lowercase;
-  options.normalizer.strip_accents = a.lowercase;
-  options.check_casing = a.no_casing_check ? tok::CasingCheck::kOff : tok::CasingCheck::kError;
-  return tok::WordPieceTokenizer::from_file(a.vocab, options);
+  return tok::WordPieceTokenizer::from_file(
+      a.vocab, wordpiece_options(a.lowercase, a.no_casing_check ? tok::CasingCheck::kOff : tok::CasingCheck::kError));
 }
 
 int run_tokenize(const TokenizeArgs& a) {
@@ -207,11 +213,7 @@ struct NewModelArgs {
 /// A randomly initialised BertForPreTraining (HF's init) in HF layout: the start of a model
 /// trained from scratch, and the tiny models of tests and the quickstart.
 int run_new_model(const NewModelArgs& a) {
-  tok::WordPieceOptions options;
-  options.normalizer.lowercase = a.lowercase;
-  options.normalizer.strip_accents = a.lowercase;
-  options.check_casing = tok::CasingCheck::kOff;
-  const auto tokenizer = tok::WordPieceTokenizer::from_file(a.vocab, options);
+  const auto tokenizer = tok::WordPieceTokenizer::from_file(a.vocab, wordpiece_options(a.lowercase, tok::CasingCheck::kOff));
   BertConfig config;
   config.vocab_size(tokenizer->vocab_size()).hidden_size(a.hidden).num_hidden_layers(a.layers)
       .num_attention_heads(a.heads).intermediate_size(a.intermediate).max_position_embeddings(a.max_positions);
@@ -239,10 +241,7 @@ int run_pretrain_data(const PretrainDataArgs& a) {
     const auto dir = PretrainedDir::find(a.model);
     tokenizer = tok::load_tokenizer(dir, BertConfig::from_file(dir.config).vocab_size());
   } else {
-    tok::WordPieceOptions options;
-    options.normalizer.lowercase = a.lowercase;
-    options.normalizer.strip_accents = a.lowercase;
-    tokenizer = tok::WordPieceTokenizer::from_file(a.vocab, options);
+    tokenizer = tok::WordPieceTokenizer::from_file(a.vocab, wordpiece_options(a.lowercase, tok::CasingCheck::kError));
   }
   std::vector<data::RawDocument> raw;
   for (const auto& input : a.inputs) {
@@ -286,11 +285,8 @@ int run_vocab(const VocabArgs& a) {
   options.min_frequency = a.min_frequency;
   options.lowercase = a.lowercase;
   auto vocab = tok::train_wordpiece(texts, options);
-  tok::WordPieceOptions tokenizer_options;
-  tokenizer_options.normalizer.lowercase = a.lowercase;
-  tokenizer_options.normalizer.strip_accents = a.lowercase;
-  tokenizer_options.check_casing = tok::CasingCheck::kOff;
-  const tok::WordPieceTokenizer tokenizer(std::move(vocab), tokenizer_options, "trained vocab");
+  const tok::WordPieceTokenizer tokenizer(std::move(vocab), wordpiece_options(a.lowercase, tok::CasingCheck::kOff),
+                                          "trained vocab");
   tokenizer.save(out);
   log::info("[vocab] {}: {} entries", (out / "vocab.txt").string(), tokenizer.vocab_size());
   return 0;
@@ -302,22 +298,14 @@ int run_extend_vocab(const std::string& model, const std::string& tokens_file, c
   const auto dir = PretrainedDir::find(model);
   if (!dir.vocab) throw ConfigError(model + ": extend-vocab needs a WordPiece vocab.txt");
   auto config = BertConfig::from_file(dir.config);
-  std::vector<std::string> vocab;
-  {
-    std::istringstream in(read_file(*dir.vocab));
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      vocab.push_back(line);
-    }
-  }
+  auto vocab = tok::read_vocab_file(*dir.vocab);
   if (static_cast<int64_t>(vocab.size()) != config.vocab_size())
     throw ConfigError(fmt::format("{}: {} entries but config.json says vocab_size {}", dir.vocab->string(), vocab.size(),
                                   config.vocab_size()));
   std::set<std::string> known(vocab.begin(), vocab.end());
   size_t added = 0, present = 0;
-  std::istringstream in(read_file(tokens_file));
-  for (std::string line; std::getline(in, line);) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  for (auto line : tok::read_vocab_file(tokens_file)) {
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (line.empty()) continue;
     if (!known.insert(line).second) {
       ++present;
