@@ -559,12 +559,7 @@ int run_cli(int argc, char** argv) {
     if (threads == 0 && recipe.training.threads > 0) configure_threads(static_cast<int>(recipe.training.threads));
     const fs::path out = out_dir.empty() ? recipe.output.dir / "train" : fs::path(out_dir);
     const fs::path cache = no_cache ? fs::path() : cache_dir.empty() ? recipe.output.dir / "cache" : fs::path(cache_dir);
-    // The run directory keeps its resolved recipe (export reads it; a resume must not mix recipes).
-    fs::create_directories(out);
-    const auto resolved = dump_recipe(recipe.root);
-    if (!fs::exists(out / "recipe.yaml"))
-      write_file_atomic(out / "recipe.yaml", resolved);
-    else if (read_file(out / "recipe.yaml") != resolved && fs::absolute(out / "recipe.yaml") != fs::absolute(recipe_file))
+    if (!keep_resolved_recipe(out, recipe))
       throw ConfigError(fmt::format("{}: holds a different recipe; use another --out or delete it", (out / "recipe.yaml").string()));
     return run_trial(recipe, out, cache, trial_name.empty() ? recipe.name : trial_name);
   }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/common/threads.h"
@@ -145,8 +146,8 @@ int run_quickstart(const QuickstartOptions& options) {
         "output:\n  dir: {0}/pretrain\n",
         out.string()));
     const auto recipe = load_recipe(pretrain_recipe);
-    fs::create_directories(out / "pretrain" / "run");
-    write_file_atomic(out / "pretrain" / "run" / "recipe.yaml", dump_recipe(recipe.root));
+    if (!keep_resolved_recipe(out / "pretrain" / "run", recipe))
+      throw ConfigError((out / "pretrain" / "run" / "recipe.yaml").string() + ": holds a different recipe; use another --out");
     run_trial(recipe, out / "pretrain" / "run", {}, "pretrain");
     const auto result = nlohmann::json::parse(read_file(out / "pretrain" / "run" / "result.json"));
     log::info("[quickstart] pre-trained: held-out MLM accuracy {:.3f}, NSP accuracy {:.3f}",

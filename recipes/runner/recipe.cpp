@@ -7,6 +7,7 @@
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "tasks/registry.h"
 
 namespace bert {
@@ -289,6 +290,17 @@ std::string dump_recipe(const YAML::Node& root) {
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";
+}
+
+bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe) {
+  const auto path = run_dir / "recipe.yaml";
+  const auto resolved = dump_recipe(recipe.root);
+  if (!fs::exists(path)) {
+    fs::create_directories(run_dir);
+    write_file_atomic(path, resolved);
+    return true;
+  }
+  return read_file(path) == resolved || fs::absolute(path) == fs::absolute(recipe.file);
 }
 
 }  // namespace bert::recipes

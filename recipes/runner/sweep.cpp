@@ -141,17 +141,11 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     if (static_cast<int>(i % static_cast<size_t>(options.shard_count)) != options.shard_index) continue;
     const auto& t = trials[i];
     const auto tdir = dir / "trials" / t.name;
-    const auto resolved = dump_recipe(t.recipe.root);
-    fs::create_directories(tdir);
-    if (fs::exists(tdir / "recipe.yaml")) {
-      if (read_file(tdir / "recipe.yaml") != resolved) {
-        log::error("[sweep] {}: {} holds a different recipe (changed since the trial ran); delete the trial directory "
-                   "or use another output.dir", t.name, (tdir / "recipe.yaml").string());
-        ++failures;
-        continue;
-      }
-    } else {
-      write_file_atomic(tdir / "recipe.yaml", resolved);
+    if (!keep_resolved_recipe(tdir, t.recipe)) {
+      log::error("[sweep] {}: {} holds a different recipe (changed since the trial ran); delete the trial directory "
+                 "or use another output.dir", t.name, (tdir / "recipe.yaml").string());
+      ++failures;
+      continue;
     }
     const auto result = read_result(tdir);
     if (result.is_object() && result.value("status", "") == "done") {
@@ -250,12 +244,14 @@ json write_leaderboard(const fs::path& dir) {
     std::vector<double> scores;
     std::map<std::string, std::vector<double>> metrics;
     int failed = 0;
+    double mean = 0, std = 0;  // of scores, once computed
   };
   std::vector<std::string> order;
   std::map<std::string, Group> groups;
   std::string main_metric;
   std::set<std::string> metric_names;
   json all = json::array();
+  std::vector<std::string> row_groups;  // the group key of each row of `all`
   int done = 0;
   for (const auto& t : plan["trials"]) {
     json hp = json::array();
@@ -291,22 +287,22 @@ json write_leaderboard(const fs::path& dir) {
     }
     g.trials.push_back(row);
     all.push_back(row);
+    row_groups.push_back(key);
   }
   json board = {{"main_metric", main_metric}, {"done", done}, {"complete", done == static_cast<int>(all.size())},
                 {"trials", all}, {"settings", json::array()}};
   std::vector<json> settings;
   for (const auto& key : order) {
-    const auto& g = groups[key];
+    auto& g = groups[key];
     json s = {{"hyperparameters", g.hyperparameters}, {"runs", g.trials.size()}, {"done", g.scores.size()}, {"failed", g.failed}};
     if (!g.scores.empty()) {
-      double mean = 0;
-      for (double v : g.scores) mean += v;
-      mean /= static_cast<double>(g.scores.size());
+      for (double v : g.scores) g.mean += v;
+      g.mean /= static_cast<double>(g.scores.size());
       double var = 0;
-      for (double v : g.scores) var += (v - mean) * (v - mean);
-      const double std = g.scores.size() > 1 ? std::sqrt(var / static_cast<double>(g.scores.size() - 1)) : 0.0;
-      s["mean"] = mean;
-      s["std"] = std;
+      for (double v : g.scores) var += (v - g.mean) * (v - g.mean);
+      g.std = g.scores.size() > 1 ? std::sqrt(var / static_cast<double>(g.scores.size() - 1)) : 0.0;
+      s["mean"] = g.mean;
+      s["std"] = g.std;
       json means = json::object();
       for (const auto& [name, values] : g.metrics) {
         double m = 0;
@@ -366,7 +362,8 @@ json write_leaderboard(const fs::path& dir) {
   csv += ",seed,status," + (main_metric.empty() ? std::string("score") : main_metric);
   for (const auto& m : others) csv += "," + m;
   csv += ",setting_mean,setting_std\n";
-  for (const auto& row : all) {
+  for (size_t r = 0; r < all.size(); ++r) {
+    const auto& row = all[r];
     std::string error = row.value("error", "");
     error = error.substr(0, error.find('\n'));
     std::replace(error.begin(), error.end(), '|', '/');
@@ -381,16 +378,8 @@ json write_leaderboard(const fs::path& dir) {
       csv += ",";
       if (row.contains("metrics") && row["metrics"].contains(m)) csv += fmt::format("{}", row["metrics"][m].get<double>());
     }
-    std::string key;
-    for (const auto& kv : row["hyperparameters"])
-      if (kv[0] != "seed") key += kv[0].get<std::string>() + "=" + kv[1].get<std::string>() + " ";
-    const auto& g = groups[key];
-    if (!g.scores.empty()) {
-      const auto it = std::find_if(settings.begin(), settings.end(), [&](const json& s) { return s["hyperparameters"] == g.hyperparameters; });
-      csv += fmt::format(",{},{}\n", (*it)["mean"].get<double>(), (*it)["std"].get<double>());
-    } else {
-      csv += ",,\n";
-    }
+    const auto& g = groups[row_groups[r]];
+    csv += g.scores.empty() ? std::string(",,\n") : fmt::format(",{},{}\n", g.mean, g.std);
   }
   write_file_atomic(dir / "leaderboard.md", md);
   write_file_atomic(dir / "leaderboard.csv", csv);

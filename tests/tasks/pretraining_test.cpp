@@ -129,7 +129,9 @@ TEST_F(PretrainingDataTest, WholeWordMaskingMasksEveryPieceOfAWord) {
       }
       // ... and the piece after a masked one, if it continues the word, is masked.
       const auto next = static_cast<size_t>(p) + 1;
-      if (next < instance.tokens.size() && !instance.word_start[next]) ASSERT_TRUE(masked.count(p + 1));
+      if (next < instance.tokens.size() && !instance.word_start[next]) {
+        ASSERT_TRUE(masked.count(p + 1));
+      }
     }
   }
   EXPECT_GT(continuations, 100);
@@ -217,7 +219,9 @@ TEST_F(PretrainingDataTest, DynamicMaskingFromTheRecipeRemasksStaticShards) {
   std::set<int64_t> masked;
   for (int64_t k = 0; k < first.masked_positions.size(0); ++k) masked.insert(first.masked_positions[k][1].item<int64_t>());
   for (size_t t = 0; t < original.size(); ++t)
-    if (!masked.count(static_cast<int64_t>(t))) EXPECT_EQ(ids[static_cast<int64_t>(t)].item<int64_t>(), original[t]) << t;
+    if (!masked.count(static_cast<int64_t>(t))) {
+      EXPECT_EQ(ids[static_cast<int64_t>(t)].item<int64_t>(), original[t]) << t;
+    }
 }
 
 // The pretraining task model and loss are HF BertForPreTraining's: loss (MLM + NSP) and the MLM
