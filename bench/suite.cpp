@@ -2,7 +2,8 @@
 // sweep. Every model figure is also given as a ratio to the GEMM ceiling of the same precision
 // measured in the same run (MFU), so machine noise cancels, and next to the Hugging Face
 // transformers baseline measured on this machine (../shared/docs/FACTS.md).
-// Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]
+// Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]. `--only profile` (not in
+// the default set) breaks one bf16 train step down by operator.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,7 +13,9 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "bert/checkpoint/load.h"
@@ -56,6 +59,12 @@ double peak_rss_mib() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   return 0;
+}
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
 }
 
 bert::BertConfig base_config() {
@@ -172,6 +181,82 @@ struct Suite {
                                        {"peak_rss_mib", peak_rss_mib()}};
         if (it != hf.end()) results["train_step"][name]["speedup_vs_hf"] = it->second / step;
       }
+  }
+
+  /// Where one bf16 train step (8 x 128) spends its time, by operator self time (LibTorch's own
+  /// profiler; children's time is subtracted from their parent's). Not in the default set.
+  void profile() {
+    const auto config = base_config();
+    const auto a = adapter();
+    torch::manual_seed(0);
+    auto model = a->build_model(config);
+    model->train();
+    auto optimizer = bert::tasks::make_adamw(*model, {});
+    const auto b = random_batch(8, 128, config.vocab_size());
+    const auto step = [&] {
+      torch::Tensor loss;
+      {
+        const bert::tasks::AutocastScope autocast(Precision::kBf16, torch::kCPU);
+        loss = a->loss(model->forward(b), b);
+      }
+      loss.backward();
+      optimizer->step();
+      optimizer->zero_grad();
+    };
+    step();  // warm-up: oneDNN builds its kernels on first use
+    double best = 1e30;
+    long faults = 0;
+    for (int i = 0; i < iters + 1; ++i) {
+      const long before = minor_faults();
+      const auto t0 = Clock::now();
+      step();
+      best = std::min(best, since(t0));
+      faults = minor_faults() - before;
+    }
+    fmt::print("\n== profile: bf16 train step, bert-base 8x128: best {:.3f} s, {} page faults a step ==\n", best, faults);
+    results["profile_step"] = {{"step_s", best}, {"page_faults", faults}};
+    namespace prof = torch::autograd::profiler;
+    const auto t = Clock::now();
+    prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU,
+                                                                      /*report_input_shapes=*/true));
+    step();
+    const auto lists = prof::disableProfilerLegacy();
+    const double wall = since(t);
+    // Push/pop pairs nest on each thread: an operator's self time is its time less its children's.
+    std::map<std::string, std::pair<double, int>> self, by_shape;  // name -> (microseconds, calls)
+    for (const auto& events : lists) {
+      std::vector<std::pair<const prof::LegacyEvent*, double>> open;  // push event, children's time
+      for (const auto& e : events) {
+        if (e.kind() == prof::EventKind::PushRange) {
+          open.emplace_back(&e, 0.0);
+        } else if (e.kind() == prof::EventKind::PopRange && !open.empty()) {
+          const auto [push, children] = open.back();
+          open.pop_back();
+          const double total = push->cpuElapsedUs(e);
+          std::string shapes;
+          for (const auto& s : push->shapes()) shapes += fmt::format("[{}]", fmt::join(s, ","));
+          for (auto* m : {&self, &by_shape}) {
+            auto& entry = (*m)[m == &self ? push->name() : fmt::format("{} {}", push->name(), shapes)];
+            entry.first += total - children;
+            entry.second += 1;
+          }
+          if (!open.empty()) open.back().second += total;
+        }
+      }
+    }
+    std::vector<std::pair<std::string, std::pair<double, int>>> rows(self.begin(), self.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+    fmt::print("one step with the profiler on: {:.3f} s\n{:<44} {:>9} {:>7} {:>7}\n", wall, "operator", "self ms", "share", "calls");
+    for (size_t i = 0; i < rows.size() && i < 25; ++i) {
+      const auto& [name, s] = rows[i];
+      fmt::print("{:<44} {:>9.1f} {:>6.1f}% {:>7}\n", name.substr(0, 44), s.first / 1e3, 100 * s.first / 1e6 / wall, s.second);
+      results["profile"][name] = {{"self_ms", s.first / 1e3}, {"calls", s.second}};
+    }
+    rows.assign(by_shape.begin(), by_shape.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+    fmt::print("\nthe same by input shapes:\n");
+    for (size_t i = 0; i < rows.size() && i < 25; ++i)
+      fmt::print("{:>9.1f} ms {:>5} calls  {}\n", rows[i].second.first / 1e3, rows[i].second.second, rows[i].first.substr(0, 110));
   }
 
   void infer() {
@@ -352,6 +437,7 @@ int main(int argc, char** argv) {
   if (wants("train_step")) suite.train_step();
   if (wants("infer")) suite.infer();
   if (wants("seq_scaling")) suite.seq_scaling();
+  if (wants("profile")) suite.profile();
   if (wants("tokenizer")) suite.tokenizer(shared);
   if (wants("load")) suite.load(tmp);
   if (wants("sweep")) suite.sweep(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
