@@ -11,7 +11,7 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
   query_ = register_module("query", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
   key_ = register_module("key", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
   value_ = register_module("value", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
-  dropout_ = register_module("dropout", torch::nn::Dropout(c.attention_probs_dropout_prob()));
+  dropout_ = register_module("dropout", Dropout(c.attention_probs_dropout_prob()));
 }
 
 torch::Tensor BertSelfAttentionImpl::split_heads(const torch::Tensor& x) const {
@@ -45,7 +45,7 @@ BertSelfOutputImpl::BertSelfOutputImpl(const BertConfig& c) {
   layer_norm_ = register_module(
       "LayerNorm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));
-  dropout_ = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob()));
+  dropout_ = register_module("dropout", Dropout(c.hidden_dropout_prob()));
 }
 
 torch::Tensor BertSelfOutputImpl::forward(const torch::Tensor& hidden, const torch::Tensor& residual) {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "bert/model/bert_config.h"
+#include "bert/model/dropout.h"
 
 namespace bert {
 
@@ -24,7 +25,7 @@ class BertSelfAttentionImpl : public torch::nn::Module {
   int64_t num_heads_;
   int64_t head_dim_;
   torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
+  Dropout dropout_{nullptr};
 };
 TORCH_MODULE(BertSelfAttention);
 
@@ -38,7 +39,7 @@ class BertSelfOutputImpl : public torch::nn::Module {
  private:
   torch::nn::Linear dense_{nullptr};
   torch::nn::LayerNorm layer_norm_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
+  Dropout dropout_{nullptr};
 };
 TORCH_MODULE(BertSelfOutput);
 

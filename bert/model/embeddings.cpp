@@ -14,7 +14,7 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) {
   layer_norm = register_module(
       "LayerNorm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));
-  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob()));
+  dropout = register_module("dropout", Dropout(c.hidden_dropout_prob()));
 }
 
 torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,

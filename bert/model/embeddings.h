@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "bert/model/bert_config.h"
+#include "bert/model/dropout.h"
 
 namespace bert {
 
@@ -24,7 +25,7 @@ class BertEmbeddingsImpl : public torch::nn::Module {
   torch::nn::Embedding position_embeddings{nullptr};
   torch::nn::Embedding token_type_embeddings{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertEmbeddings);
 

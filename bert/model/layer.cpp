@@ -24,7 +24,7 @@ BertOutputImpl::BertOutputImpl(const BertConfig& c) {
   layer_norm_ = register_module(
       "LayerNorm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));
-  dropout_ = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob()));
+  dropout_ = register_module("dropout", Dropout(c.hidden_dropout_prob()));
 }
 
 torch::Tensor BertOutputImpl::forward(const torch::Tensor& intermediate,

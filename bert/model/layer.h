@@ -4,6 +4,7 @@
 
 #include "bert/model/attention.h"
 #include "bert/model/bert_config.h"
+#include "bert/model/dropout.h"
 
 namespace bert {
 
@@ -33,7 +34,7 @@ class BertOutputImpl : public torch::nn::Module {
  private:
   torch::nn::Linear dense_{nullptr};
   torch::nn::LayerNorm layer_norm_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
+  Dropout dropout_{nullptr};
 };
 TORCH_MODULE(BertOutput);
 

@@ -10,7 +10,7 @@ BertTaskModelImpl::BertTaskModelImpl(const BertConfig& config, HeadKind kind, in
   const double p = config.classifier_dropout().value_or(config.hidden_dropout_prob());
   const int64_t n = kind == HeadKind::kChoices ? 1 : kind == HeadKind::kSpan ? 2 : outputs;
   TORCH_CHECK(n > 0, "task head needs at least one output, got ", n);
-  if (kind != HeadKind::kSpan) dropout = register_module("dropout", torch::nn::Dropout(p));
+  if (kind != HeadKind::kSpan) dropout = register_module("dropout", bert::Dropout(p));
   head = register_module(head_name(), torch::nn::Linear(config.hidden_size(), n));
   init_bert_weights(*head, config.initializer_range());
 }

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "bert/model/bert_model.h"
+#include "bert/model/dropout.h"
 #include "tasks/task_adapter.h"
 
 namespace bert::tasks {
@@ -35,7 +36,7 @@ class BertTaskModelImpl : public TaskModelImpl {
   std::string head_name() const { return kind_ == HeadKind::kSpan ? "qa_outputs" : "classifier"; }
 
   BertModel bert{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  bert::Dropout dropout{nullptr};
   torch::nn::Linear head{nullptr};
 
  private:

@@ -1,0 +1,102 @@
+#include <cmath>
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "bert/model/dropout.h"
+
+namespace bert {
+namespace {
+
+double kept_fraction(const torch::Tensor& y) { return (y != 0).to(torch::kDouble).mean().item<double>(); }
+
+// Bernoulli(1 - p) over n elements: the kept fraction lies within 5 standard deviations.
+void expect_rate(const torch::Tensor& y, double p) {
+  const double n = static_cast<double>(y.numel());
+  EXPECT_NEAR(kept_fraction(y), 1 - p, 5 * std::sqrt(p * (1 - p) / n)) << "p=" << p;
+}
+
+TEST(Dropout, KeepsOneMinusPAndScalesTheRest) {
+  const auto x = torch::rand({1 << 20}) + 0.5;  // no zeros of its own
+  for (const double p : {0.1, 0.5, 0.9}) {
+    torch::manual_seed(3);
+    const auto y = hash_dropout(x, p, /*training=*/true);
+    expect_rate(y, p);
+    const auto kept = y != 0;
+    EXPECT_TRUE(torch::equal(y.masked_select(kept), (x * static_cast<float>(1 / (1 - p))).masked_select(kept)));
+  }
+}
+
+TEST(Dropout, Bf16KeepsTheRateAndRoundsOnce) {
+  torch::manual_seed(4);
+  const auto x = (torch::rand({1 << 20}) + 0.5).to(torch::kBFloat16);
+  const auto y = hash_dropout(x, 0.1, true);
+  ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+  expect_rate(y, 0.1);
+  const auto kept = y != 0;
+  const auto expected = (x.to(torch::kFloat) * static_cast<float>(1 / 0.9)).to(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(y.masked_select(kept), expected.masked_select(kept)));
+}
+
+TEST(Dropout, MasksAreIndependentAcrossElementsAndCalls) {
+  torch::manual_seed(5);
+  const auto ones = torch::ones({1 << 20});
+  const auto a = hash_dropout(ones, 0.5, true) != 0, b = hash_dropout(ones, 0.5, true) != 0;
+  EXPECT_FALSE(torch::equal(a, b));
+  // Neighbours and the same element in two calls: both kept with probability 1/4.
+  const double n = static_cast<double>(a.numel() - 1), tolerance = 5 * std::sqrt(0.25 * 0.75 / n);
+  const auto neighbours = a.slice(0, 0, -1).logical_and(a.slice(0, 1)).to(torch::kDouble).mean().item<double>();
+  EXPECT_NEAR(neighbours, 0.25, tolerance);
+  EXPECT_NEAR(a.logical_and(b).to(torch::kDouble).mean().item<double>(), 0.25, tolerance);
+}
+
+TEST(Dropout, SeedRepeatsTheMaskWhateverTheThreadCount) {
+  const auto x = torch::randn({64, 1000});
+  const int threads = at::get_num_threads();
+  torch::manual_seed(11);
+  at::set_num_threads(1);
+  const auto one = hash_dropout(x, 0.3, true);
+  torch::manual_seed(11);
+  at::set_num_threads(std::max(2, threads));
+  const auto many = hash_dropout(x, 0.3, true);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(one, many));
+  // Strided input: the mask follows the element order of the logical tensor.
+  torch::manual_seed(11);
+  EXPECT_TRUE(torch::equal(hash_dropout(x.t().contiguous().t(), 0.3, true), one));
+}
+
+TEST(Dropout, BackwardAppliesTheForwardMask) {
+  torch::manual_seed(6);
+  const auto x = (torch::rand({32, 77}) + 0.5).requires_grad_();
+  const auto y = hash_dropout(x, 0.2, true);
+  const auto g = torch::randn({32, 77});
+  y.backward(g);
+  const auto expected = torch::where(y.detach() != 0, g * static_cast<float>(1 / 0.8), torch::zeros_like(g));
+  EXPECT_TRUE(torch::equal(x.grad(), expected));
+}
+
+TEST(Dropout, IdentityWhenNotTrainingOrPZero) {
+  const auto x = torch::randn({10, 10});
+  EXPECT_TRUE(hash_dropout(x, 0.5, false).is_same(x));
+  EXPECT_TRUE(hash_dropout(x, 0.0, true).is_same(x));
+  EXPECT_EQ(hash_dropout(x, 1.0, true).abs().sum().item<float>(), 0.0f);
+  EXPECT_THROW(hash_dropout(x, 1.5, true), c10::Error);
+
+  Dropout module(0.5);
+  module->eval();
+  EXPECT_TRUE(torch::equal(module(x), x));
+  module->train();
+  EXPECT_FALSE(torch::equal(module(x), x));
+  EXPECT_TRUE(module->parameters().empty());
+}
+
+TEST(Dropout, OtherDtypesUseTorchDropout) {
+  torch::manual_seed(7);
+  const auto y = hash_dropout(torch::ones({1 << 16}, torch::kDouble), 0.25, true);
+  EXPECT_EQ(y.scalar_type(), torch::kDouble);
+  expect_rate(y, 0.25);
+}
+
+}  // namespace
+}  // namespace bert
