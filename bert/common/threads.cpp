@@ -1,8 +1,10 @@
 #include "bert/common/threads.h"
 
+#include <cstdlib>
 #include <thread>
 
 #include <torch/torch.h>
+#include <unistd.h>
 
 namespace bert {
 
@@ -12,6 +14,12 @@ int configure_threads(int requested) {
   if (n <= 0) n = 1;
   torch::set_num_threads(n);
   return torch::get_num_threads();
+}
+
+void prefer_passive_openmp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure
 }
 
 }  // namespace bert

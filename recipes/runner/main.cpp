@@ -4,9 +4,11 @@
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/threads.h"
 #include "recipes/runner/cli.h"
 
 int main(int argc, char** argv) {
+  bert::prefer_passive_openmp(argv);
   try {
     return bert::recipes::run_cli(argc, argv);
   } catch (const bert::ConfigError& e) {
