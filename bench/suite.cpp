@@ -1,9 +1,9 @@
 // The bertft benchmark suite (issue 6): gemm, train_step, infer, seq_scaling, tokenizer, load,
-// sweep. Every model figure is also given as a ratio to the GEMM ceiling of the same precision
+// sweep, precision (bf16 vs fp32 dev accuracy on SST-2). Every model figure is also given as a ratio to the GEMM ceiling of the same precision
 // measured in the same run (MFU), so machine noise cancels, and next to the Hugging Face
 // transformers baseline measured on this machine (../shared/docs/FACTS.md).
-// Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]. `--only profile` (not in
-// the default set) breaks one bf16 train step down by operator.
+// Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]. `--only profile`
+// (not in the default set) breaks one bf16 train step down by operator.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -400,7 +400,7 @@ struct Suite {
              {"1 job, feature cache", "--jobs 1"},
              {"2 jobs, feature cache", "--jobs 2"}}) {
       const auto out = tmp / ("sweep_" + std::to_string(results["sweep"].size()));
-      const auto command = fmt::format("OMP_WAIT_POLICY=passive {} --threads {} sweep {} --set output.dir={} {} > {} 2>&1",
+      const auto command = fmt::format("{} --threads {} sweep {} --set output.dir={} {} > {} 2>&1",
                                        bertft.string(), threads, recipe.string(), out.string(), flags,
                                        (tmp / "sweep.log").string());
       const auto t = Clock::now();
@@ -410,12 +410,75 @@ struct Suite {
       results["sweep"][name] = s;
     }
   }
+
+  /// The numerics check that goes with the bf16 speed: a real small task (GLUE SST-2, 67 349 train /
+  /// 872 dev sentences) fine-tuned in fp32 and in bf16, three seeds each, through `bertft sweep`;
+  /// the dev accuracies' means must agree within seed noise. The model is a small BERT from random
+  /// initialisation (no pretrained checkpoint can be had here), one epoch.
+  void precision(const fs::path& shared, const fs::path& tmp, const fs::path& bertft) {
+    const auto sst2 = shared / "data" / "glue" / "SST-2";
+    const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
+    if (!fs::exists(sst2 / "train.tsv") || !fs::exists(bertft)) {
+      fmt::print("\n(precision skipped: SST-2 or the bertft binary missing)\n");
+      return;
+    }
+    bert::tok::WordPieceOptions options;
+    options.normalizer.lowercase = false;
+    options.normalizer.strip_accents = false;
+    const auto tok = bert::tok::WordPieceTokenizer::from_file(vocab, options);
+    bert::BertConfig config;
+    config.vocab_size(tok->vocab_size()).hidden_size(128).num_hidden_layers(2).num_attention_heads(2)
+        .intermediate_size(512).max_position_embeddings(128);
+    bert::recipes::write_random_model(tmp / "precision_model", config, *tok, 0);
+    const auto recipe = tmp / "precision.yaml";
+    std::ofstream(recipe) << "model: {pretrained: " << (tmp / "precision_model").string() << "}\n"
+                          << "task: {type: sequence_classification, max_seq_length: 64}\n"
+                          << "data: {train: {path: " << (sst2 / "train.tsv").string() << ", format: glue, glue_task: sst2}, "
+                          << "dev: {path: " << (sst2 / "dev.tsv").string() << ", format: glue, glue_task: sst2}}\n"
+                          << "training: {epochs: 1, batch_size: 32, learning_rate: 1.0e-3, warmup_ratio: 0.1, "
+                          << "weight_decay: 0.01, group_by_length: true, log_every: 100000}\n"
+                          << "sweep: {grid: {precision: [fp32, bf16]}, seeds: [1, 2, 3]}\n"
+                          << "output: {export: false}\n";
+    const auto out = tmp / "precision_run";
+    const auto log = tmp / "precision.log";
+    fmt::print("\n== precision: SST-2 dev accuracy, small BERT (hidden 128, 2 layers) from random init, 1 epoch, "
+               "seeds 1-3 ==\n");
+    const auto t = Clock::now();
+    const int rc = std::system(fmt::format("{} --threads {} sweep {} --set output.dir={} --jobs {} > {} 2>&1",
+                                           bertft.string(), threads, recipe.string(), out.string(), threads,
+                                           log.string()).c_str());
+    const double seconds = since(t);
+    if (rc != 0 || !fs::exists(out / "leaderboard.json")) {
+      fmt::print("(failed:\n{})\n", bert::read_file(log));
+      return;
+    }
+    const auto board = json::parse(bert::read_file(out / "leaderboard.json"));
+    if (!board.value("complete", false) || board.value("done", 0) != 6) {
+      fmt::print("(trials failed:\n{})\n", bert::read_file(out / "leaderboard.md"));
+      return;
+    }
+    std::map<std::string, std::pair<double, double>> by;  // precision -> (mean, std)
+    for (const auto& setting : board["settings"])
+      by[setting["hyperparameters"].dump().find("bf16") != std::string::npos ? "bf16" : "fp32"] = {
+          setting["mean"].get<double>(), setting["std"].get<double>()};
+    // Seed noise of the difference of two means of 3: sqrt(s1^2/3 + s2^2/3).
+    const double noise = std::sqrt((by["fp32"].second * by["fp32"].second + by["bf16"].second * by["bf16"].second) / 3);
+    const double diff = by["bf16"].first - by["fp32"].first;
+    for (const auto& [name, ms] : by) fmt::print("{:<6} accuracy {:.4f} ± {:.4f}\n", name, ms.first, ms.second);
+    fmt::print("bf16 - fp32 = {:+.4f}, {:.1f} standard errors ({}); 6 trials in {:.0f} s\n", diff,
+               noise > 0 ? std::abs(diff) / noise : 0.0, std::abs(diff) <= 2 * noise ? "within seed noise" : "NOT within seed noise",
+               seconds);
+    results["precision"] = {{"fp32_mean", by["fp32"].first}, {"fp32_std", by["fp32"].second},
+                            {"bf16_mean", by["bf16"].first}, {"bf16_std", by["bf16"].second},
+                            {"difference", diff}, {"standard_error", noise}, {"seconds", seconds}};
+  }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only = "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep", json_out;
+  bert::prefer_passive_openmp(argv);  // measure under the OpenMP setting bertft itself runs with
+  std::string only = "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,precision", json_out;
   int iters = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
@@ -441,6 +504,7 @@ int main(int argc, char** argv) {
   if (wants("tokenizer")) suite.tokenizer(shared);
   if (wants("load")) suite.load(tmp);
   if (wants("sweep")) suite.sweep(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
+  if (wants("precision")) suite.precision(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
   fs::remove_all(tmp);
   suite.results["seconds"] = since(start);
   fmt::print("\nsuite time {:.0f} s\n", since(start));
