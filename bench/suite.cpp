@@ -94,6 +94,24 @@ Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
   return b;
 }
 
+/// The bert-base-cased WordPiece tokenizer (its vocab from ../shared).
+std::unique_ptr<bert::tok::WordPieceTokenizer> cased_tokenizer(const fs::path& vocab) {
+  bert::tok::WordPieceOptions options;
+  options.normalizer.lowercase = false;
+  options.normalizer.strip_accents = false;
+  return bert::tok::WordPieceTokenizer::from_file(vocab, options);
+}
+
+/// A randomly initialised small BERT (2 layers, 2 heads, FFN 4 x hidden) over that vocabulary, in
+/// HF layout: the model of the sweep and precision sections.
+void write_small_model(const fs::path& vocab, const fs::path& dir, int64_t hidden) {
+  const auto tok = cased_tokenizer(vocab);
+  bert::BertConfig config;
+  config.vocab_size(tok->vocab_size()).hidden_size(hidden).num_hidden_layers(2).num_attention_heads(2)
+      .intermediate_size(4 * hidden).max_position_embeddings(128);
+  bert::recipes::write_random_model(dir, config, *tok, 0);
+}
+
 struct Suite {
   int iters = 2;
   int threads = 1;
@@ -328,10 +346,7 @@ struct Suite {
         texts.emplace_back(paragraph["context"].get<std::string>(), std::nullopt);
         bytes += static_cast<double>(texts.back().first.size());
       }
-    bert::tok::WordPieceOptions options;
-    options.normalizer.lowercase = false;
-    options.normalizer.strip_accents = false;
-    const auto tok = bert::tok::WordPieceTokenizer::from_file(vocab, options);
+    const auto tok = cased_tokenizer(vocab);
     fmt::print("\n== tokenizer: SQuAD v1.1 dev contexts ({:.1f} MB), bert-base-cased vocab ==\n{:<12} {:>9} {:>8} {:>11}\n",
                bytes / 1e6, "threads", "seconds", "MB/s", "Mtokens/s");
     for (const int t : {1, threads}) {
@@ -379,14 +394,7 @@ struct Suite {
       fmt::print("\n(sweep skipped: MRPC or the bertft binary missing)\n");
       return;
     }
-    bert::tok::WordPieceOptions options;
-    options.normalizer.lowercase = false;
-    options.normalizer.strip_accents = false;
-    const auto tok = bert::tok::WordPieceTokenizer::from_file(vocab, options);
-    bert::BertConfig config;
-    config.vocab_size(tok->vocab_size()).hidden_size(64).num_hidden_layers(2).num_attention_heads(2)
-        .intermediate_size(256).max_position_embeddings(128);
-    bert::recipes::write_random_model(tmp / "sweep_model", config, *tok, 0);
+    write_small_model(vocab, tmp / "sweep_model", 64);
     const auto recipe = tmp / "sweep.yaml";
     std::ofstream(recipe) << "model: {pretrained: " << (tmp / "sweep_model").string() << "}\n"
                           << "task: {type: sequence_classification, max_seq_length: 128}\n"
@@ -422,14 +430,7 @@ struct Suite {
       fmt::print("\n(precision skipped: SST-2 or the bertft binary missing)\n");
       return;
     }
-    bert::tok::WordPieceOptions options;
-    options.normalizer.lowercase = false;
-    options.normalizer.strip_accents = false;
-    const auto tok = bert::tok::WordPieceTokenizer::from_file(vocab, options);
-    bert::BertConfig config;
-    config.vocab_size(tok->vocab_size()).hidden_size(128).num_hidden_layers(2).num_attention_heads(2)
-        .intermediate_size(512).max_position_embeddings(128);
-    bert::recipes::write_random_model(tmp / "precision_model", config, *tok, 0);
+    write_small_model(vocab, tmp / "precision_model", 128);
     const auto recipe = tmp / "precision.yaml";
     std::ofstream(recipe) << "model: {pretrained: " << (tmp / "precision_model").string() << "}\n"
                           << "task: {type: sequence_classification, max_seq_length: 64}\n"
