@@ -7,8 +7,9 @@ namespace bert {
 int configure_threads(int requested);
 
 /// libgomp reads OMP_WAIT_POLICY once, when it loads. Its default lets idle OpenMP threads spin,
-/// which here made a small BERT train 3x slower (61 s vs 184 s for an SST-2 epoch, hidden 128)
-/// and HF's bert-base fp32 training 20-25% slower; only bert-base bf16 gains (~5%) from spinning.
+/// which here made a small BERT train 3x slower (184 s vs 61 s for an SST-2 epoch, hidden 128)
+/// and a bert-base fp32 train step 1.5x slower (6.0 s vs 3.9 s at 8x128); bert-base bf16 is the
+/// one case that may gain from spinning (within this machine's noise).
 /// So when the variable is unset, this sets it to "passive" and re-executes the program with the
 /// same arguments; a user's own setting always wins. Returns when nothing was to be done or the
 /// re-execution failed (the program then runs on with the default).
