@@ -5,19 +5,19 @@
 // on the AMX machine kind: compare it only on that kind).
 // Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]. `--only profile`
 // (not in the default set) breaks one bf16 train step down by operator.
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-#include <thread>
-
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
@@ -38,7 +38,9 @@ using json = nlohmann::json;
 using bert::tasks::Batch;
 using bert::tasks::Precision;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 /// Best wall time of `iters` calls of `fn` after one warm-up call.
 template <class Fn>
@@ -54,7 +56,9 @@ double best_time(int iters, Fn&& fn) {
 }
 
 /// Peak resident set (VmHWM) since the last reset, in MiB.
-void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
 double peak_rss_mib() {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
@@ -82,7 +86,8 @@ double matmul_params(const bert::BertConfig& c) {
 }
 double forward_flops(const bert::BertConfig& c, double batch, double seq) {
   const double tokens = batch * seq;
-  return 2 * matmul_params(c) * tokens + 4.0 * c.num_hidden_layers() * tokens * seq * c.hidden_size();
+  return 2 * matmul_params(c) * tokens +
+         4.0 * c.num_hidden_layers() * tokens * seq * c.hidden_size();
 }
 
 Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
@@ -108,8 +113,12 @@ std::unique_ptr<bert::tok::WordPieceTokenizer> cased_tokenizer(const fs::path& v
 void write_small_model(const fs::path& vocab, const fs::path& dir, int64_t hidden) {
   const auto tok = cased_tokenizer(vocab);
   bert::BertConfig config;
-  config.vocab_size(tok->vocab_size()).hidden_size(hidden).num_hidden_layers(2).num_attention_heads(2)
-      .intermediate_size(4 * hidden).max_position_embeddings(128);
+  config.vocab_size(tok->vocab_size())
+      .hidden_size(hidden)
+      .num_hidden_layers(2)
+      .num_attention_heads(2)
+      .intermediate_size(4 * hidden)
+      .max_position_embeddings(128);
   bert::recipes::write_random_model(dir, config, *tok, 0);
 }
 
@@ -120,13 +129,15 @@ struct Suite {
   std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
 
   std::unique_ptr<bert::tasks::TaskAdapter> adapter() const {
-    auto a = bert::tasks::TaskRegistry::global().create("sequence_classification", bert::YamlReader(YAML::Load("{}"), "bench"));
+    auto a = bert::tasks::TaskRegistry::global().create(
+        "sequence_classification", bert::YamlReader(YAML::Load("{}"), "bench"));
     a->set_labels({"0", "1"});
     return a;
   }
 
   void gemm() {
-    fmt::print("\n== gemm: the ceiling (linear, tokens 1024) ==\n{:<28} {:>10} {:>10}\n", "shape", "fp32 TF/s", "bf16 TF/s");
+    fmt::print("\n== gemm: the ceiling (linear, tokens 1024) ==\n{:<28} {:>10} {:>10}\n", "shape",
+               "fp32 TF/s", "bf16 TF/s");
     const int64_t T = 1024, H = 768, I = 3072;
     for (const auto& [name, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
              {"qkv/out 768x768", H, H}, {"ffn up 768x3072", H, I}, {"ffn down 3072x768", I, H}}) {
@@ -146,9 +157,11 @@ struct Suite {
   }
 
   void train_step() {
-    fmt::print("\n== train_step: bert-base seq classification, forward + backward + AdamW (clip 1.0) ==\n");
-    fmt::print("{:<16} {:>8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>10}\n", "shape", "fwd s", "bwd s", "opt s",
-               "step s", "tokens/s", "TFLOP/s", "MFU", "peak MiB", "vs HF");
+    fmt::print(
+        "\n== train_step: bert-base seq classification, forward + backward + AdamW (clip 1.0) "
+        "==\n");
+    fmt::print("{:<16} {:>8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>10}\n", "shape", "fwd s",
+               "bwd s", "opt s", "step s", "tokens/s", "TFLOP/s", "MFU", "peak MiB", "vs HF");
     const auto config = base_config();
     const auto a = adapter();
     // HF transformers + PyTorch 1.13 on this machine (FACTS.md): seconds per step.
@@ -168,7 +181,8 @@ struct Suite {
           const auto t0 = Clock::now();
           torch::Tensor loss;
           {
-            const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
+            const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32,
+                                                      torch::kCPU);
             loss = a->loss(model->forward(b), b);
           }
           const auto t1 = Clock::now();
@@ -179,7 +193,9 @@ struct Suite {
           optimizer->zero_grad();
           const auto t3 = Clock::now();
           if (i == 0) continue;  // warm-up
-          const auto d = [](auto x, auto y) { return std::chrono::duration<double>(y - x).count(); };
+          const auto d = [](auto x, auto y) {
+            return std::chrono::duration<double>(y - x).count();
+          };
           fwd = std::min(fwd, d(t0, t1));
           bwd = std::min(bwd, d(t1, t2));
           opt = std::min(opt, d(t2, t3));
@@ -193,10 +209,17 @@ struct Suite {
         const double mfu = tflops / ceiling[precision];
         const auto it = hf.find(name);
         const std::string vs_hf = it == hf.end() ? "-" : fmt::format("{:.2f}x", it->second / step);
-        fmt::print("{:<16} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.3f} {:>7.2f} {:>9.0f} {:>10}\n", name, fwd, bwd,
-                   opt, step, tokens / step, tflops, mfu, peak_rss_mib(), vs_hf);
-        results["train_step"][name] = {{"forward_s", fwd}, {"backward_s", bwd}, {"optimizer_s", opt}, {"step_s", step},
-                                       {"tokens_per_s", tokens / step}, {"tflops", tflops}, {"mfu", mfu},
+        fmt::print(
+            "{:<16} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.3f} {:>7.2f} {:>9.0f} "
+            "{:>10}\n",
+            name, fwd, bwd, opt, step, tokens / step, tflops, mfu, peak_rss_mib(), vs_hf);
+        results["train_step"][name] = {{"forward_s", fwd},
+                                       {"backward_s", bwd},
+                                       {"optimizer_s", opt},
+                                       {"step_s", step},
+                                       {"tokens_per_s", tokens / step},
+                                       {"tflops", tflops},
+                                       {"mfu", mfu},
                                        {"peak_rss_mib", peak_rss_mib()}};
         if (it != hf.end()) results["train_step"][name]["speedup_vs_hf"] = it->second / step;
       }
@@ -234,12 +257,15 @@ struct Suite {
       best = std::min(best, since(t0));
       faults = minor_faults() - before;
     }
-    fmt::print("\n== profile: bf16 train step, bert-base 8x128: best {:.3f} s, {} page faults a step ==\n", best, faults);
+    fmt::print(
+        "\n== profile: bf16 train step, bert-base 8x128: best {:.3f} s, {} page faults a step ==\n",
+        best, faults);
     results["profile_step"] = {{"step_s", best}, {"page_faults", faults}};
     namespace prof = torch::autograd::profiler;
     const auto t = Clock::now();
-    prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU,
-                                                                      /*report_input_shapes=*/true));
+    prof::enableProfilerLegacy(
+        torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU,
+                                              /*report_input_shapes=*/true));
     step();
     const auto lists = prof::disableProfilerLegacy();
     const double wall = since(t);
@@ -257,7 +283,8 @@ struct Suite {
           std::string shapes;
           for (const auto& s : push->shapes()) shapes += fmt::format("[{}]", fmt::join(s, ","));
           for (auto* m : {&self, &by_shape}) {
-            auto& entry = (*m)[m == &self ? push->name() : fmt::format("{} {}", push->name(), shapes)];
+            auto& entry =
+                (*m)[m == &self ? push->name() : fmt::format("{} {}", push->name(), shapes)];
             entry.first += total - children;
             entry.second += 1;
           }
@@ -267,13 +294,16 @@ struct Suite {
     }
     const auto by_time = [](const std::map<std::string, std::pair<double, int>>& m) {
       std::vector<std::pair<std::string, std::pair<double, int>>> rows(m.begin(), m.end());
-      std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+      std::sort(rows.begin(), rows.end(),
+                [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
       if (rows.size() > 25) rows.resize(25);
       return rows;
     };
-    fmt::print("one step with the profiler on: {:.3f} s\n{:<44} {:>9} {:>7} {:>7}\n", wall, "operator", "self ms", "share", "calls");
+    fmt::print("one step with the profiler on: {:.3f} s\n{:<44} {:>9} {:>7} {:>7}\n", wall,
+               "operator", "self ms", "share", "calls");
     for (const auto& [name, s] : by_time(self)) {
-      fmt::print("{:<44} {:>9.1f} {:>6.1f}% {:>7}\n", name.substr(0, 44), s.first / 1e3, 100 * s.first / 1e6 / wall, s.second);
+      fmt::print("{:<44} {:>9.1f} {:>6.1f}% {:>7}\n", name.substr(0, 44), s.first / 1e3,
+                 100 * s.first / 1e6 / wall, s.second);
       results["profile"][name] = {{"self_ms", s.first / 1e3}, {"calls", s.second}};
     }
     fmt::print("\nthe same by input shapes:\n");
@@ -282,30 +312,40 @@ struct Suite {
   }
 
   void infer() {
-    fmt::print("\n== infer: bert-base seq classification, eval, no_grad ==\n{:<18} {:>9} {:>10} {:>9} {:>7} {:>10}\n",
-               "shape", "seconds", "seq/s", "TFLOP/s", "MFU", "vs HF");
+    fmt::print(
+        "\n== infer: bert-base seq classification, eval, no_grad ==\n{:<18} {:>9} {:>10} {:>9} "
+        "{:>7} {:>10}\n",
+        "shape", "seconds", "seq/s", "TFLOP/s", "MFU", "vs HF");
     const auto config = base_config();
     const auto a = adapter();
     torch::manual_seed(0);
     auto model = a->build_model(config);
     model->eval();
     torch::NoGradGuard no_grad;
-    const std::map<std::string, double> hf = {{"32x128 fp32", 5.8}, {"32x128 bf16", 15.3}};  // sequences/s
+    const std::map<std::string, double> hf = {{"32x128 fp32", 5.8},
+                                              {"32x128 bf16", 15.3}};  // sequences/s
     for (const int64_t seq : {128, 384})
       for (const bool bf16 : {false, true}) {
         if (seq == 384 && !bf16) continue;  // fp32 at 384 would take minutes; bf16 is the fast path
         for (const int64_t batch : {1, 8, 32}) {
           const auto b = random_batch(batch, seq, config.vocab_size());
-          const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32, torch::kCPU);
-          const double s = best_time(batch * seq >= 32 * 384 ? 1 : iters, [&] { model->forward(b); });
+          const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32,
+                                                    torch::kCPU);
+          const double s =
+              best_time(batch * seq >= 32 * 384 ? 1 : iters, [&] { model->forward(b); });
           const std::string precision = bf16 ? "bf16" : "fp32";
           const std::string name = fmt::format("{}x{} {}", batch, seq, precision);
-          const double tflops = forward_flops(config, static_cast<double>(batch), static_cast<double>(seq)) / s / 1e12;
+          const double tflops =
+              forward_flops(config, static_cast<double>(batch), static_cast<double>(seq)) / s /
+              1e12;
           const auto it = hf.find(name);
-          const std::string vs_hf = it == hf.end() ? "-" : fmt::format("{:.2f}x", (batch / s) / it->second);
-          fmt::print("{:<18} {:>9.4f} {:>10.2f} {:>9.3f} {:>7.2f} {:>10}\n", name, s, batch / s, tflops,
-                     tflops / ceiling[precision], vs_hf);
-          results["infer"][name] = {{"seconds", s}, {"sequences_per_s", batch / s}, {"tflops", tflops},
+          const std::string vs_hf =
+              it == hf.end() ? "-" : fmt::format("{:.2f}x", (batch / s) / it->second);
+          fmt::print("{:<18} {:>9.4f} {:>10.2f} {:>9.3f} {:>7.2f} {:>10}\n", name, s, batch / s,
+                     tflops, tflops / ceiling[precision], vs_hf);
+          results["infer"][name] = {{"seconds", s},
+                                    {"sequences_per_s", batch / s},
+                                    {"tflops", tflops},
                                     {"mfu", tflops / ceiling[precision]}};
           if (batch == 1) results["infer"][name]["latency_ms"] = s * 1e3;
           if (it != hf.end()) results["infer"][name]["speedup_vs_hf"] = (batch / s) / it->second;
@@ -314,8 +354,10 @@ struct Suite {
   }
 
   void seq_scaling() {
-    fmt::print("\n== seq_scaling: bf16 forward, 4096 tokens per batch ==\n{:<10} {:>9} {:>11} {:>9} {:>15}\n", "shape",
-               "seconds", "tokens/s", "TFLOP/s", "attention share");
+    fmt::print(
+        "\n== seq_scaling: bf16 forward, 4096 tokens per batch ==\n{:<10} {:>9} {:>11} {:>9} "
+        "{:>15}\n",
+        "shape", "seconds", "tokens/s", "TFLOP/s", "attention share");
     const auto config = base_config();
     const auto a = adapter();
     auto model = a->build_model(config);
@@ -326,12 +368,17 @@ struct Suite {
       const auto b = random_batch(batch, seq, config.vocab_size());
       const bert::tasks::AutocastScope autocast(Precision::kBf16, torch::kCPU);
       const double s = best_time(1, [&] { model->forward(b); });
-      const double flops = forward_flops(config, static_cast<double>(batch), static_cast<double>(seq));
-      const double attention = 4.0 * config.num_hidden_layers() * 4096.0 * seq * config.hidden_size();
-      fmt::print("{:<10} {:>9.3f} {:>11.0f} {:>9.3f} {:>14.1f}%\n", fmt::format("{}x{}", batch, seq), s, 4096 / s,
-                 flops / s / 1e12, 100 * attention / flops);
-      results["seq_scaling"][std::to_string(seq)] = {{"seconds", s}, {"tokens_per_s", 4096 / s},
-                                                     {"tflops", flops / s / 1e12}, {"attention_flop_share", attention / flops}};
+      const double flops =
+          forward_flops(config, static_cast<double>(batch), static_cast<double>(seq));
+      const double attention =
+          4.0 * config.num_hidden_layers() * 4096.0 * seq * config.hidden_size();
+      fmt::print("{:<10} {:>9.3f} {:>11.0f} {:>9.3f} {:>14.1f}%\n",
+                 fmt::format("{}x{}", batch, seq), s, 4096 / s, flops / s / 1e12,
+                 100 * attention / flops);
+      results["seq_scaling"][std::to_string(seq)] = {{"seconds", s},
+                                                     {"tokens_per_s", 4096 / s},
+                                                     {"tflops", flops / s / 1e12},
+                                                     {"attention_flop_share", attention / flops}};
     }
   }
 
@@ -351,16 +398,20 @@ struct Suite {
         bytes += static_cast<double>(texts.back().first.size());
       }
     const auto tok = cased_tokenizer(vocab);
-    fmt::print("\n== tokenizer: SQuAD v1.1 dev contexts ({:.1f} MB), bert-base-cased vocab ==\n{:<12} {:>9} {:>8} {:>11}\n",
-               bytes / 1e6, "threads", "seconds", "MB/s", "Mtokens/s");
+    fmt::print(
+        "\n== tokenizer: SQuAD v1.1 dev contexts ({:.1f} MB), bert-base-cased vocab ==\n{:<12} "
+        "{:>9} {:>8} {:>11}\n",
+        bytes / 1e6, "threads", "seconds", "MB/s", "Mtokens/s");
     for (const int t : {1, threads}) {
       size_t n = 0;
       const double s = best_time(iters, [&] {
         n = 0;
         for (const auto& e : tok->encode_batch(texts, {}, t)) n += e.size();
       });
-      fmt::print("{:<12} {:>9.3f} {:>8.1f} {:>11.2f}\n", t, s, bytes / s / 1e6, static_cast<double>(n) / s / 1e6);
-      results["tokenizer"][fmt::format("threads_{}", t)] = {{"mb_per_s", bytes / s / 1e6}, {"tokens_per_s", n / s}};
+      fmt::print("{:<12} {:>9.3f} {:>8.1f} {:>11.2f}\n", t, s, bytes / s / 1e6,
+                 static_cast<double>(n) / s / 1e6);
+      results["tokenizer"][fmt::format("threads_{}", t)] = {{"mb_per_s", bytes / s / 1e6},
+                                                            {"tokens_per_s", n / s}};
     }
   }
 
@@ -385,10 +436,15 @@ struct Suite {
     bert::load_state_dict(*target, weights, file.string(), options);
     const double total_s = since(t);
     const double mib = static_cast<double>(fs::file_size(file)) / (1 << 20);
-    fmt::print("{:.0f} MiB file: read {:.3f} s, read + load_state_dict {:.3f} s ({:.0f} MiB/s); peak RSS +{:.0f} MiB "
-               "over the model\n",
-               mib, read_s, total_s, mib / total_s, peak_rss_mib() - before);
-    results["load"] = {{"file_mib", mib}, {"read_s", read_s}, {"total_s", total_s}, {"peak_rss_extra_mib", peak_rss_mib() - before}};
+    fmt::print(
+        "{:.0f} MiB file: read {:.3f} s, read + load_state_dict {:.3f} s ({:.0f} MiB/s); peak RSS "
+        "+{:.0f} MiB "
+        "over the model\n",
+        mib, read_s, total_s, mib / total_s, peak_rss_mib() - before);
+    results["load"] = {{"file_mib", mib},
+                       {"read_s", read_s},
+                       {"total_s", total_s},
+                       {"peak_rss_extra_mib", peak_rss_mib() - before}};
   }
 
   void sweep(const fs::path& shared, const fs::path& tmp, const fs::path& bertft) {
@@ -400,31 +456,36 @@ struct Suite {
     }
     write_small_model(vocab, tmp / "sweep_model", 64);
     const auto recipe = tmp / "sweep.yaml";
-    std::ofstream(recipe) << "model: {pretrained: " << (tmp / "sweep_model").string() << "}\n"
-                          << "task: {type: sequence_classification, max_seq_length: 128}\n"
-                          << "data: {train: " << (mrpc / "train.tsv").string() << ", dev: " << (mrpc / "dev.tsv").string() << "}\n"
-                          << "training: {epochs: 1, batch_size: 32, learning_rate: 1.0e-3, log_every: 1000}\n"
-                          << "sweep: {grid: {learning_rate: [1.0e-3, 5.0e-4]}, seeds: [1, 2]}\n";
-    fmt::print("\n== sweep: MRPC (3668 train / 408 dev), tiny BERT, 4 trials of 1 epoch ==\n{:<34} {:>9}\n", "setting",
-               "seconds");
+    std::ofstream(recipe)
+        << "model: {pretrained: " << (tmp / "sweep_model").string() << "}\n"
+        << "task: {type: sequence_classification, max_seq_length: 128}\n"
+        << "data: {train: " << (mrpc / "train.tsv").string()
+        << ", dev: " << (mrpc / "dev.tsv").string() << "}\n"
+        << "training: {epochs: 1, batch_size: 32, learning_rate: 1.0e-3, log_every: 1000}\n"
+        << "sweep: {grid: {learning_rate: [1.0e-3, 5.0e-4]}, seeds: [1, 2]}\n";
+    fmt::print(
+        "\n== sweep: MRPC (3668 train / 408 dev), tiny BERT, 4 trials of 1 epoch ==\n{:<34} "
+        "{:>9}\n",
+        "setting", "seconds");
     for (const auto& [name, flags] : std::vector<std::pair<std::string, std::string>>{
              {"1 job, no feature cache", "--jobs 1 --no-cache"},
              {"1 job, feature cache", "--jobs 1"},
              {"2 jobs, feature cache", "--jobs 2"}}) {
       const auto out = tmp / ("sweep_" + std::to_string(results["sweep"].size()));
-      const auto command = fmt::format("{} --threads {} sweep {} --set output.dir={} {} > {} 2>&1",
-                                       bertft.string(), threads, recipe.string(), out.string(), flags,
-                                       (tmp / "sweep.log").string());
+      const auto command =
+          fmt::format("{} --threads {} sweep {} --set output.dir={} {} > {} 2>&1", bertft.string(),
+                      threads, recipe.string(), out.string(), flags, (tmp / "sweep.log").string());
       const auto t = Clock::now();
       const int rc = std::system(command.c_str());
       const double s = since(t);
-      fmt::print("{:<34} {:>9.1f}{}\n", name, s, rc == 0 ? "" : "  (failed: see " + (tmp / "sweep.log").string() + ")");
+      fmt::print("{:<34} {:>9.1f}{}\n", name, s,
+                 rc == 0 ? "" : "  (failed: see " + (tmp / "sweep.log").string() + ")");
       results["sweep"][name] = s;
     }
   }
 
-  /// The numerics check that goes with the bf16 speed: a real small task (GLUE SST-2, 67 349 train /
-  /// 872 dev sentences) fine-tuned in fp32 and in bf16, three seeds each, through `bertft sweep`;
+  /// The numerics check that goes with the bf16 speed: a real small task (GLUE SST-2, 67 349 train
+  /// / 872 dev sentences) fine-tuned in fp32 and in bf16, three seeds each, through `bertft sweep`;
   /// the dev accuracies' means must agree within seed noise. The model is a small BERT from random
   /// initialisation (no pretrained checkpoint can be had here), one epoch.
   void precision(const fs::path& shared, const fs::path& tmp, const fs::path& bertft) {
@@ -436,22 +497,27 @@ struct Suite {
     }
     write_small_model(vocab, tmp / "precision_model", 128);
     const auto recipe = tmp / "precision.yaml";
-    std::ofstream(recipe) << "model: {pretrained: " << (tmp / "precision_model").string() << "}\n"
-                          << "task: {type: sequence_classification, max_seq_length: 64}\n"
-                          << "data: {train: {path: " << (sst2 / "train.tsv").string() << ", format: glue, glue_task: sst2}, "
-                          << "dev: {path: " << (sst2 / "dev.tsv").string() << ", format: glue, glue_task: sst2}}\n"
-                          << "training: {epochs: 1, batch_size: 32, learning_rate: 1.0e-3, warmup_ratio: 0.1, "
-                          << "weight_decay: 0.01, group_by_length: true, log_every: 100000}\n"
-                          << "sweep: {grid: {precision: [fp32, bf16]}, seeds: [1, 2, 3]}\n"
-                          << "output: {export: false}\n";
+    std::ofstream(recipe)
+        << "model: {pretrained: " << (tmp / "precision_model").string() << "}\n"
+        << "task: {type: sequence_classification, max_seq_length: 64}\n"
+        << "data: {train: {path: " << (sst2 / "train.tsv").string()
+        << ", format: glue, glue_task: sst2}, "
+        << "dev: {path: " << (sst2 / "dev.tsv").string() << ", format: glue, glue_task: sst2}}\n"
+        << "training: {epochs: 1, batch_size: 32, learning_rate: 1.0e-3, warmup_ratio: 0.1, "
+        << "weight_decay: 0.01, group_by_length: true, log_every: 100000}\n"
+        << "sweep: {grid: {precision: [fp32, bf16]}, seeds: [1, 2, 3]}\n"
+        << "output: {export: false}\n";
     const auto out = tmp / "precision_run";
     const auto log = tmp / "precision.log";
-    fmt::print("\n== precision: SST-2 dev accuracy, small BERT (hidden 128, 2 layers) from random init, 1 epoch, "
-               "seeds 1-3 ==\n");
+    fmt::print(
+        "\n== precision: SST-2 dev accuracy, small BERT (hidden 128, 2 layers) from random init, 1 "
+        "epoch, "
+        "seeds 1-3 ==\n");
     const auto t = Clock::now();
-    const int rc = std::system(fmt::format("{} --threads {} sweep {} --set output.dir={} --jobs {} > {} 2>&1",
-                                           bertft.string(), threads, recipe.string(), out.string(), threads,
-                                           log.string()).c_str());
+    const int rc = std::system(
+        fmt::format("{} --threads {} sweep {} --set output.dir={} --jobs {} > {} 2>&1",
+                    bertft.string(), threads, recipe.string(), out.string(), threads, log.string())
+            .c_str());
     const double seconds = since(t);
     if (rc != 0 || !fs::exists(out / "leaderboard.json")) {
       fmt::print("(failed:\n{})\n", bert::read_file(log));
@@ -467,15 +533,22 @@ struct Suite {
       by[setting["hyperparameters"].dump().find("bf16") != std::string::npos ? "bf16" : "fp32"] = {
           setting["mean"].get<double>(), setting["std"].get<double>()};
     // Seed noise of the difference of two means of 3: sqrt(s1^2/3 + s2^2/3).
-    const double noise = std::sqrt((by["fp32"].second * by["fp32"].second + by["bf16"].second * by["bf16"].second) / 3);
+    const double noise = std::sqrt(
+        (by["fp32"].second * by["fp32"].second + by["bf16"].second * by["bf16"].second) / 3);
     const double diff = by["bf16"].first - by["fp32"].first;
-    for (const auto& [name, ms] : by) fmt::print("{:<6} accuracy {:.4f} ± {:.4f}\n", name, ms.first, ms.second);
+    for (const auto& [name, ms] : by)
+      fmt::print("{:<6} accuracy {:.4f} ± {:.4f}\n", name, ms.first, ms.second);
     fmt::print("bf16 - fp32 = {:+.4f}, {:.1f} standard errors ({}); 6 trials in {:.0f} s\n", diff,
-               noise > 0 ? std::abs(diff) / noise : 0.0, std::abs(diff) <= 2 * noise ? "within seed noise" : "NOT within seed noise",
+               noise > 0 ? std::abs(diff) / noise : 0.0,
+               std::abs(diff) <= 2 * noise ? "within seed noise" : "NOT within seed noise",
                seconds);
-    results["precision"] = {{"fp32_mean", by["fp32"].first}, {"fp32_std", by["fp32"].second},
-                            {"bf16_mean", by["bf16"].first}, {"bf16_std", by["bf16"].second},
-                            {"difference", diff}, {"standard_error", noise}, {"seconds", seconds}};
+    results["precision"] = {{"fp32_mean", by["fp32"].first},
+                            {"fp32_std", by["fp32"].second},
+                            {"bf16_mean", by["bf16"].first},
+                            {"bf16_std", by["bf16"].second},
+                            {"difference", diff},
+                            {"standard_error", noise},
+                            {"seconds", seconds}};
   }
 };
 
@@ -486,11 +559,16 @@ int main(int argc, char** argv) {
   std::string only = "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,precision", json_out;
   int iters = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--json")) json_out = argv[i + 1];
+    if (!std::strcmp(argv[i], "--only"))
+      only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--iters"))
+      iters = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--json"))
+      json_out = argv[i + 1];
   }
-  const auto wants = [&](const std::string& name) { return ("," + only + ",").find("," + name + ",") != std::string::npos; };
+  const auto wants = [&](const std::string& name) {
+    return ("," + only + ",").find("," + name + ",") != std::string::npos;
+  };
   Suite suite;
   suite.iters = iters;
   suite.threads = bert::configure_threads(0);
@@ -498,7 +576,8 @@ int main(int argc, char** argv) {
   const fs::path tmp = fs::temp_directory_path() / fmt::format("bertft-bench-{}", ::getpid());
   fs::create_directories(tmp);
   const auto start = Clock::now();
-  fmt::print("bertft benchmark suite | {} threads | LibTorch {} | OMP_WAIT_POLICY={}\n", suite.threads, TORCH_VERSION,
+  fmt::print("bertft benchmark suite | {} threads | LibTorch {} | OMP_WAIT_POLICY={}\n",
+             suite.threads, TORCH_VERSION,
              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(default)");
   suite.results["threads"] = suite.threads;
   if (wants("gemm") || wants("train_step") || wants("infer")) suite.gemm();

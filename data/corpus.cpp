@@ -9,7 +9,9 @@
 namespace bert::data {
 namespace {
 
-bool blank(std::string_view s) { return s.find_first_not_of(" \t\r") == std::string_view::npos; }
+bool blank(std::string_view s) {
+  return s.find_first_not_of(" \t\r") == std::string_view::npos;
+}
 
 }  // namespace
 

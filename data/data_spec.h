@@ -45,10 +45,13 @@ struct DataSpec {
   static void visit(Self& self, Visitor&& field) {
     field("path", self.path, "Dataset file");
     field("format", self.format, "auto | glue | tsv | csv | jsonl | squad | conll | swag");
-    field("glue_task", self.glue_task, "GLUE task name when format is glue (default: from the directory)");
+    field("glue_task", self.glue_task,
+          "GLUE task name when format is glue (default: from the directory)");
     field("header", self.header, "Generic TSV/CSV: first row names the columns");
-    field("columns", self.columns, "Role -> column name or number (text_a, text_b, label, id, ...)");
-    field("skip_malformed", self.skip_malformed, "Drop (and count) rows with the wrong number of fields");
+    field("columns", self.columns,
+          "Role -> column name or number (text_a, text_b, label, id, ...)");
+    field("skip_malformed", self.skip_malformed,
+          "Drop (and count) rows with the wrong number of fields");
     field("limit", self.limit, "Use only the first N examples (0 = all)");
   }
 };
@@ -56,7 +59,9 @@ struct DataSpec {
 /// Column role lookup: the spec's explicit column for `role` (must exist), else the first of
 /// `defaults` present in the table, else -1.
 struct Table;
-int resolve_column(const DataSpec& spec, const Table& table, const std::string& role,
+int resolve_column(const DataSpec& spec,
+                   const Table& table,
+                   const std::string& role,
                    const std::vector<std::string>& defaults);
 
 /// Throws ConfigError for a role in spec.columns that is not one of `roles`.

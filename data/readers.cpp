@@ -1,9 +1,9 @@
 #include "data/readers.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <fstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
@@ -30,10 +30,13 @@ void apply_limit(std::vector<T>& v, int64_t limit) {
 
 TableFormat generic_table_format(const DataSpec& spec, DataFormat format) {
   switch (format) {
-    case DataFormat::kTsv: return TableFormat::kTsv;
+    case DataFormat::kTsv:
+      return TableFormat::kTsv;
     case DataFormat::kCsv:
-    case DataFormat::kSwag: return TableFormat::kCsv;
-    case DataFormat::kJsonl: return TableFormat::kJsonl;
+    case DataFormat::kSwag:
+      return TableFormat::kCsv;
+    case DataFormat::kJsonl:
+      return TableFormat::kJsonl;
     default:
       throw ConfigError(fmt::format("{}: format '{}' cannot be read as a table", spec.path.string(),
                                     enum_name(format)));
@@ -41,12 +44,14 @@ TableFormat generic_table_format(const DataSpec& spec, DataFormat format) {
 }
 
 std::vector<TextExample> read_glue(const DataSpec& spec) {
-  const std::string name = spec.glue_task.empty() ? spec.path.parent_path().filename().string() : spec.glue_task;
+  const std::string name =
+      spec.glue_task.empty() ? spec.path.parent_path().filename().string() : spec.glue_task;
   const auto task = find_glue_task(name);
   if (!task)
-    throw ConfigError(fmt::format("{}: '{}' is not a GLUE task (known: {}); set glue_task or use "
-                                  "format tsv with columns",
-                                  spec.path.string(), name, glue_task_names()));
+    throw ConfigError(
+        fmt::format("{}: '{}' is not a GLUE task (known: {}); set glue_task or use "
+                    "format tsv with columns",
+                    spec.path.string(), name, glue_task_names()));
   // CoLA's train/dev have no header; its test file does ("index sentence").
   bool header = task->header;
   std::string text_a = task->text_a, label = task->label, id = task->id;
@@ -90,9 +95,12 @@ DataFormat resolve_format(const DataSpec& spec, DataFormat task_default) {
       return DataFormat::kGlue;
     if (const auto f = table_format_from_extension(spec.path)) {
       switch (*f) {
-        case TableFormat::kTsv: return DataFormat::kTsv;
-        case TableFormat::kCsv: return DataFormat::kCsv;
-        case TableFormat::kJsonl: return DataFormat::kJsonl;
+        case TableFormat::kTsv:
+          return DataFormat::kTsv;
+        case TableFormat::kCsv:
+          return DataFormat::kCsv;
+        case TableFormat::kJsonl:
+          return DataFormat::kJsonl;
       }
     }
   }
@@ -111,10 +119,13 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
     out = read_glue(spec);
   } else {
     check_column_roles(spec, {"text_a", "text_b", "label", "id"});
-    const auto table = read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
-    const int a = resolve_column(spec, table, "text_a", {"text_a", "text", "sentence", "sentence1"});
+    const auto table =
+        read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
+    const int a =
+        resolve_column(spec, table, "text_a", {"text_a", "text", "sentence", "sentence1"});
     if (a < 0)
-      throw DataError(fmt::format("{}: no text column; name it with columns: {{text_a: <column>}}", spec.path.string()));
+      throw DataError(fmt::format("{}: no text column; name it with columns: {{text_a: <column>}}",
+                                  spec.path.string()));
     const int b = resolve_column(spec, table, "text_b", {"text_b", "sentence2"});
     const int l = resolve_column(spec, table, "label", {"label"});
     const int i = resolve_column(spec, table, "id", {"id", "idx"});
@@ -135,11 +146,14 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
 std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
   const auto format = resolve_format(spec, DataFormat::kSwag);
   check_column_roles(spec, {"context", "prefix", "endings", "label", "id"});
-  const auto table = read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
+  const auto table =
+      read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
   const bool swag = format == DataFormat::kSwag;
-  const int context = resolve_column(spec, table, "context", swag ? std::vector<std::string>{"sent1"}
-                                                                  : std::vector<std::string>{"context", "sent1"});
-  if (context < 0) throw DataError(fmt::format("{}: no context column (SWAG: 'sent1')", spec.path.string()));
+  const int context = resolve_column(
+      spec, table, "context",
+      swag ? std::vector<std::string>{"sent1"} : std::vector<std::string>{"context", "sent1"});
+  if (context < 0)
+    throw DataError(fmt::format("{}: no context column (SWAG: 'sent1')", spec.path.string()));
   const int prefix = resolve_column(spec, table, "prefix", {"sent2", "prefix"});
   const int label = resolve_column(spec, table, "label", {"label"});
   const int id = resolve_column(spec, table, "id", {"id"});
@@ -160,8 +174,10 @@ std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
     }
   }
   if (endings.size() < 2)
-    throw DataError(fmt::format("{}: need at least two ending columns (ending0, ending1, ... or "
-                                "columns: {{endings: \"a,b\"}})", spec.path.string()));
+    throw DataError(
+        fmt::format("{}: need at least two ending columns (ending0, ending1, ... or "
+                    "columns: {{endings: \"a,b\"}})",
+                    spec.path.string()));
   std::vector<ChoiceExample> out;
   for (size_t r = 0; r < table.rows.size(); ++r) {
     ChoiceExample e;
@@ -174,7 +190,8 @@ std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
     }
     e.context = table.at(r, context);
     const std::string head = prefix >= 0 ? table.at(r, prefix) : std::string();
-    for (int c : endings) e.choices.push_back(head.empty() ? table.at(r, c) : head + " " + table.at(r, c));
+    for (int c : endings)
+      e.choices.push_back(head.empty() ? table.at(r, c) : head + " " + table.at(r, c));
     if (label >= 0 && table.rows[r][label]) {
       const auto& text = *table.rows[r][label];
       int64_t value = -1;
@@ -185,8 +202,8 @@ std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
       } catch (const std::exception&) {
       }
       if (value < 0 || value >= static_cast<int64_t>(endings.size()))
-        throw DataError(fmt::format("{}: label '{}' is not a choice index 0..{}", table.where(r), text,
-                                    endings.size() - 1));
+        throw DataError(fmt::format("{}: label '{}' is not a choice index 0..{}", table.where(r),
+                                    text, endings.size() - 1));
       e.label = value;
     }
     e.where = table.where(r);
@@ -202,7 +219,8 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
   const auto fail = [&](const std::string& path, const std::string& what) {
     throw DataError(fmt::format("{}: {}: {}", file_name, path, what));
   };
-  const auto string_at = [&](const json& j, const char* key, const std::string& path) -> std::string {
+  const auto string_at = [&](const json& j, const char* key,
+                             const std::string& path) -> std::string {
     const auto it = j.find(key);
     if (it == j.end() || !it->is_string()) fail(path, fmt::format("missing string '{}'", key));
     return it->get<std::string>();
@@ -218,14 +236,16 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
     const auto& article = doc["data"][a];
     const auto apath = fmt::format("data[{}]", a);
     const std::string title = article.value("title", std::string());
-    if (!article.contains("paragraphs") || !article["paragraphs"].is_array()) fail(apath, "missing 'paragraphs' list");
+    if (!article.contains("paragraphs") || !article["paragraphs"].is_array())
+      fail(apath, "missing 'paragraphs' list");
     for (size_t p = 0; p < article["paragraphs"].size(); ++p) {
       const auto& paragraph = article["paragraphs"][p];
       const auto ppath = fmt::format("{}.paragraphs[{}]", apath, p);
       const std::string context = string_at(paragraph, "context", ppath);
       tok::unicode::decode_utf8(context, code_points, offsets);  // offsets: byte of each character
       const int64_t num_chars = static_cast<int64_t>(offsets.size()) - 1;
-      if (!paragraph.contains("qas") || !paragraph["qas"].is_array()) fail(ppath, "missing 'qas' list");
+      if (!paragraph.contains("qas") || !paragraph["qas"].is_array())
+        fail(ppath, "missing 'qas' list");
       for (size_t q = 0; q < paragraph["qas"].size(); ++q) {
         const auto& qa = paragraph["qas"][q];
         const auto qpath = fmt::format("{}.qas[{}]", ppath, q);
@@ -247,9 +267,11 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
               fail(kpath, "missing integer 'answer_start'");
             answer.char_start = ans["answer_start"].get<int64_t>();
             if (answer.char_start < 0 || answer.char_start > num_chars)
-              fail(kpath, fmt::format("answer_start {} outside the context ({} characters)", answer.char_start, num_chars));
+              fail(kpath, fmt::format("answer_start {} outside the context ({} characters)",
+                                      answer.char_start, num_chars));
             answer.byte_start = offsets[static_cast<size_t>(answer.char_start)];
-            if (context.compare(static_cast<size_t>(answer.byte_start), answer.text.size(), answer.text) != 0)
+            if (context.compare(static_cast<size_t>(answer.byte_start), answer.text.size(),
+                                answer.text) != 0)
               ++mismatched;
             e.answers.push_back(std::move(answer));
           }
@@ -259,7 +281,8 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
     }
   }
   if (mismatched)
-    log::warn("[data] {}: {} answers whose text differs from the context at answer_start", file_name, mismatched);
+    log::warn("[data] {}: {} answers whose text differs from the context at answer_start",
+              file_name, mismatched);
   apply_limit(out, spec.limit);
   return out;
 }
@@ -278,8 +301,8 @@ std::vector<TaggedSentence> read_conll(const DataSpec& spec) {
     try {
       return std::stoi(it->second);
     } catch (const std::exception&) {
-      throw ConfigError(fmt::format("{}: columns.{}: expected a column number, got '{}'", spec.path.string(),
-                                    role, it->second));
+      throw ConfigError(fmt::format("{}: columns.{}: expected a column number, got '{}'",
+                                    spec.path.string(), role, it->second));
     }
   };
   TaggedSentence current;
@@ -309,12 +332,13 @@ std::vector<TaggedSentence> read_conll(const DataSpec& spec) {
       tag_column = parse_index("tag", num_columns > 1 ? static_cast<int>(num_columns) - 1 : -1);
       if (token_column < 0 || token_column >= static_cast<int>(num_columns) ||
           tag_column >= static_cast<int>(num_columns))
-        throw ConfigError(fmt::format("{}:{}: columns token={} tag={} do not exist in a line of {} columns",
-                                      file.name, line.number, token_column, tag_column, num_columns));
+        throw ConfigError(
+            fmt::format("{}:{}: columns token={} tag={} do not exist in a line of {} columns",
+                        file.name, line.number, token_column, tag_column, num_columns));
     }
     if (fields.size() != num_columns)
-      throw DataError(fmt::format("{}:{}: expected {} columns (as the first line), got {}", file.name, line.number,
-                                  num_columns, fields.size()));
+      throw DataError(fmt::format("{}:{}: expected {} columns (as the first line), got {}",
+                                  file.name, line.number, num_columns, fields.size()));
     if (current.words.empty()) current.where = fmt::format("{}:{}", file.name, line.number);
     current.words.emplace_back(fields[static_cast<size_t>(token_column)]);
     if (tag_column >= 0) current.tags.emplace_back(fields[static_cast<size_t>(tag_column)]);

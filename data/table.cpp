@@ -1,6 +1,7 @@
 #include "data/table.h"
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
@@ -60,10 +61,12 @@ std::vector<std::pair<int64_t, std::vector<Cell>>> parse_csv(const TextFile& fil
           field += t[i++];
         }
         if (i < t.size() && t[i] != ',' && t[i] != '\n' && t[i] != '\r')
-          throw DataError(fmt::format("{}:{}: unexpected character after closing quote", file.name, line));
+          throw DataError(
+              fmt::format("{}:{}: unexpected character after closing quote", file.name, line));
       } else {
         while (i < t.size() && t[i] != ',' && t[i] != '\n') field += t[i++];
-        if (!field.empty() && field.back() == '\r' && (i >= t.size() || t[i] == '\n')) field.pop_back();
+        if (!field.empty() && field.back() == '\r' && (i >= t.size() || t[i] == '\n'))
+          field.pop_back();
         if (!field.empty()) blank = false;
       }
       if (i < t.size() && t[i] == '\r') ++i;
@@ -105,7 +108,8 @@ Table read_jsonl(const TextFile& file) {
     for (size_t c = 0; c < table.header.size(); ++c) {
       const auto it = objects[r].find(table.header[c]);
       if (it == objects[r].end() || it->is_null()) continue;
-      row[c] = it->is_string() ? it->get<std::string>() : it->dump();  // numbers, booleans, lists: JSON text
+      row[c] = it->is_string() ? it->get<std::string>()
+                               : it->dump();  // numbers, booleans, lists: JSON text
     }
     table.rows.push_back(std::move(row));
   }
@@ -127,7 +131,9 @@ int Table::column(const std::string& name, bool required) const {
   throw DataError(fmt::format("{}: no column '{}' (columns: {})", file, name, names));
 }
 
-std::string Table::where(size_t row) const { return fmt::format("{}:{}", file, lines.at(row)); }
+std::string Table::where(size_t row) const {
+  return fmt::format("{}:{}", file, lines.at(row));
+}
 
 const std::string& Table::at(size_t row, int column) const {
   const auto& cell = rows.at(row).at(static_cast<size_t>(column));
@@ -135,7 +141,9 @@ const std::string& Table::at(size_t row, int column) const {
   return *cell;
 }
 
-Table read_table(const std::filesystem::path& path, TableFormat format, bool header,
+Table read_table(const std::filesystem::path& path,
+                 TableFormat format,
+                 bool header,
                  bool skip_malformed) {
   const auto file = read_text_file(path);
   if (format == TableFormat::kJsonl) return read_jsonl(file);
@@ -166,13 +174,14 @@ Table read_table(const std::filesystem::path& path, TableFormat format, bool hea
         continue;
       }
       throw DataError(fmt::format("{}:{}: expected {} fields ({}), got {}", file.name, line,
-                                  table.header.size(), header ? "as the header" : "as the first row",
-                                  cells.size()));
+                                  table.header.size(),
+                                  header ? "as the header" : "as the first row", cells.size()));
     }
     table.rows.push_back(std::move(cells));
     table.lines.push_back(line);
   }
-  if (skipped) log::warn("[data] {}: skipped {} malformed rows (skip_malformed)", file.name, skipped);
+  if (skipped)
+    log::warn("[data] {}: skipped {} malformed rows (skip_malformed)", file.name, skipped);
   return table;
 }
 

@@ -37,7 +37,9 @@ struct Table {
 /// "file:line: expected N fields (as the header), got M" otherwise) unless `skip_malformed`,
 /// which drops and counts them (logged). Blank lines are skipped. JSONL values that are not
 /// strings (numbers, booleans, lists) become their JSON text. UTF-8 is checked.
-Table read_table(const std::filesystem::path& path, TableFormat format, bool header = true,
+Table read_table(const std::filesystem::path& path,
+                 TableFormat format,
+                 bool header = true,
                  bool skip_malformed = false);
 
 /// kTsv for .tsv/.txt, kCsv for .csv, kJsonl for .jsonl/.json; nullopt otherwise.

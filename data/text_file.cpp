@@ -1,9 +1,9 @@
 #include "data/text_file.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <utf8proc.h>
+
+#include <algorithm>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -11,7 +11,8 @@
 namespace bert::data {
 
 std::string TextFile::where(size_t offset) const {
-  const auto line = 1 + std::count(text.begin(), text.begin() + std::min(offset, text.size()), '\n');
+  const auto line =
+      1 + std::count(text.begin(), text.begin() + std::min(offset, text.size()), '\n');
   return fmt::format("{}:{}", name, line);
 }
 
@@ -25,7 +26,8 @@ void check_utf8(std::string_view text, const std::string& where) {
       continue;
     }
     utf8proc_int32_t cp = 0;
-    const auto n = utf8proc_iterate(bytes + pos, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
+    const auto n =
+        utf8proc_iterate(bytes + pos, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
     if (n < 0) {
       const auto line_start = text.rfind('\n', pos == 0 ? 0 : pos - 1);
       const size_t line = 1 + std::count(text.begin(), text.begin() + pos, '\n');
@@ -90,7 +92,8 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   try {
     return nlohmann::json::parse(file.text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw DataError(fmt::format("{}: not valid JSON: {}", file.where(e.byte > 0 ? e.byte - 1 : 0), e.what()));
+    throw DataError(
+        fmt::format("{}: not valid JSON: {}", file.where(e.byte > 0 ? e.byte - 1 : 0), e.what()));
   }
 }
 

@@ -1,8 +1,8 @@
 #include "tasks/registry.h"
 
-#include <stdexcept>
-
 #include <fmt/format.h>
+
+#include <stdexcept>
 
 #include "bert/common/error.h"
 #include "tasks/multiple_choice/adapter.h"
@@ -14,7 +14,8 @@
 namespace bert::tasks {
 
 void TaskRegistry::add(TaskInfo info) {
-  if (find(info.name)) throw std::invalid_argument("task '" + info.name + "' is already registered");
+  if (find(info.name))
+    throw std::invalid_argument("task '" + info.name + "' is already registered");
   tasks_.push_back(std::move(info));
 }
 
@@ -30,14 +31,16 @@ std::vector<std::string> TaskRegistry::names() const {
   return out;
 }
 
-std::unique_ptr<TaskAdapter> TaskRegistry::create(const std::string& name, const YamlReader& options) const {
+std::unique_ptr<TaskAdapter> TaskRegistry::create(const std::string& name,
+                                                  const YamlReader& options) const {
   const auto* info = find(name);
   if (!info) {
     std::string all;
     for (const auto& n : names()) all += (all.empty() ? "" : ", ") + n;
     const auto guess = nearest_key(name, names());
     throw ConfigError(fmt::format("{}: unknown task '{}'{}; available: {}", options.where(), name,
-                                  guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess), all));
+                                  guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess),
+                                  all));
   }
   ErrorList errors;
   auto adapter = info->create(options, errors);
@@ -57,9 +60,12 @@ TaskRegistry& TaskRegistry::global() {
 void register_builtin_tasks(TaskRegistry& r) {
   r.add({"sequence_classification", "one text or a text pair -> label, or score (num_labels: 1)",
          &SequenceClassificationAdapter::create});
-  r.add({"multiple_choice", "context + N candidate endings -> choice (SWAG)", &MultipleChoiceAdapter::create});
-  r.add({"question_answering", "extractive answer span (SQuAD v1.1 / v2.0)", &QuestionAnsweringAdapter::create});
-  r.add({"token_classification", "a tag per word (NER; IOB1 / IOB2 / IOBES)", &TokenClassificationAdapter::create});
+  r.add({"multiple_choice", "context + N candidate endings -> choice (SWAG)",
+         &MultipleChoiceAdapter::create});
+  r.add({"question_answering", "extractive answer span (SQuAD v1.1 / v2.0)",
+         &QuestionAnsweringAdapter::create});
+  r.add({"token_classification", "a tag per word (NER; IOB1 / IOB2 / IOBES)",
+         &TokenClassificationAdapter::create});
   r.add({"pretraining", "BERT's MLM + NSP pre-training over instance shards (bertft pretrain-data)",
          &PretrainingAdapter::create});
 }

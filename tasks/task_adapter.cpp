@@ -1,8 +1,8 @@
 #include "tasks/task_adapter.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace bert::tasks {
 
@@ -37,7 +37,8 @@ Batch TaskAdapter::collate(const FeatureSet& set, const std::vector<int64_t>& in
   const int64_t rows = static_cast<int64_t>(first.input_ids.size());
   const int64_t batch = static_cast<int64_t>(indices.size());
   int64_t length = 0;
-  for (int64_t i : indices) length = std::max(length, set.features.at(static_cast<size_t>(i)).length());
+  for (int64_t i : indices)
+    length = std::max(length, set.features.at(static_cast<size_t>(i)).length());
 
   auto ids = torch::full({batch, rows, length}, set.pad_id, torch::kLong);
   auto mask = torch::zeros({batch, rows, length}, torch::kLong);
@@ -51,7 +52,8 @@ Batch TaskAdapter::collate(const FeatureSet& set, const std::vector<int64_t>& in
   if (token_labels) token_label_tensor = torch::full({batch, length}, kIgnoreIndex, torch::kLong);
   for (int64_t b = 0; b < batch; ++b) {
     const auto& f = set.features[static_cast<size_t>(indices[static_cast<size_t>(b)])];
-    TORCH_CHECK(static_cast<int64_t>(f.input_ids.size()) == rows, "collate: features with different row counts");
+    TORCH_CHECK(static_cast<int64_t>(f.input_ids.size()) == rows,
+                "collate: features with different row counts");
     for (int64_t r = 0; r < rows; ++r) {
       const auto& row = f.input_ids[static_cast<size_t>(r)];
       const auto& type_row = f.token_type_ids[static_cast<size_t>(r)];
@@ -63,7 +65,8 @@ Batch TaskAdapter::collate(const FeatureSet& set, const std::vector<int64_t>& in
     }
     if (token_labels) {
       auto acc = token_label_tensor.accessor<int64_t, 2>();
-      for (size_t t = 0; t < f.token_labels.size(); ++t) acc[b][static_cast<int64_t>(t)] = f.token_labels[t];
+      for (size_t t = 0; t < f.token_labels.size(); ++t)
+        acc[b][static_cast<int64_t>(t)] = f.token_labels[t];
     }
     out.feature_indices.push_back(indices[static_cast<size_t>(b)]);
     out.lengths.push_back(static_cast<int64_t>(f.input_ids[0].size()));
@@ -85,7 +88,9 @@ void TaskAdapter::configure_export(BertConfig& config) const {
   config.id2label(labels());
 }
 
-void TaskAdapter::gather(const Batch& batch, const torch::Tensor& logits, std::vector<torch::Tensor>& outputs) const {
+void TaskAdapter::gather(const Batch& batch,
+                         const torch::Tensor& logits,
+                         std::vector<torch::Tensor>& outputs) const {
   const auto cpu = logits.detach().to(torch::kCPU, torch::kFloat);
   const bool per_token = cpu.dim() == 3 && batch.input_ids.dim() == 2;  // [batch, seq, k]
   for (int64_t i = 0; i < batch.size(); ++i) {
@@ -95,8 +100,10 @@ void TaskAdapter::gather(const Batch& batch, const torch::Tensor& logits, std::v
   }
 }
 
-Evaluation TaskAdapter::start_evaluation(const FeatureSet& features, nlohmann::json predictions) const {
-  TORCH_CHECK(features.labelled, type(), ": cannot evaluate ", features.examples ? features.examples->source : "",
+Evaluation TaskAdapter::start_evaluation(const FeatureSet& features,
+                                         nlohmann::json predictions) const {
+  TORCH_CHECK(features.labelled, type(), ": cannot evaluate ",
+              features.examples ? features.examples->source : "",
               ": some examples have no gold label");
   Evaluation ev;
   ev.predictions = std::move(predictions);

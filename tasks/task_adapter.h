@@ -1,15 +1,15 @@
 #pragma once
 
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <torch/torch.h>
-#include <yaml-cpp/yaml.h>
 
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/tokenizer.h"
@@ -24,9 +24,9 @@ constexpr int64_t kIgnoreIndex = -100;
 
 /// One model input (after tokenisation) and its training target.
 struct Feature {
-  int64_t example = 0;                              ///< index of the example it came from
-  std::vector<std::vector<int64_t>> input_ids;      ///< [rows][tokens]; rows = 1, or choices
-  std::vector<std::vector<int64_t>> token_type_ids; ///< same shape
+  int64_t example = 0;                               ///< index of the example it came from
+  std::vector<std::vector<int64_t>> input_ids;       ///< [rows][tokens]; rows = 1, or choices
+  std::vector<std::vector<int64_t>> token_type_ids;  ///< same shape
   std::vector<int64_t> token_labels;  ///< per token of row 0 (token tasks; kIgnoreIndex = none)
   int64_t label = kIgnoreIndex;       ///< class or choice index
   float target = 0.0f;                ///< regression target
@@ -152,7 +152,9 @@ class TaskAdapter {
   /// on disk already).
   virtual bool cacheable_features() const { return true; }
   /// An empty feature set of the type featurize() returns (the feature cache fills it).
-  virtual std::shared_ptr<FeatureSet> new_feature_set() const { return std::make_shared<FeatureSet>(); }
+  virtual std::shared_ptr<FeatureSet> new_feature_set() const {
+    return std::make_shared<FeatureSet>();
+  }
   /// Pads `indices` of `features` to the longest of them (dynamic padding) into one batch.
   virtual Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const;
 
@@ -163,7 +165,8 @@ class TaskAdapter {
   virtual torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const = 0;
   /// Stores each row of `logits` (CPU, float32, trimmed to the row's real length for per-token
   /// outputs) at outputs[feature index]. `outputs` must have features.size() entries.
-  virtual void gather(const Batch& batch, const torch::Tensor& logits,
+  virtual void gather(const Batch& batch,
+                      const torch::Tensor& logits,
                       std::vector<torch::Tensor>& outputs) const;
 
   /// Predictions per example from per-feature outputs (official format of the dataset).

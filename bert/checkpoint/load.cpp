@@ -1,9 +1,9 @@
 #include "bert/checkpoint/load.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "bert/common/error.h"
 #include "bert/common/strings.h"
@@ -13,7 +13,9 @@ namespace {
 
 constexpr const char* kBasePrefix = "bert.";
 
-std::string shape_string(const torch::Tensor& t) { return fmt::format("{}", t.sizes().vec()); }
+std::string shape_string(const torch::Tensor& t) {
+  return fmt::format("{}", t.sizes().vec());
+}
 
 std::string first_few(const std::vector<std::string>& names) {
   constexpr size_t kShown = 5;
@@ -26,8 +28,9 @@ std::string first_few(const std::vector<std::string>& names) {
 }  // namespace
 
 std::string LoadReport::summary() const {
-  std::string out = fmt::format("{}: {} tensors loaded, {} missing, {} unexpected, {} mismatched",
-                                source, loaded, missing.size(), unexpected.size(), mismatched.size());
+  std::string out =
+      fmt::format("{}: {} tensors loaded, {} missing, {} unexpected, {} mismatched", source, loaded,
+                  missing.size(), unexpected.size(), mismatched.size());
   if (!ignored.empty()) out += fmt::format(", {} ignored", ignored.size());
   if (!renamed.empty()) out += fmt::format(", {} renamed", renamed.size());
   if (!missing.empty()) out += fmt::format("; missing: {}", first_few(missing));
@@ -47,8 +50,10 @@ TensorMap state_dict(const torch::nn::Module& model) {
   return out;
 }
 
-LoadReport load_state_dict(torch::nn::Module& model, const TensorMap& checkpoint,
-                           const std::string& source, const LoadOptions& options) {
+LoadReport load_state_dict(torch::nn::Module& model,
+                           const TensorMap& checkpoint,
+                           const std::string& source,
+                           const LoadOptions& options) {
   LoadReport report;
   report.source = source;
   TensorMap targets = state_dict(model);
@@ -67,7 +72,8 @@ LoadReport load_state_dict(torch::nn::Module& model, const TensorMap& checkpoint
     if (model_prefixed && !checkpoint_prefixed) key = kBasePrefix + key;
     if (!model_prefixed && checkpoint_prefixed && starts_with(key, kBasePrefix))
       key = key.substr(std::string(kBasePrefix).size());
-    for (const auto& [legacy, modern] : {std::pair{".gamma", ".weight"}, std::pair{".beta", ".bias"}}) {
+    for (const auto& [legacy, modern] :
+         {std::pair{".gamma", ".weight"}, std::pair{".beta", ".bias"}}) {
       if (ends_with(key, legacy) && key.find("LayerNorm") != std::string::npos) {
         const std::string renamed = key.substr(0, key.size() - std::string(legacy).size()) + modern;
         report.renamed.push_back(fmt::format("{} -> {}", original, renamed));
@@ -131,8 +137,8 @@ LoadReport load_state_dict(torch::nn::Module& model, const TensorMap& checkpoint
     for (const auto& what : report.mismatched)
       problems.push_back(fmt::format("{}: size mismatch: {}", source, what));
     if (!problems.empty()) {
-      std::string message = fmt::format("{} does not fit the model ({} problems; strict loading):",
-                                        source, problems.size());
+      std::string message = fmt::format(
+          "{} does not fit the model ({} problems; strict loading):", source, problems.size());
       for (const auto& p : problems) message += "\n  " + p;
       throw CheckpointError(message);
     }

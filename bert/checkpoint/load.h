@@ -1,10 +1,10 @@
 #pragma once
 
+#include <torch/torch.h>
+
 #include <map>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "bert/checkpoint/tensor_map.h"
 

@@ -1,9 +1,9 @@
 #include "bert/checkpoint/pretrained_dir.h"
 
-#include <set>
-
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bert/checkpoint/safetensors.h"
 #include "bert/checkpoint/torch_pickle.h"
@@ -17,16 +17,17 @@ using json = nlohmann::json;
 
 PretrainedDir PretrainedDir::find(const fs::path& dir) {
   if (!fs::is_directory(dir))
-    throw CheckpointError(fmt::format("{}: not a directory (expected a Hugging Face model "
-                                      "directory with config.json and weights)",
-                                      dir.string()));
+    throw CheckpointError(
+        fmt::format("{}: not a directory (expected a Hugging Face model "
+                    "directory with config.json and weights)",
+                    dir.string()));
   PretrainedDir d;
   d.dir = dir;
   d.config = dir / "config.json";
-  if (!fs::exists(d.config))
-    throw CheckpointError(fmt::format("{}: no config.json", dir.string()));
+  if (!fs::exists(d.config)) throw CheckpointError(fmt::format("{}: no config.json", dir.string()));
   if (fs::exists(dir / "vocab.txt")) d.vocab = dir / "vocab.txt";
-  for (const char* name : {"spiece.model", "spm.model", "sentencepiece.bpe.model", "tokenizer.model"}) {
+  for (const char* name :
+       {"spiece.model", "spm.model", "sentencepiece.bpe.model", "tokenizer.model"}) {
     if (!d.sentencepiece && fs::exists(dir / name)) d.sentencepiece = dir / name;
   }
   if (fs::exists(dir / "tokenizer_config.json")) d.tokenizer_config = dir / "tokenizer_config.json";
@@ -43,10 +44,10 @@ PretrainedDir PretrainedDir::find(const fs::path& dir) {
       return d;
     }
   }
-  throw CheckpointError(fmt::format(
-      "{}: no weights (looked for model.safetensors, model.safetensors.index.json, "
-      "pytorch_model.bin, pytorch_model.bin.index.json)",
-      dir.string()));
+  throw CheckpointError(
+      fmt::format("{}: no weights (looked for model.safetensors, model.safetensors.index.json, "
+                  "pytorch_model.bin, pytorch_model.bin.index.json)",
+                  dir.string()));
 }
 
 namespace {
@@ -74,11 +75,13 @@ TensorMap read_weights(const fs::path& weights, std::optional<torch::ScalarType>
     throw CheckpointError(e.what());
   }
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    throw CheckpointError(fmt::format("{}: expected an object with a 'weight_map'", weights.string()));
+    throw CheckpointError(
+        fmt::format("{}: expected an object with a 'weight_map'", weights.string()));
   std::map<std::string, std::set<std::string>> by_shard;
   for (const auto& [name, shard] : index["weight_map"].items()) {
     if (!shard.is_string())
-      throw CheckpointError(fmt::format("{}: weight_map['{}'] must be a file name", weights.string(), name));
+      throw CheckpointError(
+          fmt::format("{}: weight_map['{}'] must be a file name", weights.string(), name));
     const auto file = shard.get<std::string>();
     if (file.find('/') != std::string::npos || file == "..")
       throw CheckpointError(fmt::format("{}: shard '{}' must be a file in the same directory",
@@ -123,7 +126,8 @@ void save_weights(const fs::path& dir, const TensorMap& tensors, int64_t max_sha
   }
   json weight_map = json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    const std::string file =
+        fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
     save_safetensors(dir / file, shards[i]);
     for (const auto& [name, t] : shards[i]) weight_map[name] = file;
   }

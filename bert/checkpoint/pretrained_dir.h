@@ -1,11 +1,11 @@
 #pragma once
 
+#include <torch/torch.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "bert/checkpoint/tensor_map.h"
 #include "bert/model/bert_config.h"
@@ -47,7 +47,8 @@ void save_weights(const std::filesystem::path& dir,
                   int64_t max_shard_bytes = 0);
 
 /// Writes config.json (atomically) for `config` with `architectures` set to `architecture`.
-void save_config(const std::filesystem::path& dir, const BertConfig& config,
+void save_config(const std::filesystem::path& dir,
+                 const BertConfig& config,
                  const std::string& architecture);
 
 }  // namespace bert

@@ -1,6 +1,7 @@
 #include "bert/checkpoint/safetensors.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -27,9 +26,9 @@ struct DtypeInfo {
   size_t bytes;
 };
 constexpr DtypeInfo kDtypes[] = {
-    {"F64", torch::kDouble, 8}, {"F32", torch::kFloat, 4},  {"F16", torch::kHalf, 2},
-    {"BF16", torch::kBFloat16, 2}, {"I64", torch::kLong, 8}, {"I32", torch::kInt, 4},
-    {"I16", torch::kShort, 2},  {"I8", torch::kChar, 1},    {"U8", torch::kByte, 1},
+    {"F64", torch::kDouble, 8},    {"F32", torch::kFloat, 4}, {"F16", torch::kHalf, 2},
+    {"BF16", torch::kBFloat16, 2}, {"I64", torch::kLong, 8},  {"I32", torch::kInt, 4},
+    {"I16", torch::kShort, 2},     {"I8", torch::kChar, 1},   {"U8", torch::kByte, 1},
     {"BOOL", torch::kBool, 1},
 };
 
@@ -55,7 +54,8 @@ torch::ScalarType safetensors_dtype(const std::string& name) {
 std::string safetensors_dtype_name(torch::ScalarType type) {
   for (const auto& d : kDtypes)
     if (d.type == type) return d.name;
-  throw CheckpointError(fmt::format("dtype {} cannot be written to safetensors", c10::toString(type)));
+  throw CheckpointError(
+      fmt::format("dtype {} cannot be written to safetensors", c10::toString(type)));
 }
 
 struct SafetensorsReader::Mapping {
@@ -69,7 +69,8 @@ struct SafetensorsReader::Mapping {
 SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(path) {
   const std::string where = path.string();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointError(fmt::format("{}: cannot open: {}", where, std::strerror(errno)));
+  if (fd < 0)
+    throw CheckpointError(fmt::format("{}: cannot open: {}", where, std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
@@ -131,14 +132,16 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     e.dtype = info["dtype"].get<std::string>();
     const DtypeInfo* dtype = find_dtype(e.dtype);
     if (dtype == nullptr)
-      throw bad(fmt::format("unknown or unsupported dtype '{}' (supported: F64 F32 F16 BF16 I64 "
-                            "I32 I16 I8 U8 BOOL)",
-                            e.dtype));
+      throw bad(
+          fmt::format("unknown or unsupported dtype '{}' (supported: F64 F32 F16 BF16 I64 "
+                      "I32 I16 I8 U8 BOOL)",
+                      e.dtype));
     const json& shape = info["shape"];
     if (!shape.is_array()) throw bad("shape must be a list");
     uint64_t numel = 1;
     for (const auto& dim : shape) {
-      if (!dim.is_number_unsigned()) throw bad(fmt::format("shape {} has a non-integer or negative dimension", shape.dump()));
+      if (!dim.is_number_unsigned())
+        throw bad(fmt::format("shape {} has a non-integer or negative dimension", shape.dump()));
       const uint64_t d = dim.get<uint64_t>();
       if (d != 0 && numel > (uint64_t{1} << 62) / d) throw bad("shape overflows");
       numel *= d;
@@ -150,11 +153,13 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
       throw bad("data_offsets must be [begin, end] of non-negative integers");
     e.begin = offsets[0].get<uint64_t>();
     e.end = offsets[1].get<uint64_t>();
-    if (e.begin > e.end) throw bad(fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
+    if (e.begin > e.end)
+      throw bad(fmt::format("data_offsets [{}, {}] are reversed", e.begin, e.end));
     if (e.end > data_size)
-      throw bad(fmt::format("data_offsets [{}, {}] point past the end of the data section ({} "
-                            "bytes); the file may be truncated",
-                            e.begin, e.end, data_size));
+      throw bad(
+          fmt::format("data_offsets [{}, {}] point past the end of the data section ({} "
+                      "bytes); the file may be truncated",
+                      e.begin, e.end, data_size));
     if (e.end - e.begin != numel * dtype->bytes)
       throw bad(fmt::format("{} bytes for shape {} of {} ({} bytes expected)", e.end - e.begin,
                             shape.dump(), e.dtype, numel * dtype->bytes));
@@ -181,8 +186,8 @@ bool SafetensorsReader::contains(const std::string& name) const {
 
 torch::Tensor SafetensorsReader::get(const std::string& name,
                                      std::optional<torch::ScalarType> dtype) const {
-  const auto it = std::find_if(entries_.begin(), entries_.end(),
-                               [&](const auto& e) { return e.name == name; });
+  const auto it =
+      std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.name == name; });
   if (it == entries_.end())
     throw CheckpointError(fmt::format("{}: no tensor named '{}'", path_.string(), name));
   auto* base = static_cast<char*>(mapping_->data) + data_start_ + it->begin;
@@ -192,8 +197,8 @@ torch::Tensor SafetensorsReader::get(const std::string& name,
   if (it->end == it->begin) {
     t = torch::empty(it->shape, torch::TensorOptions().dtype(file_type));
   } else {
-    t = torch::from_blob(base, it->shape, [keep_alive](void*) {},
-                         torch::TensorOptions().dtype(file_type));
+    t = torch::from_blob(
+        base, it->shape, [keep_alive](void*) {}, torch::TensorOptions().dtype(file_type));
   }
   if (dtype && *dtype != file_type && torch::isFloatingType(file_type)) t = t.to(*dtype);
   return t;
@@ -243,7 +248,8 @@ std::string safetensors_bytes(const TensorMap& tensors, const json& metadata) {
   return out;
 }
 
-void save_safetensors(const std::filesystem::path& path, const TensorMap& tensors,
+void save_safetensors(const std::filesystem::path& path,
+                      const TensorMap& tensors,
                       const json& metadata) {
   write_file_atomic(path, safetensors_bytes(tensors, metadata));
 }

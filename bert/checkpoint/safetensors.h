@@ -1,14 +1,14 @@
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <torch/torch.h>
 
 #include "bert/checkpoint/tensor_map.h"
 
@@ -62,7 +62,8 @@ class SafetensorsReader {
 /// Serialises `tensors` as safetensors bytes: header with `__metadata__` first, data ordered
 /// by dtype size (largest first) then name, like the reference writer. Tensors are copied to
 /// contiguous CPU memory; aliases of one storage are written as separate copies.
-std::string safetensors_bytes(const TensorMap& tensors, const nlohmann::json& metadata = {{"format", "pt"}});
+std::string safetensors_bytes(const TensorMap& tensors,
+                              const nlohmann::json& metadata = {{"format", "pt"}});
 
 /// Writes `tensors` to `path` atomically (temporary file + rename).
 void save_safetensors(const std::filesystem::path& path,

@@ -1,9 +1,9 @@
 #pragma once
 
+#include <torch/torch.h>
+
 #include <map>
 #include <string>
-
-#include <torch/torch.h>
 
 namespace bert {
 

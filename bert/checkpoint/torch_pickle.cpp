@@ -1,14 +1,14 @@
 #include "bert/checkpoint/torch_pickle.h"
 
+#include <caffe2/serialize/inline_container.h>
+#include <fmt/format.h>
+
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <unordered_map>
 #include <variant>
 #include <vector>
-
-#include <caffe2/serialize/inline_container.h>
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 
@@ -20,14 +20,27 @@ using ValuePtr = std::shared_ptr<Value>;
 
 /// The few kinds of Python object a state-dict pickle contains.
 struct Value {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor, kMark };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kStorage,
+    kTensor,
+    kMark
+  };
   Kind kind = Kind::kNone;
   int64_t i = 0;
   double f = 0;
-  std::string s;                                     // string; global "module.name"
-  std::vector<ValuePtr> items;                       // tuple, list
-  std::vector<std::pair<ValuePtr, ValuePtr>> dict;   // dict / OrderedDict, insertion order
-  torch::Tensor tensor;                              // storage (1-D) or tensor
+  std::string s;                                    // string; global "module.name"
+  std::vector<ValuePtr> items;                      // tuple, list
+  std::vector<std::pair<ValuePtr, ValuePtr>> dict;  // dict / OrderedDict, insertion order
+  torch::Tensor tensor;                             // storage (1-D) or tensor
 };
 
 ValuePtr make(Value::Kind kind) {
@@ -38,11 +51,11 @@ ValuePtr make(Value::Kind kind) {
 
 torch::ScalarType storage_dtype(const std::string& name, const std::string& where) {
   static const std::unordered_map<std::string, torch::ScalarType> types = {
-      {"torch.FloatStorage", torch::kFloat},    {"torch.DoubleStorage", torch::kDouble},
-      {"torch.HalfStorage", torch::kHalf},      {"torch.BFloat16Storage", torch::kBFloat16},
-      {"torch.LongStorage", torch::kLong},      {"torch.IntStorage", torch::kInt},
-      {"torch.ShortStorage", torch::kShort},    {"torch.CharStorage", torch::kChar},
-      {"torch.ByteStorage", torch::kByte},      {"torch.BoolStorage", torch::kBool},
+      {"torch.FloatStorage", torch::kFloat}, {"torch.DoubleStorage", torch::kDouble},
+      {"torch.HalfStorage", torch::kHalf},   {"torch.BFloat16Storage", torch::kBFloat16},
+      {"torch.LongStorage", torch::kLong},   {"torch.IntStorage", torch::kInt},
+      {"torch.ShortStorage", torch::kShort}, {"torch.CharStorage", torch::kChar},
+      {"torch.ByteStorage", torch::kByte},   {"torch.BoolStorage", torch::kBool},
   };
   const auto it = types.find(name);
   if (it == types.end())
@@ -52,7 +65,8 @@ torch::ScalarType storage_dtype(const std::string& name, const std::string& wher
 
 class RestrictedUnpickler {
  public:
-  RestrictedUnpickler(const std::string& data, caffe2::serialize::PyTorchStreamReader& archive,
+  RestrictedUnpickler(const std::string& data,
+                      caffe2::serialize::PyTorchStreamReader& archive,
                       std::string where)
       : data_(data), archive_(archive), where_(std::move(where)) {}
 
@@ -60,71 +74,135 @@ class RestrictedUnpickler {
     while (true) {
       const uint8_t op = byte();
       switch (op) {
-        case 0x80: byte(); break;                                   // PROTO
-        case 0x95: take(8); break;                                  // FRAME
-        case '}': push(make(Value::Kind::kDict)); break;            // EMPTY_DICT
-        case ']': push(make(Value::Kind::kList)); break;            // EMPTY_LIST
-        case ')': push(make(Value::Kind::kTuple)); break;           // EMPTY_TUPLE
-        case '(': push(make(Value::Kind::kMark)); break;            // MARK
-        case 'N': push(make(Value::Kind::kNone)); break;            // NONE
-        case 0x88: push_bool(true); break;                          // NEWTRUE
-        case 0x89: push_bool(false); break;                         // NEWFALSE
-        case 'K': push_int(byte()); break;                          // BININT1
-        case 'M': push_int(uint16()); break;                        // BININT2
-        case 'J': push_int(static_cast<int32_t>(uint32())); break;  // BININT
-        case 0x8a: push_int(long1()); break;                        // LONG1
-        case 'G': push_float(); break;                              // BINFLOAT
-        case 'X': push_string(uint32()); break;                     // BINUNICODE
-        case 0x8c: push_string(byte()); break;                      // SHORT_BINUNICODE
-        case 'T': push_string(uint32()); break;                     // BINSTRING
-        case 'U': push_string(byte()); break;                       // SHORT_BINSTRING
-        case 'q': memo_put(byte()); break;                          // BINPUT
-        case 'r': memo_put(uint32()); break;                        // LONG_BINPUT
-        case 0x94: memo_put(memo_.size()); break;                   // MEMOIZE
-        case 'h': memo_get(byte()); break;                          // BINGET
-        case 'j': memo_get(uint32()); break;                        // LONG_BINGET
-        case 't': push_tuple(pop_mark()); break;                    // TUPLE
-        case 0x85: push_tuple(pop_n(1)); break;                     // TUPLE1
-        case 0x86: push_tuple(pop_n(2)); break;                     // TUPLE2
-        case 0x87: push_tuple(pop_n(3)); break;                     // TUPLE3
-        case 'c': {                                                 // GLOBAL
+        case 0x80:
+          byte();
+          break;  // PROTO
+        case 0x95:
+          take(8);
+          break;  // FRAME
+        case '}':
+          push(make(Value::Kind::kDict));
+          break;  // EMPTY_DICT
+        case ']':
+          push(make(Value::Kind::kList));
+          break;  // EMPTY_LIST
+        case ')':
+          push(make(Value::Kind::kTuple));
+          break;  // EMPTY_TUPLE
+        case '(':
+          push(make(Value::Kind::kMark));
+          break;  // MARK
+        case 'N':
+          push(make(Value::Kind::kNone));
+          break;  // NONE
+        case 0x88:
+          push_bool(true);
+          break;  // NEWTRUE
+        case 0x89:
+          push_bool(false);
+          break;  // NEWFALSE
+        case 'K':
+          push_int(byte());
+          break;  // BININT1
+        case 'M':
+          push_int(uint16());
+          break;  // BININT2
+        case 'J':
+          push_int(static_cast<int32_t>(uint32()));
+          break;  // BININT
+        case 0x8a:
+          push_int(long1());
+          break;  // LONG1
+        case 'G':
+          push_float();
+          break;  // BINFLOAT
+        case 'X':
+          push_string(uint32());
+          break;  // BINUNICODE
+        case 0x8c:
+          push_string(byte());
+          break;  // SHORT_BINUNICODE
+        case 'T':
+          push_string(uint32());
+          break;  // BINSTRING
+        case 'U':
+          push_string(byte());
+          break;  // SHORT_BINSTRING
+        case 'q':
+          memo_put(byte());
+          break;  // BINPUT
+        case 'r':
+          memo_put(uint32());
+          break;  // LONG_BINPUT
+        case 0x94:
+          memo_put(memo_.size());
+          break;  // MEMOIZE
+        case 'h':
+          memo_get(byte());
+          break;  // BINGET
+        case 'j':
+          memo_get(uint32());
+          break;  // LONG_BINGET
+        case 't':
+          push_tuple(pop_mark());
+          break;  // TUPLE
+        case 0x85:
+          push_tuple(pop_n(1));
+          break;  // TUPLE1
+        case 0x86:
+          push_tuple(pop_n(2));
+          break;  // TUPLE2
+        case 0x87:
+          push_tuple(pop_n(3));
+          break;     // TUPLE3
+        case 'c': {  // GLOBAL
           std::string module = line();
           global(module, line());
           break;
         }
-        case 0x93: {                                                // STACK_GLOBAL
+        case 0x93: {  // STACK_GLOBAL
           auto name = pop(), module = pop();
           global(module->s, name->s);
           break;
         }
-        case 'Q': persistent_load(pop()); break;                    // BINPERSID
-        case 'R': reduce(); break;                                  // REDUCE
-        case 0x81: reduce(); break;                                 // NEWOBJ (cls, args)
-        case 'b': pop(); break;                                     // BUILD: state ignored (_metadata)
-        case 's': {                                                 // SETITEM
+        case 'Q':
+          persistent_load(pop());
+          break;  // BINPERSID
+        case 'R':
+          reduce();
+          break;  // REDUCE
+        case 0x81:
+          reduce();
+          break;  // NEWOBJ (cls, args)
+        case 'b':
+          pop();
+          break;     // BUILD: state ignored (_metadata)
+        case 's': {  // SETITEM
           auto value = pop(), key = pop();
           dict_target()->dict.emplace_back(key, value);
           break;
         }
-        case 'u': {                                                 // SETITEMS
+        case 'u': {  // SETITEMS
           auto items = pop_mark();
           auto target = dict_target();
           if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
-          for (size_t k = 0; k < items.size(); k += 2) target->dict.emplace_back(items[k], items[k + 1]);
+          for (size_t k = 0; k < items.size(); k += 2)
+            target->dict.emplace_back(items[k], items[k + 1]);
           break;
         }
-        case 'a': {                                                 // APPEND
+        case 'a': {  // APPEND
           auto value = pop();
           list_target()->items.push_back(value);
           break;
         }
-        case 'e': {                                                 // APPENDS
+        case 'e': {  // APPENDS
           auto items = pop_mark();
           auto target = list_target();
           target->items.insert(target->items.end(), items.begin(), items.end());
           break;
         }
-        case '.': return pop();                                     // STOP
+        case '.':
+          return pop();  // STOP
         default:
           fail(fmt::format("unsupported pickle opcode 0x{:02x} at byte {}", op, pos_ - 1));
       }
@@ -219,11 +297,13 @@ class RestrictedUnpickler {
     fail("malformed pickle (no MARK)");
   }
   ValuePtr dict_target() {
-    if (stack_.empty() || stack_.back()->kind != Value::Kind::kDict) fail("SETITEM(S) on a non-dict");
+    if (stack_.empty() || stack_.back()->kind != Value::Kind::kDict)
+      fail("SETITEM(S) on a non-dict");
     return stack_.back();
   }
   ValuePtr list_target() {
-    if (stack_.empty() || stack_.back()->kind != Value::Kind::kList) fail("APPEND(S) on a non-list");
+    if (stack_.empty() || stack_.back()->kind != Value::Kind::kList)
+      fail("APPEND(S) on a non-list");
     return stack_.back();
   }
   void memo_put(size_t index) {
@@ -238,17 +318,26 @@ class RestrictedUnpickler {
 
   void global(const std::string& module, const std::string& name) {
     const std::string full = module + "." + name;
-    static const char* const allowed[] = {
-        "collections.OrderedDict", "torch._utils._rebuild_tensor_v2",
-        "torch._utils._rebuild_parameter", "torch.FloatStorage", "torch.DoubleStorage",
-        "torch.HalfStorage", "torch.BFloat16Storage", "torch.LongStorage", "torch.IntStorage",
-        "torch.ShortStorage", "torch.CharStorage", "torch.ByteStorage", "torch.BoolStorage"};
+    static const char* const allowed[] = {"collections.OrderedDict",
+                                          "torch._utils._rebuild_tensor_v2",
+                                          "torch._utils._rebuild_parameter",
+                                          "torch.FloatStorage",
+                                          "torch.DoubleStorage",
+                                          "torch.HalfStorage",
+                                          "torch.BFloat16Storage",
+                                          "torch.LongStorage",
+                                          "torch.IntStorage",
+                                          "torch.ShortStorage",
+                                          "torch.CharStorage",
+                                          "torch.ByteStorage",
+                                          "torch.BoolStorage"};
     bool ok = false;
     for (const char* a : allowed) ok = ok || full == a;
     if (!ok)
-      fail(fmt::format("refusing pickle global '{}': a state dict needs only tensors and "
-                       "OrderedDict (the file may contain code; it was not run)",
-                       full));
+      fail(
+          fmt::format("refusing pickle global '{}': a state dict needs only tensors and "
+                      "OrderedDict (the file may contain code; it was not run)",
+                      full));
     auto v = make(Value::Kind::kGlobal);
     v->s = full;
     push(v);
@@ -258,8 +347,8 @@ class RestrictedUnpickler {
     // ('storage', storage_type, key, location, numel)
     if (pid->kind != Value::Kind::kTuple || pid->items.size() < 5 ||
         pid->items[0]->kind != Value::Kind::kString || pid->items[0]->s != "storage" ||
-        pid->items[1]->kind != Value::Kind::kGlobal || pid->items[2]->kind != Value::Kind::kString ||
-        pid->items[4]->kind != Value::Kind::kInt)
+        pid->items[1]->kind != Value::Kind::kGlobal ||
+        pid->items[2]->kind != Value::Kind::kString || pid->items[4]->kind != Value::Kind::kInt)
       fail("unsupported persistent id (expected ('storage', type, key, location, numel))");
     const std::string& key = pid->items[2]->s;
     auto it = storages_.find(key);
@@ -313,8 +402,8 @@ class RestrictedUnpickler {
       if (!empty && (offset < 0 || last >= storage.numel()))
         fail("tensor view lies outside its storage");
       auto v = make(Value::Kind::kTensor);
-      v->tensor = empty ? torch::empty(size, storage.options())
-                        : storage.as_strided(size, stride, offset);
+      v->tensor =
+          empty ? torch::empty(size, storage.options()) : storage.as_strided(size, stride, offset);
       push(v);
     } else if (callable->s == "torch._utils._rebuild_parameter") {
       if (args->items.empty() || args->items[0]->kind != Value::Kind::kTensor)
@@ -371,7 +460,8 @@ TensorMap load_torch_state_dict(const std::filesystem::path& path) {
     throw CheckpointError(fmt::format("{}: {}", where, e.what()));
   }
   if (root->kind != Value::Kind::kDict)
-    throw CheckpointError(fmt::format("{}: the pickle is not a state dict (a dict of tensors)", where));
+    throw CheckpointError(
+        fmt::format("{}: the pickle is not a state dict (a dict of tensors)", where));
   TensorMap out;
   for (const auto& [key, value] : root->dict) {
     if (key->kind != Value::Kind::kString)

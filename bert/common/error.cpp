@@ -14,8 +14,7 @@ std::string join_lines(const std::vector<std::string>& lines) {
 }
 }  // namespace
 
-ConfigError::ConfigError(std::string problem)
-    : Error(problem), problems_{std::move(problem)} {}
+ConfigError::ConfigError(std::string problem) : Error(problem), problems_{std::move(problem)} {}
 
 ConfigError::ConfigError(std::vector<std::string> problems)
     : Error(join_lines(problems)), problems_(std::move(problems)) {}

@@ -1,6 +1,7 @@
 #include "bert/common/file_util.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 
@@ -30,8 +29,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
   std::string tmp = path.string() + ".tmp-XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
-    throw Error(fmt::format("{}: cannot create temporary file: {}", path.string(),
-                            std::strerror(errno)));
+    throw Error(
+        fmt::format("{}: cannot create temporary file: {}", path.string(), std::strerror(errno)));
   }
   auto fail = [&](const char* what) {
     const std::string reason = std::strerror(errno);

@@ -27,20 +27,31 @@ std::mutex g_mutex;
 
 const char* prefix(Level level) {
   switch (level) {
-    case Level::kDebug: return "debug: ";
-    case Level::kInfo: return "";
-    case Level::kWarn: return "warning: ";
-    case Level::kError: return "error: ";
-    case Level::kOff: break;
+    case Level::kDebug:
+      return "debug: ";
+    case Level::kInfo:
+      return "";
+    case Level::kWarn:
+      return "warning: ";
+    case Level::kError:
+      return "error: ";
+    case Level::kOff:
+      break;
   }
   return "";
 }
 
 }  // namespace
 
-void set_level(Level level) { g_level = static_cast<int>(level); }
-Level level() { return static_cast<Level>(g_level.load()); }
-void set_rank(int rank) { g_rank = rank; }
+void set_level(Level level) {
+  g_level = static_cast<int>(level);
+}
+Level level() {
+  return static_cast<Level>(g_level.load());
+}
+void set_rank(int rank) {
+  g_rank = rank;
+}
 
 bool enabled(Level level) {
   if (static_cast<int>(level) < g_level.load()) return false;

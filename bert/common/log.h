@@ -1,9 +1,9 @@
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string_view>
 #include <utility>
-
-#include <fmt/format.h>
 
 /// The one logger of bertft: fmt formatting, levels, `[tag]`-prefixed messages by convention,
 /// written to stderr. Only rank 0 of a distributed job prints (set_rank()). Thread-safe.
@@ -23,7 +23,8 @@ void write(Level level, std::string_view message);
 
 template <class... Args>
 void debug(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kDebug)) write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
+  if (enabled(Level::kDebug))
+    write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
 }
 template <class... Args>
 void info(fmt::format_string<Args...> format, Args&&... args) {
@@ -35,7 +36,8 @@ void warn(fmt::format_string<Args...> format, Args&&... args) {
 }
 template <class... Args>
 void error(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kError)) write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
+  if (enabled(Level::kError))
+    write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
 }
 
 }  // namespace bert::log

@@ -1,11 +1,11 @@
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <cmath>
 
 namespace bert {
 

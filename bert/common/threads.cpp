@@ -1,10 +1,10 @@
 #include "bert/common/threads.h"
 
-#include <cstdlib>
-#include <thread>
-
 #include <torch/torch.h>
 #include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
 
 namespace bert {
 

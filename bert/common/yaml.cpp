@@ -1,10 +1,10 @@
 #include "bert/common/yaml.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/strings.h"
@@ -121,8 +121,9 @@ void YamlReader::reject_unknown_keys(ErrorList& errors) const {
     const auto loc = location(file_, kv.first.Mark());
     const auto dotted = path_.empty() ? std::string() : path_ + ": ";
     const auto suggestion = nearest_key(key, valid);
-    errors.add(fmt::format("{}: {}unknown key '{}'{}", loc, dotted, key,
-                           suggestion.empty() ? "" : fmt::format(" (did you mean '{}'?)", suggestion)));
+    errors.add(
+        fmt::format("{}: {}unknown key '{}'{}", loc, dotted, key,
+                    suggestion.empty() ? "" : fmt::format(" (did you mean '{}'?)", suggestion)));
   }
 }
 
@@ -181,7 +182,8 @@ bool YamlReader::convert(const YAML::Node& node, std::filesystem::path& out, std
   return true;
 }
 
-bool YamlReader::convert(const YAML::Node& node, std::map<std::string, std::string>& out,
+bool YamlReader::convert(const YAML::Node& node,
+                         std::map<std::string, std::string>& out,
                          std::string& problem) {
   if (!node.IsMap()) {
     problem = "expected a mapping, got " + scalar_text(node);

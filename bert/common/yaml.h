@@ -1,5 +1,7 @@
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -8,8 +10,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 namespace bert {
 
@@ -38,7 +38,8 @@ struct EnumNames;
 template <class E>
 std::string enum_choices() {
   std::string out;
-  for (const auto& [name, value] : EnumNames<E>::get()) out += (out.empty() ? "" : ", ") + std::string(name);
+  for (const auto& [name, value] : EnumNames<E>::get())
+    out += (out.empty() ? "" : ", ") + std::string(name);
   return out;
 }
 template <class E>
@@ -138,7 +139,8 @@ class YamlReader {
     out = std::move(v);
     return true;
   }
-  static bool convert(const YAML::Node& node, std::map<std::string, std::string>& out,
+  static bool convert(const YAML::Node& node,
+                      std::map<std::string, std::string>& out,
                       std::string& problem);
   template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
   static bool convert(const YAML::Node& node, E& out, std::string& problem) {
@@ -159,12 +161,22 @@ class YamlReader {
 };
 
 /// The YAML form of a value (inverse of YamlReader::convert).
-inline YAML::Node to_yaml(bool v) { return YAML::Node(v); }
-inline YAML::Node to_yaml(int64_t v) { return YAML::Node(v); }
-inline YAML::Node to_yaml(int v) { return YAML::Node(v); }
+inline YAML::Node to_yaml(bool v) {
+  return YAML::Node(v);
+}
+inline YAML::Node to_yaml(int64_t v) {
+  return YAML::Node(v);
+}
+inline YAML::Node to_yaml(int v) {
+  return YAML::Node(v);
+}
 YAML::Node to_yaml(double v);
-inline YAML::Node to_yaml(const std::string& v) { return YAML::Node(v); }
-inline YAML::Node to_yaml(const std::filesystem::path& v) { return YAML::Node(v.string()); }
+inline YAML::Node to_yaml(const std::string& v) {
+  return YAML::Node(v);
+}
+inline YAML::Node to_yaml(const std::filesystem::path& v) {
+  return YAML::Node(v.string());
+}
 YAML::Node to_yaml(const std::map<std::string, std::string>& v);
 template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
 YAML::Node to_yaml(E v) {

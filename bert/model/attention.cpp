@@ -16,8 +16,9 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
 
 torch::Tensor BertSelfAttentionImpl::split_heads(const torch::Tensor& x) const {
   const int64_t batch = x.size(0), seq = x.size(1);
-  return x.view({batch, seq, num_heads_, head_dim_})  // [batch, seq, heads, head_dim]
-      .transpose(1, 2);                               // [batch, heads, seq, head_dim]
+  return x
+      .view({batch, seq, num_heads_, head_dim_})  // [batch, seq, heads, head_dim]
+      .transpose(1, 2);                           // [batch, heads, seq, head_dim]
 }
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
@@ -31,7 +32,8 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   // Same order of operations as HF: scores, then the scale, then the mask.
   torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2))  // [batch, heads, seq, seq]
                          / std::sqrt(static_cast<double>(head_dim_));
-  if (additive_mask.defined()) scores = scores + additive_mask;  // mask broadcasts over heads, queries
+  if (additive_mask.defined())
+    scores = scores + additive_mask;  // mask broadcasts over heads, queries
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
   if (probs_out != nullptr) *probs_out = probs;
   probs = dropout_(probs);
@@ -48,7 +50,8 @@ BertSelfOutputImpl::BertSelfOutputImpl(const BertConfig& c) {
   dropout_ = register_module("dropout", Dropout(c.hidden_dropout_prob()));
 }
 
-torch::Tensor BertSelfOutputImpl::forward(const torch::Tensor& hidden, const torch::Tensor& residual) {
+torch::Tensor BertSelfOutputImpl::forward(const torch::Tensor& hidden,
+                                          const torch::Tensor& residual) {
   return layer_norm_(dropout_(dense_(hidden)) + residual);
 }
 

@@ -1,8 +1,8 @@
 #include "bert/model/bert_config.h"
 
-#include <set>
-
 #include <fmt/format.h>
+
+#include <set>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -61,16 +61,20 @@ Activation parse_activation(const std::string& name, const std::string& where) {
   if (name == "gelu") return Activation::kGelu;
   if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::kGeluNew;
   if (name == "relu") return Activation::kRelu;
-  throw ConfigError(fmt::format("{}: key 'hidden_act': unsupported activation '{}'; supported: "
-                                "gelu, gelu_new, gelu_pytorch_tanh, relu",
-                                where, name));
+  throw ConfigError(
+      fmt::format("{}: key 'hidden_act': unsupported activation '{}'; supported: "
+                  "gelu, gelu_new, gelu_pytorch_tanh, relu",
+                  where, name));
 }
 
 std::string activation_name(Activation activation) {
   switch (activation) {
-    case Activation::kGelu: return "gelu";
-    case Activation::kGeluNew: return "gelu_new";
-    case Activation::kRelu: return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kGeluNew:
+      return "gelu_new";
+    case Activation::kRelu:
+      return "relu";
   }
   return "gelu";
 }
@@ -106,13 +110,17 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
   }
   r.mark("classifier_dropout");
   if (const json* d = r.find("classifier_dropout"); d != nullptr && !d->is_null()) {
-    if (d->is_number()) c.classifier_dropout_ = d->get<double>();
-    else r.problem("classifier_dropout", fmt::format("expected a number or null, got {}", d->dump()));
+    if (d->is_number())
+      c.classifier_dropout_ = d->get<double>();
+    else
+      r.problem("classifier_dropout", fmt::format("expected a number or null, got {}", d->dump()));
   }
   r.mark("problem_type");
   if (const json* p = r.find("problem_type"); p != nullptr && !p->is_null()) {
-    if (p->is_string()) c.problem_type_ = p->get<std::string>();
-    else r.problem("problem_type", "expected a string or null");
+    if (p->is_string())
+      c.problem_type_ = p->get<std::string>();
+    else
+      r.problem("problem_type", "expected a string or null");
   }
   r.mark("architectures");
   if (const json* a = r.find("architectures"); a != nullptr && !a->is_null()) {
@@ -137,8 +145,8 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
           if (!v.is_string()) throw std::invalid_argument(k);
           by_id[id] = v.get<std::string>();
         } catch (const std::exception&) {
-          r.problem("id2label", fmt::format("entry \"{}\": {} is not a non-negative id -> string", k,
-                                            v.dump()));
+          r.problem("id2label", fmt::format("entry \"{}\": {} is not a non-negative id -> string",
+                                            k, v.dump()));
         }
       }
       int64_t expected = 0;
@@ -155,8 +163,9 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
   r.mark("position_embedding_type");
   if (const json* p = r.find("position_embedding_type"); p != nullptr && !p->is_null()) {
     if (!p->is_string() || p->get<std::string>() != "absolute")
-      r.problem("position_embedding_type",
-                fmt::format("unsupported value {}; bertft implements only \"absolute\"", p->dump()));
+      r.problem(
+          "position_embedding_type",
+          fmt::format("unsupported value {}; bertft implements only \"absolute\"", p->dump()));
   }
   for (const char* flag : {"is_decoder", "add_cross_attention"}) {
     r.mark(flag);
@@ -167,7 +176,8 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
   if (const json* t = r.find("model_type"); t != nullptr && t->is_string()) {
     const auto type = t->get<std::string>();
     if (type != "bert")
-      r.problem("model_type", fmt::format("'{}' is not a BERT checkpoint (expected \"bert\")", type));
+      r.problem("model_type",
+                fmt::format("'{}' is not a BERT checkpoint (expected \"bert\")", type));
   }
   for (const auto& [key, value] : root.items()) {
     if (!r.seen(key)) c.extra_[key] = value;
@@ -192,7 +202,8 @@ BertConfig BertConfig::from_file(const std::filesystem::path& path) {
 void BertConfig::validate(const std::string& source) const {
   std::vector<std::string> problems;
   auto positive = [&](const char* key, int64_t value) {
-    if (value <= 0) problems.push_back(fmt::format("{}: key '{}': must be > 0, got {}", source, key, value));
+    if (value <= 0)
+      problems.push_back(fmt::format("{}: key '{}': must be > 0, got {}", source, key, value));
   };
   positive("vocab_size", vocab_size_);
   positive("hidden_size", hidden_size_);
@@ -202,11 +213,13 @@ void BertConfig::validate(const std::string& source) const {
   positive("max_position_embeddings", max_position_embeddings_);
   positive("type_vocab_size", type_vocab_size_);
   if (num_attention_heads_ > 0 && hidden_size_ % num_attention_heads_ != 0)
-    problems.push_back(fmt::format(
-        "{}: key 'num_attention_heads': hidden_size ({}) must be divisible by num_attention_heads ({})",
-        source, hidden_size_, num_attention_heads_));
-  for (const auto& [key, p] : {std::pair{"hidden_dropout_prob", hidden_dropout_prob_},
-                               std::pair{"attention_probs_dropout_prob", attention_probs_dropout_prob_}}) {
+    problems.push_back(
+        fmt::format("{}: key 'num_attention_heads': hidden_size ({}) must be divisible by "
+                    "num_attention_heads ({})",
+                    source, hidden_size_, num_attention_heads_));
+  for (const auto& [key, p] :
+       {std::pair{"hidden_dropout_prob", hidden_dropout_prob_},
+        std::pair{"attention_probs_dropout_prob", attention_probs_dropout_prob_}}) {
     if (p < 0.0 || p >= 1.0)
       problems.push_back(fmt::format("{}: key '{}': must be in [0, 1), got {}", source, key, p));
   }

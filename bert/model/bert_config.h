@@ -1,14 +1,14 @@
 #pragma once
 
+#include <torch/arg.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <torch/arg.h>
 
 namespace bert {
 

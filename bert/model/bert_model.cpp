@@ -4,14 +4,16 @@
 
 namespace bert {
 
-torch::Tensor additive_attention_mask(const torch::Tensor& attention_mask, torch::ScalarType dtype) {
+torch::Tensor additive_attention_mask(const torch::Tensor& attention_mask,
+                                      torch::ScalarType dtype) {
   TORCH_CHECK(attention_mask.dim() == 2, "attention_mask must be [batch, seq], got ",
               attention_mask.sizes());
-  const torch::Tensor keep = attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);  // [batch, 1, 1, seq]
-  const double lowest = dtype == torch::kDouble ? std::numeric_limits<double>::lowest()
+  const torch::Tensor keep =
+      attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);  // [batch, 1, 1, seq]
+  const double lowest = dtype == torch::kDouble     ? std::numeric_limits<double>::lowest()
                         : dtype == torch::kBFloat16 ? -3.3895313892515355e38
-                        : dtype == torch::kHalf      ? -65504.0
-                                                     : std::numeric_limits<float>::lowest();
+                        : dtype == torch::kHalf     ? -65504.0
+                                                    : std::numeric_limits<float>::lowest();
   return (1.0 - keep) * lowest;
 }
 

@@ -1,11 +1,11 @@
 #include "bert/model/dropout.h"
 
-#include <cmath>
-#include <mutex>
-
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
+
+#include <cmath>
+#include <mutex>
 
 #include "bert/model/dropout_kernel.h"
 
@@ -42,11 +42,11 @@ torch::Tensor apply_mask(const torch::Tensor& input, const kernels::DropoutMask&
   auto* out = static_cast<char*>(y.data_ptr());
   at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (bf16)
-      kernels::dropout_bf16(reinterpret_cast<const uint16_t*>(in) + begin, reinterpret_cast<uint16_t*>(out) + begin,
-                            end - begin, begin, mask);
+      kernels::dropout_bf16(reinterpret_cast<const uint16_t*>(in) + begin,
+                            reinterpret_cast<uint16_t*>(out) + begin, end - begin, begin, mask);
     else
-      kernels::dropout_f32(reinterpret_cast<const float*>(in) + begin, reinterpret_cast<float*>(out) + begin,
-                           end - begin, begin, mask);
+      kernels::dropout_f32(reinterpret_cast<const float*>(in) + begin,
+                           reinterpret_cast<float*>(out) + begin, end - begin, begin, mask);
   });
   return y;
 }
@@ -59,7 +59,8 @@ struct HashDropout : torch::autograd::Function<HashDropout> {
     return apply_mask(x, make_mask(p, keys));
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    const auto mask = make_mask(ctx->saved_data["p"].toDouble(), static_cast<uint64_t>(ctx->saved_data["keys"].toInt()));
+    const auto mask = make_mask(ctx->saved_data["p"].toDouble(),
+                                static_cast<uint64_t>(ctx->saved_data["keys"].toInt()));
     return {apply_mask(grads[0], mask), torch::Tensor()};
   }
 };
@@ -70,7 +71,8 @@ torch::Tensor hash_dropout(const torch::Tensor& x, double p, bool training) {
   TORCH_CHECK(p >= 0.0 && p <= 1.0, "dropout probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * 0;
-  const bool hashed = x.device().is_cpu() && (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16);
+  const bool hashed = x.device().is_cpu() &&
+                      (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16);
   if (!hashed) return torch::dropout(x, p, /*train=*/true);
   return HashDropout::apply(x, p);
 }
@@ -79,6 +81,8 @@ DropoutImpl::DropoutImpl(double p) : p(p) {
   TORCH_CHECK(p >= 0.0 && p <= 1.0, "dropout probability must be in [0, 1], got ", p);
 }
 
-void DropoutImpl::pretty_print(std::ostream& stream) const { stream << "bert::Dropout(p=" << p << ")"; }
+void DropoutImpl::pretty_print(std::ostream& stream) const {
+  stream << "bert::Dropout(p=" << p << ")";
+}
 
 }  // namespace bert

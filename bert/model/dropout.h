@@ -1,8 +1,8 @@
 #pragma once
 
-#include <ostream>
-
 #include <torch/torch.h>
+
+#include <ostream>
 
 namespace bert {
 

@@ -26,7 +26,9 @@ inline uint16_t round_bf16(float f) {
   const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
   return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : rounded);
 }
-inline float widen_bf16(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+inline float widen_bf16(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
 
 /// murmur3's 32-bit finaliser: every input bit reaches every output bit.
 inline uint32_t fmix32(uint32_t h) {
@@ -47,24 +49,33 @@ inline uint32_t mask_hash(uint64_t i, uint32_t key0, uint32_t key1) {
 }  // namespace
 
 BERTFT_CLONES
-void dropout_f32(const float* __restrict x, float* __restrict y, int64_t n, int64_t offset, const DropoutMask& mask) {
+void dropout_f32(const float* __restrict x,
+                 float* __restrict y,
+                 int64_t n,
+                 int64_t offset,
+                 const DropoutMask& mask) {
   const uint32_t k0 = mask.key0, k1 = mask.key1, threshold = mask.threshold;
   const float scale = mask.scale;
   const uint64_t first = static_cast<uint64_t>(offset);
   for (int64_t j = 0; j < n; ++j) {  // a multiplier, not a branch, so the loop vectorises
-    const float keep = mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
+    const float keep =
+        mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
     y[j] = x[j] * keep;
   }
 }
 
 BERTFT_CLONES
-void dropout_bf16(const uint16_t* __restrict x, uint16_t* __restrict y, int64_t n, int64_t offset,
+void dropout_bf16(const uint16_t* __restrict x,
+                  uint16_t* __restrict y,
+                  int64_t n,
+                  int64_t offset,
                   const DropoutMask& mask) {
   const uint32_t k0 = mask.key0, k1 = mask.key1, threshold = mask.threshold;
   const float scale = mask.scale;
   const uint64_t first = static_cast<uint64_t>(offset);
   for (int64_t j = 0; j < n; ++j) {
-    const float keep = mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
+    const float keep =
+        mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
     y[j] = round_bf16(widen_bf16(x[j]) * keep);
   }
 }

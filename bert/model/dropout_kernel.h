@@ -4,8 +4,9 @@
 
 namespace bert::kernels {
 
-/// The CPU loops behind bert::hash_dropout (bert/model/dropout.h), over contiguous buffers. Vectorised
-/// for AVX-512, AVX2 or baseline x86-64, chosen at run time. bf16 values are their raw 16 bits.
+/// The CPU loops behind bert::hash_dropout (bert/model/dropout.h), over contiguous buffers.
+/// Vectorised for AVX-512, AVX2 or baseline x86-64, chosen at run time. bf16 values are their raw
+/// 16 bits.
 
 /// The dropout mask of element `i` (counting from the tensor's first element): a 32-bit hash of
 /// (i, key0, key1); the element is kept when the hash is >= threshold (threshold = p * 2^32).
@@ -17,6 +18,7 @@ struct DropoutMask {
 /// y[j] = x[j] * (keep(offset + j) ? scale : 0) for j in [0, n).
 void dropout_f32(const float* x, float* y, int64_t n, int64_t offset, const DropoutMask& mask);
 /// The same on bfloat16 (computed in float32, rounded once to nearest even).
-void dropout_bf16(const uint16_t* x, uint16_t* y, int64_t n, int64_t offset, const DropoutMask& mask);
+void dropout_bf16(
+    const uint16_t* x, uint16_t* y, int64_t n, int64_t offset, const DropoutMask& mask);
 
 }  // namespace bert::kernels

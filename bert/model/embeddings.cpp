@@ -23,8 +23,8 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, seq], got ", input_ids.sizes());
   const int64_t seq = input_ids.size(1);
   const int64_t max_positions = position_embeddings->weight.size(0);
-  TORCH_CHECK(seq <= max_positions, "sequence length ", seq,
-              " exceeds max_position_embeddings (", max_positions, ")");
+  TORCH_CHECK(seq <= max_positions, "sequence length ", seq, " exceeds max_position_embeddings (",
+              max_positions, ")");
   const auto device = input_ids.device();
   const torch::Tensor positions =
       position_ids.defined()

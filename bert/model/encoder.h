@@ -1,8 +1,8 @@
 #pragma once
 
-#include <vector>
-
 #include <torch/torch.h>
+
+#include <vector>
 
 #include "bert/model/bert_config.h"
 #include "bert/model/layer.h"

@@ -4,9 +4,12 @@ namespace bert {
 
 torch::Tensor apply_activation(Activation activation, const torch::Tensor& x) {
   switch (activation) {
-    case Activation::kGelu: return torch::gelu(x);
-    case Activation::kGeluNew: return torch::gelu(x, "tanh");
-    case Activation::kRelu: return torch::relu(x);
+    case Activation::kGelu:
+      return torch::gelu(x);
+    case Activation::kGeluNew:
+      return torch::gelu(x, "tanh");
+    case Activation::kRelu:
+      return torch::relu(x);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown activation");
 }

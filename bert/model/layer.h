@@ -28,7 +28,8 @@ TORCH_MODULE(BertIntermediate);
 class BertOutputImpl : public torch::nn::Module {
  public:
   explicit BertOutputImpl(const BertConfig& config);
-  /// intermediate [batch, seq, intermediate], residual [batch, seq, hidden] -> [batch, seq, hidden].
+  /// intermediate [batch, seq, intermediate], residual [batch, seq, hidden] -> [batch, seq,
+  /// hidden].
   torch::Tensor forward(const torch::Tensor& intermediate, const torch::Tensor& residual);
 
  private:

@@ -51,7 +51,7 @@ PreTrainingOutput BertForPreTrainingImpl::forward(const torch::Tensor& input_ids
                                                   const ForwardOptions& options) {
   PreTrainingOutput out;
   out.encoder = bert->forward(input_ids, attention_mask, token_type_ids, options);
-  out.prediction_logits = cls->predictions(out.encoder.last_hidden_state);    // [batch, seq, vocab]
+  out.prediction_logits = cls->predictions(out.encoder.last_hidden_state);  // [batch, seq, vocab]
   out.seq_relationship_logits = cls->seq_relationship(out.encoder.pooler_output);  // [batch, 2]
   return out;
 }

@@ -1,11 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace bert::tok {
 
@@ -15,7 +14,7 @@ struct Piece {
   std::string token;
   uint32_t begin = 0;  ///< byte span in the input text
   uint32_t end = 0;
-  int32_t word = -1;   ///< index of the pre-tokenized word it belongs to
+  int32_t word = -1;  ///< index of the pre-tokenized word it belongs to
 };
 
 /// The model input for one text or text pair, HF `Encoding`-like. All vectors have one entry

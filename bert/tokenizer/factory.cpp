@@ -1,9 +1,9 @@
 #include "bert/tokenizer/factory.h"
 
-#include <sstream>
-
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -28,7 +28,8 @@ std::optional<std::string> special_name(const json& config, const char* key) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir, int64_t model_vocab_size,
+std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
+                                          int64_t model_vocab_size,
                                           const TokenizerOverrides& overrides) {
   json config = json::object();
   std::string config_name = "(none)";
@@ -39,10 +40,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir, int64_t mode
     } catch (const json::parse_error& e) {
       throw ConfigError(fmt::format("{}: invalid JSON: {}", config_name, e.what()));
     }
-    if (!config.is_object()) throw ConfigError(fmt::format("{}: expected a JSON object", config_name));
+    if (!config.is_object())
+      throw ConfigError(fmt::format("{}: expected a JSON object", config_name));
   }
   int64_t max_length = 0;
-  if (const auto it = config.find("model_max_length"); it != config.end() && it->is_number_integer()) {
+  if (const auto it = config.find("model_max_length");
+      it != config.end() && it->is_number_integer()) {
     const auto n = it->get<int64_t>();
     if (n > 0 && n < (int64_t{1} << 40)) max_length = n;  // HF writes 1e30 for "unlimited"
   }
@@ -64,7 +67,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir, int64_t mode
     const auto it = config.find(key);
     if (it == config.end() || it->is_null()) return std::nullopt;
     if (!it->is_boolean())
-      throw ConfigError(fmt::format("{}: key '{}': expected true, false or null", config_name, key));
+      throw ConfigError(
+          fmt::format("{}: key '{}': expected true, false or null", config_name, key));
     return it->get<bool>();
   };
   std::optional<bool> lowercase = overrides.lowercase;
@@ -79,8 +83,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir, int64_t mode
       while (std::getline(in, line)) vocab.push_back(line);
     }
     lowercase = !vocab_casing(vocab).cased();
-    log::info("[tokenizer] {}: no tokenizer_config.json; the vocabulary is {}, so lower-casing is {}",
-              dir.dir.string(), *lowercase ? "uncased" : "cased", *lowercase ? "on" : "off");
+    log::info(
+        "[tokenizer] {}: no tokenizer_config.json; the vocabulary is {}, so lower-casing is {}",
+        dir.dir.string(), *lowercase ? "uncased" : "cased", *lowercase ? "on" : "off");
   }
   options.normalizer.lowercase = *lowercase;
   options.normalizer.strip_accents = read_bool("strip_accents").value_or(*lowercase);

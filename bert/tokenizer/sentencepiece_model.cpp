@@ -1,13 +1,12 @@
 #include "bert/tokenizer/sentencepiece_model.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <mutex>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
@@ -43,14 +42,17 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
   char error[512] = {};
   processor_ = module_->load(model_file.c_str(), error, sizeof error);
   if (processor_ == nullptr)
-    throw TokenizerError(fmt::format("{}: cannot load sentencepiece model: {}", model_file.string(), error));
+    throw TokenizerError(
+        fmt::format("{}: cannot load sentencepiece model: {}", model_file.string(), error));
   std::vector<std::string> vocab(static_cast<size_t>(module_->size(processor_)));
-  for (size_t i = 0; i < vocab.size(); ++i) vocab[i] = module_->id_to_piece(processor_, static_cast<int>(i));
+  for (size_t i = 0; i < vocab.size(); ++i)
+    vocab[i] = module_->id_to_piece(processor_, static_cast<int>(i));
   const int unk = module_->unk_id(processor_);
   SpecialTokens special;
   special.unk = vocab.at(static_cast<size_t>(unk));
   auto pick = [&](std::string bracketed, std::string angled) {
-    return module_->piece_to_id(processor_, bracketed.data(), bracketed.size()) != unk ? bracketed : angled;
+    return module_->piece_to_id(processor_, bracketed.data(), bracketed.size()) != unk ? bracketed
+                                                                                       : angled;
   };
   special.cls = pick("[CLS]", "<s>");
   special.sep = pick("[SEP]", "</s>");
@@ -76,7 +78,8 @@ std::vector<Piece> SentencePieceTokenizer::tokenize(std::string_view text) const
       [&](size_t begin, size_t end) {
         Context context{&out, begin, &word};
         char error[512] = {};
-        const auto on_piece = [](void* ctx, int id, const char* piece, size_t len, uint32_t b, uint32_t e) {
+        const auto on_piece = [](void* ctx, int id, const char* piece, size_t len, uint32_t b,
+                                 uint32_t e) {
           auto* c = static_cast<Context*>(ctx);
           const std::string token(piece, len);
           if (token.rfind("\xe2\x96\x81", 0) == 0 || *c->word < 0) ++*c->word;  // "▁" starts a word
@@ -97,8 +100,12 @@ std::vector<Piece> SentencePieceTokenizer::tokenize(std::string_view text) const
 void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
   write_file_atomic(dir / "spiece.model", read_file(model_file_));
   const nlohmann::ordered_json config = {
-      {"tokenizer_class", "AlbertTokenizer"}, {"unk_token", special_.unk}, {"cls_token", special_.cls},
-      {"sep_token", special_.sep},           {"pad_token", special_.pad}, {"mask_token", special_.mask},
+      {"tokenizer_class", "AlbertTokenizer"},
+      {"unk_token", special_.unk},
+      {"cls_token", special_.cls},
+      {"sep_token", special_.sep},
+      {"pad_token", special_.pad},
+      {"mask_token", special_.mask},
       {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512}};
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
 }
@@ -114,13 +121,14 @@ const detail::SpmModule* load_module_or_throw() {
     const std::string path = env != nullptr ? env : BERTFT_SPM_MODULE_PATH;
     void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle == nullptr) {
-      failure = fmt::format("cannot load the sentencepiece module {}: {} (set BERTFT_SPM_MODULE)", path,
-                            ::dlerror());
+      failure = fmt::format("cannot load the sentencepiece module {}: {} (set BERTFT_SPM_MODULE)",
+                            path, ::dlerror());
       return;
     }
     auto sym = [&](auto& fn, const char* name) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
-      if (fn == nullptr && failure.empty()) failure = fmt::format("{}: missing symbol {}", path, name);
+      if (fn == nullptr && failure.empty())
+        failure = fmt::format("{}: missing symbol {}", path, name);
     };
     sym(module.load, "bertft_spm_load");
     sym(module.free, "bertft_spm_free");
@@ -143,13 +151,16 @@ void train_sentencepiece_with_args(const std::vector<std::string>& args) {
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = 0;
-  if (const int rc = posix_spawn(&pid, helper.c_str(), nullptr, nullptr, argv.data(), environ); rc != 0)
-    throw TokenizerError(fmt::format("cannot start the sentencepiece trainer {}: {} (set BERTFT_SPM_TRAIN)", helper,
-                                     std::strerror(rc)));
+  if (const int rc = posix_spawn(&pid, helper.c_str(), nullptr, nullptr, argv.data(), environ);
+      rc != 0)
+    throw TokenizerError(
+        fmt::format("cannot start the sentencepiece trainer {}: {} (set BERTFT_SPM_TRAIN)", helper,
+                    std::strerror(rc)));
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw TokenizerError(fmt::format("the sentencepiece trainer {} failed (status {}); its message is above", helper, status));
+    throw TokenizerError(fmt::format(
+        "the sentencepiece trainer {} failed (status {}); its message is above", helper, status));
 }
 
 }  // namespace bert::tok

@@ -14,9 +14,9 @@ struct SpmModule;  // the dlopen()ed functions of spm_shim.h
 }
 
 /// A BERT-style tokenizer over a SentencePiece `.model` (through libsentencepiece, loaded at
-/// run time from the bertft_spm module, see spm_shim.h; $BERTFT_SPM_MODULE overrides its path), with the
-/// same post-processing as WordPiece. Special tokens default to [CLS]/[SEP]/[PAD]/[MASK] and
-/// fall back to <s>/</s>/<pad>/<mask> when the model lacks the bracketed ones.
+/// run time from the bertft_spm module, see spm_shim.h; $BERTFT_SPM_MODULE overrides its path),
+/// with the same post-processing as WordPiece. Special tokens default to [CLS]/[SEP]/[PAD]/[MASK]
+/// and fall back to <s>/</s>/<pad>/<mask> when the model lacks the bracketed ones.
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   /// Throws TokenizerError (with libsentencepiece's status) if the model cannot be loaded.

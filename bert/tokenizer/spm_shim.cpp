@@ -26,7 +26,9 @@ void* bertft_spm_load(const char* model_file, char* error, size_t error_len) {
   return processor.release();
 }
 
-void bertft_spm_free(void* handle) { delete static_cast<sentencepiece::SentencePieceProcessor*>(handle); }
+void bertft_spm_free(void* handle) {
+  delete static_cast<sentencepiece::SentencePieceProcessor*>(handle);
+}
 
 int bertft_spm_size(void* handle) {
   return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->GetPieceSize();
@@ -45,8 +47,13 @@ const char* bertft_spm_id_to_piece(void* handle, int id) {
   return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->IdToPiece(id).c_str();
 }
 
-int bertft_spm_encode(void* handle, const char* text, size_t text_len, bertft_spm_piece_fn fn,
-                      void* context, char* error, size_t error_len) {
+int bertft_spm_encode(void* handle,
+                      const char* text,
+                      size_t text_len,
+                      bertft_spm_piece_fn fn,
+                      void* context,
+                      char* error,
+                      size_t error_len) {
   try {
     const auto* processor = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
     const auto spt = processor->EncodeAsImmutableProto(std::string(text, text_len));

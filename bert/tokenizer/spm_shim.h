@@ -11,8 +11,8 @@
 
 extern "C" {
 
-typedef void (*bertft_spm_piece_fn)(void* context, int id, const char* piece, size_t piece_len,
-                                    uint32_t begin, uint32_t end);
+typedef void (*bertft_spm_piece_fn)(
+    void* context, int id, const char* piece, size_t piece_len, uint32_t begin, uint32_t end);
 
 /// Returns a processor handle, or null with a message in `error`.
 void* bertft_spm_load(const char* model_file, char* error, size_t error_len);
@@ -24,6 +24,11 @@ int bertft_spm_piece_to_id(void* handle, const char* piece, size_t piece_len);
 const char* bertft_spm_id_to_piece(void* handle, int id);
 /// Encodes UTF-8 text, calling `fn` for every piece (byte spans relative to `text`).
 /// Returns 0, or -1 with a message in `error`.
-int bertft_spm_encode(void* handle, const char* text, size_t text_len, bertft_spm_piece_fn fn,
-                      void* context, char* error, size_t error_len);
+int bertft_spm_encode(void* handle,
+                      const char* text,
+                      size_t text_len,
+                      bertft_spm_piece_fn fn,
+                      void* context,
+                      char* error,
+                      size_t error_len);
 }

@@ -1,9 +1,9 @@
 #include "bert/tokenizer/tokenizer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 
@@ -31,11 +31,10 @@ void Tokenizer::set_vocab(std::vector<std::string> id_to_token, SpecialTokens sp
   special_.mask_id = token_to_id(special_.mask);
   special_strings_.clear();
   std::fill(std::begin(special_first_byte_), std::end(special_first_byte_), false);
-  for (const auto& [name, id] : {std::pair{special_.unk, special_.unk_id},
-                                 std::pair{special_.cls, special_.cls_id},
-                                 std::pair{special_.sep, special_.sep_id},
-                                 std::pair{special_.pad, special_.pad_id},
-                                 std::pair{special_.mask, special_.mask_id}}) {
+  for (const auto& [name, id] :
+       {std::pair{special_.unk, special_.unk_id}, std::pair{special_.cls, special_.cls_id},
+        std::pair{special_.sep, special_.sep_id}, std::pair{special_.pad, special_.pad_id},
+        std::pair{special_.mask, special_.mask_id}}) {
     if (id < 0 || name.empty()) continue;
     special_strings_.emplace_back(name, id);
     special_first_byte_[static_cast<unsigned char>(name[0])] = true;
@@ -51,7 +50,8 @@ int64_t Tokenizer::token_to_id(std::string_view token) const {
 
 const std::string& Tokenizer::id_to_token(int64_t id) const {
   if (id < 0 || id >= vocab_size())
-    throw TokenizerError(fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab_size()));
+    throw TokenizerError(
+        fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab_size()));
   return id_to_token_[static_cast<size_t>(id)];
 }
 
@@ -77,8 +77,11 @@ class CharCounter {
   int64_t chars_ = 0;
 };
 
-void truncate_pieces(std::vector<Piece>& a, std::vector<Piece>* b, size_t budget,
-                     Truncation strategy, int64_t& dropped) {
+void truncate_pieces(std::vector<Piece>& a,
+                     std::vector<Piece>* b,
+                     size_t budget,
+                     Truncation strategy,
+                     int64_t& dropped) {
   const size_t na = a.size(), nb = b ? b->size() : 0;
   if (na + nb <= budget) return;
   size_t keep_a = na, keep_b = nb;
@@ -101,9 +104,9 @@ void truncate_pieces(std::vector<Piece>& a, std::vector<Piece>* b, size_t budget
     const size_t excess = na + nb - budget;
     size_t& target = strategy == Truncation::kOnlyFirst ? keep_a : keep_b;
     if (target <= excess)
-      throw TokenizerError(fmt::format(
-          "cannot truncate to max_length: the {} text has {} tokens, {} must go",
-          strategy == Truncation::kOnlyFirst ? "first" : "second", target, excess));
+      throw TokenizerError(
+          fmt::format("cannot truncate to max_length: the {} text has {} tokens, {} must go",
+                      strategy == Truncation::kOnlyFirst ? "first" : "second", target, excess));
     target -= excess;
   }
   dropped += static_cast<int64_t>(na - keep_a + nb - keep_b);
@@ -115,7 +118,8 @@ void truncate_pieces(std::vector<Piece>& a, std::vector<Piece>* b, size_t budget
 
 void Tokenizer::pad(Encoding& e, size_t length) const {
   if (e.size() >= length) return;
-  if (special_.pad_id < 0) throw TokenizerError(fmt::format("the vocabulary lacks '{}'", special_.pad));
+  if (special_.pad_id < 0)
+    throw TokenizerError(fmt::format("the vocabulary lacks '{}'", special_.pad));
   const size_t n = length - e.size();
   e.ids.insert(e.ids.end(), n, special_.pad_id);
   e.tokens.insert(e.tokens.end(), n, special_.pad);
@@ -128,7 +132,8 @@ void Tokenizer::pad(Encoding& e, size_t length) const {
   e.sequence_ids.insert(e.sequence_ids.end(), n, -1);
 }
 
-Encoding Tokenizer::encode(std::string_view text, std::optional<std::string_view> pair,
+Encoding Tokenizer::encode(std::string_view text,
+                           std::optional<std::string_view> pair,
                            const EncodeOptions& options) const {
   std::vector<Piece> a = tokenize(text);
   std::vector<Piece> b;
@@ -136,7 +141,8 @@ Encoding Tokenizer::encode(std::string_view text, std::optional<std::string_view
   Encoding e;
   const bool specials = options.add_special_tokens;
   if (specials && (special_.cls_id < 0 || special_.sep_id < 0))
-    throw TokenizerError(fmt::format("the vocabulary lacks '{}' or '{}'", special_.cls, special_.sep));
+    throw TokenizerError(
+        fmt::format("the vocabulary lacks '{}' or '{}'", special_.cls, special_.sep));
   if (options.max_length > 0) {
     const int64_t added = specials ? (pair ? 3 : 2) : 0;
     if (options.max_length < added)
@@ -189,18 +195,21 @@ Encoding Tokenizer::encode(std::string_view text, std::optional<std::string_view
 
 std::vector<Encoding> Tokenizer::encode_batch(
     const std::vector<std::pair<std::string, std::optional<std::string>>>& inputs,
-    const EncodeOptions& options, int threads) const {
+    const EncodeOptions& options,
+    int threads) const {
   std::vector<Encoding> out(inputs.size());
   EncodeOptions single = options;
   if (single.padding == Padding::kLongest) single.padding = Padding::kNone;
-  size_t n_threads = threads > 0 ? static_cast<size_t>(threads) : std::thread::hardware_concurrency();
+  size_t n_threads =
+      threads > 0 ? static_cast<size_t>(threads) : std::thread::hardware_concurrency();
   n_threads = std::max<size_t>(1, std::min(n_threads, inputs.size() / 16 + 1));
   std::vector<std::exception_ptr> errors(n_threads);
   auto work = [&](size_t t) {
     try {
       for (size_t i = t; i < inputs.size(); i += n_threads) {
         const auto& [text, pair] = inputs[i];
-        out[i] = pair ? encode(text, std::string_view(*pair), single) : encode(text, std::nullopt, single);
+        out[i] = pair ? encode(text, std::string_view(*pair), single)
+                      : encode(text, std::nullopt, single);
       }
     } catch (...) {
       errors[t] = std::current_exception();

@@ -97,7 +97,8 @@ class Tokenizer {
 };
 
 template <class Normal, class Special>
-void Tokenizer::split_on_special_tokens(std::string_view text, Normal&& normal,
+void Tokenizer::split_on_special_tokens(std::string_view text,
+                                        Normal&& normal,
                                         Special&& special) const {
   size_t start = 0, pos = 0;
   while (pos < text.size()) {

@@ -1,11 +1,10 @@
 #include "bert/tokenizer/unicode.h"
 
+#include <fmt/format.h>
 #include <utf8proc.h>
 
 #include <algorithm>
 #include <iterator>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 
@@ -29,8 +28,7 @@ void decode_utf8(std::string_view text, std::vector<char32_t>& cps, std::vector<
     }
     utf8proc_int32_t cp = 0;
     const utf8proc_ssize_t len = utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(n - i), &cp);
-    if (len <= 0)
-      throw TokenizerError(fmt::format("invalid UTF-8 at byte {} (0x{:02x})", i, b));
+    if (len <= 0) throw TokenizerError(fmt::format("invalid UTF-8 at byte {} (0x{:02x})", i, b));
     offs.push_back(static_cast<uint32_t>(i));
     cps.push_back(static_cast<char32_t>(cp));
     i += static_cast<size_t>(len);
@@ -68,16 +66,24 @@ struct CodePointRange {
 /// unassigned, and the few whose category changed since keep their 8.0 category.
 utf8proc_category_t category(char32_t c) {
   switch (c) {
-    case 0x166D: return UTF8PROC_CATEGORY_PO;   // So since Unicode 12
-    case 0x1734: return UTF8PROC_CATEGORY_MN;   // Mc since Unicode 14
-    case 0x1885: case 0x1886: return UTF8PROC_CATEGORY_LO;  // Mn since Unicode 9
-    case 0xA9BD: return UTF8PROC_CATEGORY_MC;   // Mn since Unicode 12
-    case 0x111C9: return UTF8PROC_CATEGORY_PO;  // Mn since Unicode 13
-    default: break;
+    case 0x166D:
+      return UTF8PROC_CATEGORY_PO;  // So since Unicode 12
+    case 0x1734:
+      return UTF8PROC_CATEGORY_MN;  // Mc since Unicode 14
+    case 0x1885:
+    case 0x1886:
+      return UTF8PROC_CATEGORY_LO;  // Mn since Unicode 9
+    case 0xA9BD:
+      return UTF8PROC_CATEGORY_MC;  // Mn since Unicode 12
+    case 0x111C9:
+      return UTF8PROC_CATEGORY_PO;  // Mn since Unicode 13
+    default:
+      break;
   }
   const auto* end = std::end(kAssignedAfterUnicode8);
-  const auto* it = std::upper_bound(std::begin(kAssignedAfterUnicode8), end, c,
-                                    [](char32_t x, const CodePointRange& r) { return x < r.first; });
+  const auto* it =
+      std::upper_bound(std::begin(kAssignedAfterUnicode8), end, c,
+                       [](char32_t x, const CodePointRange& r) { return x < r.first; });
   if (it != std::begin(kAssignedAfterUnicode8) && c <= (it - 1)->last) return UTF8PROC_CATEGORY_CN;
   return static_cast<utf8proc_category_t>(utf8proc_category(static_cast<utf8proc_int32_t>(c)));
 }
@@ -86,8 +92,20 @@ utf8proc_category_t category(char32_t c) {
 
 bool is_whitespace(char32_t c) {
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0:
-    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -108,8 +126,12 @@ bool is_punctuation(char32_t c) {
            (c >= 123 && c <= 126);
   }
   switch (category(c)) {
-    case UTF8PROC_CATEGORY_PC: case UTF8PROC_CATEGORY_PD: case UTF8PROC_CATEGORY_PS:
-    case UTF8PROC_CATEGORY_PE: case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF:
+    case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_PD:
+    case UTF8PROC_CATEGORY_PS:
+    case UTF8PROC_CATEGORY_PE:
+    case UTF8PROC_CATEGORY_PI:
+    case UTF8PROC_CATEGORY_PF:
     case UTF8PROC_CATEGORY_PO:
       return true;
     default:

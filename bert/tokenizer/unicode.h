@@ -13,7 +13,8 @@ namespace bert::tok::unicode {
 /// Decodes UTF-8 into code points; `byte_offsets[i]` is the byte where code point i starts and
 /// `byte_offsets.back() == text.size()` (one entry more than code points). Throws
 /// TokenizerError naming the byte position of invalid UTF-8.
-void decode_utf8(std::string_view text, std::vector<char32_t>& code_points,
+void decode_utf8(std::string_view text,
+                 std::vector<char32_t>& code_points,
                  std::vector<uint32_t>& byte_offsets);
 void append_utf8(char32_t c, std::string& out);
 

@@ -1,11 +1,11 @@
 #include "bert/tokenizer/vocab_trainer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
@@ -19,12 +19,15 @@ namespace {
 using SymbolPair = std::pair<int32_t, int32_t>;
 
 struct PairHash {
-  size_t operator()(const SymbolPair& p) const { return std::hash<int64_t>()((static_cast<int64_t>(p.first) << 32) ^ p.second); }
+  size_t operator()(const SymbolPair& p) const {
+    return std::hash<int64_t>()((static_cast<int64_t>(p.first) << 32) ^ p.second);
+  }
 };
 
 }  // namespace
 
-std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts, const WordPieceTrainerOptions& o) {
+std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts,
+                                         const WordPieceTrainerOptions& o) {
   BertNormalizerOptions normalizer_options;
   normalizer_options.lowercase = o.lowercase;
   normalizer_options.strip_accents = o.lowercase;
@@ -40,7 +43,8 @@ std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts, 
     spans.clear();
     bert_pre_tokenize(normalized, spans);
     for (const auto& span : spans)
-      ++word_counts[std::u32string(normalized.chars.begin() + span.begin, normalized.chars.begin() + span.end)];
+      ++word_counts[std::u32string(normalized.chars.begin() + span.begin,
+                                   normalized.chars.begin() + span.end)];
   }
 
   // Symbols: the alphabet, plain at a word's start and "##" inside.
@@ -126,23 +130,38 @@ std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts, 
     pair_counts.erase(pair);
     pair_words.erase(pair);
   }
-  log::info("[vocab] {} distinct words, alphabet {}, vocabulary {}", words.size(), alphabet.size(), vocab.size());
+  log::info("[vocab] {} distinct words, alphabet {}, vocabulary {}", words.size(), alphabet.size(),
+            vocab.size());
   return vocab;
 }
 
-void train_sentencepiece(const std::vector<std::filesystem::path>& inputs, const std::string& model_prefix,
-                         int64_t vocab_size, const std::string& model_type, double character_coverage,
+void train_sentencepiece(const std::vector<std::filesystem::path>& inputs,
+                         const std::string& model_prefix,
+                         int64_t vocab_size,
+                         const std::string& model_type,
+                         double character_coverage,
                          int64_t seed_sentences) {
   if (model_type != "unigram" && model_type != "bpe")
-    throw TokenizerError(fmt::format("sentencepiece model type '{}': expected unigram or bpe", model_type));
+    throw TokenizerError(
+        fmt::format("sentencepiece model type '{}': expected unigram or bpe", model_type));
   std::string input;
   for (const auto& path : inputs) input += (input.empty() ? "" : ",") + path.string();
-  const std::vector<std::string> args = {
-      "--input=" + input, "--model_prefix=" + model_prefix, fmt::format("--vocab_size={}", vocab_size),
-      "--model_type=" + model_type, fmt::format("--character_coverage={}", character_coverage),
-      fmt::format("--input_sentence_size={}", seed_sentences), "--shuffle_input_sentence=true", "--pad_id=0",
-      "--unk_id=1", "--bos_id=-1", "--eos_id=-1", "--pad_piece=[PAD]", "--unk_piece=[UNK]",
-      "--control_symbols=[CLS],[SEP],[MASK]", "--hard_vocab_limit=false", "--minloglevel=1"};
+  const std::vector<std::string> args = {"--input=" + input,
+                                         "--model_prefix=" + model_prefix,
+                                         fmt::format("--vocab_size={}", vocab_size),
+                                         "--model_type=" + model_type,
+                                         fmt::format("--character_coverage={}", character_coverage),
+                                         fmt::format("--input_sentence_size={}", seed_sentences),
+                                         "--shuffle_input_sentence=true",
+                                         "--pad_id=0",
+                                         "--unk_id=1",
+                                         "--bos_id=-1",
+                                         "--eos_id=-1",
+                                         "--pad_piece=[PAD]",
+                                         "--unk_piece=[UNK]",
+                                         "--control_symbols=[CLS],[SEP],[MASK]",
+                                         "--hard_vocab_limit=false",
+                                         "--minloglevel=1"};
   train_sentencepiece_with_args(args);
 }
 

@@ -20,13 +20,17 @@ struct WordPieceTrainerOptions {
 /// text, so the result is deterministic) until vocab_size entries or no pair reaches
 /// min_frequency. Returns the vocabulary in vocab.txt order: specials, the alphabet (sorted),
 /// merges in the order made.
-std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts, const WordPieceTrainerOptions& options);
+std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts,
+                                         const WordPieceTrainerOptions& options);
 
 /// Trains a SentencePiece model (unigram or bpe) with libsentencepiece's trainer, with BERT's
 /// special tokens: [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4 (no <s>/</s>). Writes
 /// `model_prefix`.model and .vocab. Throws TokenizerError with the trainer's message.
-void train_sentencepiece(const std::vector<std::filesystem::path>& inputs, const std::string& model_prefix,
-                         int64_t vocab_size, const std::string& model_type, double character_coverage = 0.9995,
+void train_sentencepiece(const std::vector<std::filesystem::path>& inputs,
+                         const std::string& model_prefix,
+                         int64_t vocab_size,
+                         const std::string& model_type,
+                         double character_coverage = 0.9995,
                          int64_t seed_sentences = 1000000);
 
 }  // namespace bert::tok

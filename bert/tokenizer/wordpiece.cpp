@@ -1,8 +1,8 @@
 #include "bert/tokenizer/wordpiece.h"
 
-#include <fstream>
-
 #include <fmt/format.h>
+
+#include <fstream>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -60,10 +60,12 @@ std::vector<std::string> read_vocab_file(const std::filesystem::path& path) {
 
 std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_file(const std::filesystem::path& path,
                                                                   WordPieceOptions options) {
-  return std::make_unique<WordPieceTokenizer>(read_vocab_file(path), std::move(options), path.string());
+  return std::make_unique<WordPieceTokenizer>(read_vocab_file(path), std::move(options),
+                                              path.string());
 }
 
-WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, WordPieceOptions options,
+WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab,
+                                       WordPieceOptions options,
                                        std::string source)
     : options_(std::move(options)), normalizer_(options_.normalizer) {
   if (vocab.empty()) throw TokenizerError(fmt::format("{}: the vocabulary is empty", source));
@@ -108,16 +110,18 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, WordPiece
     std::string dropped;
     for (size_t i = usable; i < id_to_token_.size() && i < usable + 5; ++i)
       dropped += fmt::format("{}'{}'", dropped.empty() ? "" : ", ", id_to_token_[i]);
-    log::warn("[tokenizer] {}: the vocabulary has {} tokens but the model embeds only {}; "
-              "ids {}..{} ({}{}) are never produced",
-              source, id_to_token_.size(), usable, usable, id_to_token_.size() - 1, dropped,
-              id_to_token_.size() - usable > 5 ? ", ..." : "");
+    log::warn(
+        "[tokenizer] {}: the vocabulary has {} tokens but the model embeds only {}; "
+        "ids {}..{} ({}{}) are never produced",
+        source, id_to_token_.size(), usable, usable, id_to_token_.size() - 1, dropped,
+        id_to_token_.size() - usable > 5 ? ", ..." : "");
   }
   const std::string& prefix = options_.continuing_subword_prefix;
   for (size_t i = 0; i < usable; ++i) {
     const std::string& token = id_to_token_[i];
     if (token.empty()) continue;
-    if (!prefix.empty() && token.size() > prefix.size() && token.compare(0, prefix.size(), prefix) == 0) {
+    if (!prefix.empty() && token.size() > prefix.size() &&
+        token.compare(0, prefix.size(), prefix) == 0) {
       continuation_.emplace(std::string_view(token).substr(prefix.size()), static_cast<int64_t>(i));
     }
     word_start_.emplace(std::string_view(token), static_cast<int64_t>(i));
@@ -125,8 +129,11 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, WordPiece
   }
 }
 
-void WordPieceTokenizer::word_pieces(const NormalizedText& text, uint32_t begin, uint32_t end,
-                                     int32_t word, std::vector<Piece>& out) const {
+void WordPieceTokenizer::word_pieces(const NormalizedText& text,
+                                     uint32_t begin,
+                                     uint32_t end,
+                                     int32_t word,
+                                     std::vector<Piece>& out) const {
   thread_local std::string bytes;
   thread_local std::vector<uint32_t> char_at;  // byte position -> code point index (for starts)
   bytes.clear();
@@ -184,7 +191,8 @@ std::vector<Piece> WordPieceTokenizer::tokenize(std::string_view text) const {
       text,
       [&](size_t begin, size_t end) {
         normalized.clear();
-        normalizer_.normalize(text.substr(begin, end - begin), static_cast<uint32_t>(begin), normalized);
+        normalizer_.normalize(text.substr(begin, end - begin), static_cast<uint32_t>(begin),
+                              normalized);
         bert_pre_tokenize(normalized, words);
         for (const auto& w : words) word_pieces(normalized, w.begin, w.end, word++, out);
       },
@@ -202,8 +210,13 @@ nlohmann::json WordPieceTokenizer::hf_tokenizer_json() const {
   for (const auto& [name, id] : special_strings_) specials.emplace_back(id, name);
   std::sort(specials.begin(), specials.end());
   for (const auto& [id, name] : specials)
-    added.push_back({{"id", id}, {"content", name}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", id},
+                     {"content", name},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (size_t i = 0; i < id_to_token_.size(); ++i) vocab[id_to_token_[i]] = i;
   const auto& n = options_.normalizer;
@@ -213,18 +226,24 @@ nlohmann::json WordPieceTokenizer::hf_tokenizer_json() const {
       {"padding", nullptr},
       {"added_tokens", added},
       {"normalizer",
-       {{"type", "BertNormalizer"}, {"clean_text", n.clean_text},
-        {"handle_chinese_chars", n.handle_chinese_chars}, {"strip_accents", n.strip_accents},
+       {{"type", "BertNormalizer"},
+        {"clean_text", n.clean_text},
+        {"handle_chinese_chars", n.handle_chinese_chars},
+        {"strip_accents", n.strip_accents},
         {"lowercase", n.lowercase}}},
       {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
       {"post_processor",
-       {{"type", "BertProcessing"}, {"sep", {special_.sep, special_.sep_id}},
+       {{"type", "BertProcessing"},
+        {"sep", {special_.sep, special_.sep_id}},
         {"cls", {special_.cls, special_.cls_id}}}},
-      {"decoder", {{"type", "WordPiece"}, {"prefix", options_.continuing_subword_prefix}, {"cleanup", true}}},
+      {"decoder",
+       {{"type", "WordPiece"}, {"prefix", options_.continuing_subword_prefix}, {"cleanup", true}}},
       {"model",
-       {{"type", "WordPiece"}, {"unk_token", special_.unk},
+       {{"type", "WordPiece"},
+        {"unk_token", special_.unk},
         {"continuing_subword_prefix", options_.continuing_subword_prefix},
-        {"max_input_chars_per_word", options_.max_input_chars_per_word}, {"vocab", vocab}}},
+        {"max_input_chars_per_word", options_.max_input_chars_per_word},
+        {"vocab", vocab}}},
   };
   return out;
 }
@@ -237,16 +256,22 @@ void WordPieceTokenizer::save(const std::filesystem::path& dir) const {
   nlohmann::ordered_json config = {
       {"tokenizer_class", "BertTokenizer"},
       {"do_lower_case", n.lowercase},
-      {"strip_accents", n.strip_accents == n.lowercase ? nlohmann::json(nullptr) : nlohmann::json(n.strip_accents)},
+      {"strip_accents",
+       n.strip_accents == n.lowercase ? nlohmann::json(nullptr) : nlohmann::json(n.strip_accents)},
       {"tokenize_chinese_chars", n.handle_chinese_chars},
-      {"unk_token", special_.unk}, {"sep_token", special_.sep}, {"pad_token", special_.pad},
-      {"cls_token", special_.cls}, {"mask_token", special_.mask},
+      {"unk_token", special_.unk},
+      {"sep_token", special_.sep},
+      {"pad_token", special_.pad},
+      {"cls_token", special_.cls},
+      {"mask_token", special_.mask},
       {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512},
       {"clean_up_tokenization_spaces", true},
   };
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
-  const nlohmann::ordered_json special_map = {{"unk_token", special_.unk}, {"sep_token", special_.sep},
-                                              {"pad_token", special_.pad}, {"cls_token", special_.cls},
+  const nlohmann::ordered_json special_map = {{"unk_token", special_.unk},
+                                              {"sep_token", special_.sep},
+                                              {"pad_token", special_.pad},
+                                              {"cls_token", special_.cls},
                                               {"mask_token", special_.mask}};
   write_file_atomic(dir / "special_tokens_map.json", special_map.dump(2) + "\n");
   write_file_atomic(dir / "tokenizer.json", hf_tokenizer_json().dump() + "\n");

@@ -2,12 +2,11 @@
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bert/tokenizer/normalizer.h"
 #include "bert/tokenizer/tokenizer.h"
@@ -57,7 +56,8 @@ class WordPieceTokenizer final : public Tokenizer {
   static std::unique_ptr<WordPieceTokenizer> from_file(const std::filesystem::path& vocab,
                                                        WordPieceOptions options = {});
   /// From an in-memory vocabulary (id = index).
-  WordPieceTokenizer(std::vector<std::string> vocab, WordPieceOptions options,
+  WordPieceTokenizer(std::vector<std::string> vocab,
+                     WordPieceOptions options,
                      std::string source = "<vocab>");
   WordPieceTokenizer(const WordPieceTokenizer&) = delete;  // lookup tables point into the vocab
   WordPieceTokenizer& operator=(const WordPieceTokenizer&) = delete;
@@ -70,7 +70,10 @@ class WordPieceTokenizer final : public Tokenizer {
   const WordPieceOptions& options() const { return options_; }
 
  private:
-  void word_pieces(const NormalizedText& text, uint32_t begin, uint32_t end, int32_t word,
+  void word_pieces(const NormalizedText& text,
+                   uint32_t begin,
+                   uint32_t end,
+                   int32_t word,
                    std::vector<Piece>& out) const;
 
   WordPieceOptions options_;

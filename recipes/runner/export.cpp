@@ -1,8 +1,8 @@
 #include "recipes/runner/export.h"
 
-#include <iostream>
-
 #include <fmt/format.h>
+
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "bert/checkpoint/load.h"
@@ -25,9 +25,12 @@ constexpr const char* kTaskFile = "bertft_task.yaml";
 
 torch::ScalarType scalar_type(ExportDtype dtype) {
   switch (dtype) {
-    case ExportDtype::kFloat16: return torch::kFloat16;
-    case ExportDtype::kBFloat16: return torch::kBFloat16;
-    case ExportDtype::kFloat32: break;
+    case ExportDtype::kFloat16:
+      return torch::kFloat16;
+    case ExportDtype::kBFloat16:
+      return torch::kBFloat16;
+    case ExportDtype::kFloat32:
+      break;
   }
   return torch::kFloat32;
 }
@@ -36,7 +39,8 @@ std::unique_ptr<tasks::TaskAdapter> create_task(const YAML::Node& task, const st
   const YamlReader reader(task, file, "task");
   std::string type;
   ErrorList errors;
-  if (!reader.read("type", type, errors) || type.empty()) errors.add(reader.where() + ": task.type is missing");
+  if (!reader.read("type", type, errors) || type.empty())
+    errors.add(reader.where() + ": task.type is missing");
   errors.throw_if_any();
   return tasks::TaskRegistry::global().create(type, reader);
 }
@@ -48,13 +52,15 @@ YAML::Node task_from_config(const BertConfig& config, const std::string& source)
       {"BertForTokenClassification", "token_classification"},
       {"BertForQuestionAnswering", "question_answering"},
       {"BertForMultipleChoice", "multiple_choice"}};
-  const std::string architecture = config.architectures().empty() ? "" : config.architectures().front();
+  const std::string architecture =
+      config.architectures().empty() ? "" : config.architectures().front();
   const auto it = types.find(architecture);
   if (it == types.end())
-    throw ConfigError(fmt::format("{}: architectures [{}] is not a fine-tuned task model; expected one of "
-                                  "BertForSequenceClassification, BertForTokenClassification, "
-                                  "BertForQuestionAnswering, BertForMultipleChoice",
-                                  source, architecture));
+    throw ConfigError(
+        fmt::format("{}: architectures [{}] is not a fine-tuned task model; expected one of "
+                    "BertForSequenceClassification, BertForTokenClassification, "
+                    "BertForQuestionAnswering, BertForMultipleChoice",
+                    source, architecture));
   YAML::Node task(YAML::NodeType::Map);
   task["type"] = it->second;
   if (config.problem_type() && *config.problem_type() == "regression") task["num_labels"] = 1;
@@ -67,21 +73,24 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   fs::path trial = run_dir;
   if (fs::exists(run_dir / "leaderboard.json")) {
     const auto board = json::parse(read_file(run_dir / "leaderboard.json"));
-    if (!board.contains("best")) throw ConfigError(run_dir.string() + ": no finished trial to export");
+    if (!board.contains("best"))
+      throw ConfigError(run_dir.string() + ": no finished trial to export");
     trial = run_dir / "trials" / board["best"]["trial"].get<std::string>();
   }
   const auto result = read_result(trial);
   if (!result.is_object() || result.value("status", "") != "done")
-    throw ConfigError(fmt::format("{}: not a finished run (no result.json with status \"done\"; run `bertft train` or "
-                                  "`bertft sweep` first)",
-                                  trial.string()));
+    throw ConfigError(fmt::format(
+        "{}: not a finished run (no result.json with status \"done\"; run `bertft train` or "
+        "`bertft sweep` first)",
+        trial.string()));
   const auto recipe = load_recipe(trial / "recipe.yaml", {}, /*check_files=*/false);
   const auto dir = PretrainedDir::find(recipe.model.pretrained);
   auto config = BertConfig::from_file(dir.config);
   auto adapter = create_task(recipe.task, (trial / "recipe.yaml").string());
   adapter->set_labels(result.value("labels", std::vector<std::string>{}));
   adapter->configure_export(config);
-  const auto weights = read_weights(trial / "best" / "model.safetensors", scalar_type(recipe.model.dtype));
+  const auto weights =
+      read_weights(trial / "best" / "model.safetensors", scalar_type(recipe.model.dtype));
 
   const auto tmp = out.parent_path() / (".tmp-" + out.filename().string());
   fs::remove_all(tmp);
@@ -100,8 +109,9 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   write_file_atomic(tmp / kTaskFile, dump_recipe(meta));
   fs::remove_all(out);
   fs::rename(tmp, out);
-  log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.string(), result["main_metric"].get<std::string>(),
-            result["main"].get<double>(), out.string(), adapter->architecture());
+  log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.string(),
+            result["main_metric"].get<std::string>(), result["main"].get<double>(), out.string(),
+            adapter->architecture());
 }
 
 FinetunedModel load_finetuned(const fs::path& path) {
@@ -113,11 +123,13 @@ FinetunedModel load_finetuned(const fs::path& path) {
     const auto meta = YamlReader::load_file(path / kTaskFile);
     m.adapter = create_task(meta.node()["task"], (path / kTaskFile).string());
   } else {
-    m.adapter = create_task(task_from_config(m.config, m.dir.config.string()), m.dir.config.string());
+    m.adapter =
+        create_task(task_from_config(m.config, m.dir.config.string()), m.dir.config.string());
   }
   m.adapter->set_labels(m.config.id2label());
   m.model = m.adapter->build_model(m.config);
-  const auto report = load_state_dict(*m.model, read_weights(m.dir.weights, torch::kFloat32), m.dir.weights.string());
+  const auto report = load_state_dict(*m.model, read_weights(m.dir.weights, torch::kFloat32),
+                                      m.dir.weights.string());
   log::info("[model] {}", report.summary());
   m.model->eval();
   return m;
@@ -138,7 +150,8 @@ int run_predict(const PredictOptions& o) {
   tasks::TrainerOptions trainer_options;
   trainer_options.eval_batch_size = o.batch_size;
   trainer_options.device = o.device;
-  trainer_options.precision = parse_enum<tasks::Precision>(o.precision).value_or(tasks::Precision::kFp32);
+  trainer_options.precision =
+      parse_enum<tasks::Precision>(o.precision).value_or(tasks::Precision::kFp32);
   const tasks::Trainer trainer(trainer_options);
   const auto outputs = trainer.predict(*m.adapter, m.model, *features);
   const auto predictions = m.adapter->predict(*features, outputs);
@@ -161,14 +174,18 @@ int run_predict(const PredictOptions& o) {
   return 0;
 }
 
-int run_eval(const std::string& model_dir, const std::string& recipe_file, const std::vector<std::string>& overrides) {
+int run_eval(const std::string& model_dir,
+             const std::string& recipe_file,
+             const std::vector<std::string>& overrides) {
   const auto recipe = load_recipe(recipe_file, overrides);
   auto m = load_finetuned(model_dir);
   const auto examples = m.adapter->read(recipe.data.dev);
   const auto features = m.adapter->featurize(examples, *m.tokenizer, false);
   const tasks::Trainer trainer(recipe.training);
   const auto ev = trainer.evaluate(*m.adapter, m.model, *features);
-  std::cout << json{{"model", model_dir}, {"data", recipe.data.dev.path.string()}, {"main_metric", ev.main_metric},
+  std::cout << json{{"model", model_dir},
+                    {"data", recipe.data.dev.path.string()},
+                    {"main_metric", ev.main_metric},
                     {"metrics", ev.metrics}}
                    .dump(1)
             << "\n";

@@ -44,6 +44,8 @@ struct PredictOptions {
 int run_predict(const PredictOptions& options);
 
 /// `bertft eval`: the model's dev metrics on a recipe's data.dev, printed as JSON.
-int run_eval(const std::string& model_dir, const std::string& recipe, const std::vector<std::string>& overrides);
+int run_eval(const std::string& model_dir,
+             const std::string& recipe,
+             const std::vector<std::string>& overrides);
 
 }  // namespace bert::recipes

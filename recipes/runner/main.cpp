@@ -1,6 +1,6 @@
-#include <exception>
-
 #include <c10/util/Exception.h>
+
+#include <exception>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"

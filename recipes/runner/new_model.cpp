@@ -9,11 +9,13 @@
 
 namespace bert::recipes {
 
-void write_random_model(const std::filesystem::path& out, const BertConfig& config, const tok::Tokenizer& tokenizer,
+void write_random_model(const std::filesystem::path& out,
+                        const BertConfig& config,
+                        const tok::Tokenizer& tokenizer,
                         uint64_t seed) {
   if (config.vocab_size() != tokenizer.vocab_size())
-    throw ConfigError(fmt::format("new model: vocab_size {} but the tokenizer has {} entries", config.vocab_size(),
-                                  tokenizer.vocab_size()));
+    throw ConfigError(fmt::format("new model: vocab_size {} but the tokenizer has {} entries",
+                                  config.vocab_size(), tokenizer.vocab_size()));
   config.validate("new model");
   torch::manual_seed(seed);
   BertForPreTraining model(config);

@@ -1,12 +1,12 @@
 #include "recipes/runner/quickstart.h"
 
+#include <fmt/format.h>
+
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -75,7 +75,8 @@ struct GeneratedTask {
         words.push_back(w);
       }
       const auto& cues = pos ? positive : negative;
-      words.insert(words.begin() + static_cast<long>(rng() % (words.size() + 1)), cues[rng() % cues.size()]);
+      words.insert(words.begin() + static_cast<long>(rng() % (words.size() + 1)),
+                   cues[rng() % cues.size()]);
       std::string sentence;
       for (const auto& w : words) sentence += (sentence.empty() ? "" : " ") + w;
       sentence[0] = static_cast<char>(sentence[0] - 32);
@@ -105,8 +106,12 @@ int run_quickstart(const QuickstartOptions& options) {
   tok::WordPieceOptions tok_options;
   const tok::WordPieceTokenizer tokenizer(generated_vocab(), tok_options, "generated vocab");
   BertConfig config;
-  config.vocab_size(tokenizer.vocab_size()).hidden_size(64).num_hidden_layers(2).num_attention_heads(4)
-      .intermediate_size(128).max_position_embeddings(64);
+  config.vocab_size(tokenizer.vocab_size())
+      .hidden_size(64)
+      .num_hidden_layers(2)
+      .num_attention_heads(4)
+      .intermediate_size(128)
+      .max_position_embeddings(64);
   write_random_model(out / "model", config, tokenizer, static_cast<uint64_t>(options.seed));
   fs::path model_dir = out / "model";
 
@@ -131,43 +136,53 @@ int run_quickstart(const QuickstartOptions& options) {
     data_options.max_predictions_per_seq = 10;
     data_options.dupe_factor = 3;
     for (const auto* split : {"corpus", "corpus_heldout"}) {
-      const auto documents = tasks::tokenize_corpus(data::read_corpus(out / "data" / (std::string(split) + ".txt")), tokenizer);
-      const auto instances = tasks::create_instances(documents, data_options, tokenizer.special_tokens(), tokenizer.vocab_size());
-      tasks::write_instance_shards(instances, out / "pretrain" / split, data_options, tokenizer.special_tokens().mask_id);
+      const auto documents = tasks::tokenize_corpus(
+          data::read_corpus(out / "data" / (std::string(split) + ".txt")), tokenizer);
+      const auto instances = tasks::create_instances(
+          documents, data_options, tokenizer.special_tokens(), tokenizer.vocab_size());
+      tasks::write_instance_shards(instances, out / "pretrain" / split, data_options,
+                                   tokenizer.special_tokens().mask_id);
     }
     const auto pretrain_recipe = out / "pretrain.yaml";
-    write_file_atomic(pretrain_recipe, fmt::format(
-        "# Written by `bertft quickstart --pretrain`: MLM + NSP on generated documents.\n"
-        "name: quickstart-pretrain\n"
-        "model:\n  pretrained: {0}/model\n"
-        "task:\n  type: pretraining\n"
-        "data:\n  train: {0}/pretrain/corpus\n  dev: {0}/pretrain/corpus_heldout\n"
-        "training:\n  epochs: 6\n  batch_size: 32\n  learning_rate: 5.0e-3\n  warmup_ratio: 0.05\n  log_every: 20\n"
-        "output:\n  dir: {0}/pretrain\n",
-        out.string()));
+    write_file_atomic(
+        pretrain_recipe,
+        fmt::format(
+            "# Written by `bertft quickstart --pretrain`: MLM + NSP on generated documents.\n"
+            "name: quickstart-pretrain\n"
+            "model:\n  pretrained: {0}/model\n"
+            "task:\n  type: pretraining\n"
+            "data:\n  train: {0}/pretrain/corpus\n  dev: {0}/pretrain/corpus_heldout\n"
+            "training:\n  epochs: 6\n  batch_size: 32\n  learning_rate: 5.0e-3\n  warmup_ratio: "
+            "0.05\n  log_every: 20\n"
+            "output:\n  dir: {0}/pretrain\n",
+            out.string()));
     const auto recipe = load_recipe(pretrain_recipe);
     if (!keep_resolved_recipe(out / "pretrain" / "run", recipe))
-      throw ConfigError((out / "pretrain" / "run" / "recipe.yaml").string() + ": holds a different recipe; use another --out");
+      throw ConfigError((out / "pretrain" / "run" / "recipe.yaml").string() +
+                        ": holds a different recipe; use another --out");
     run_trial(recipe, out / "pretrain" / "run", {}, "pretrain");
     const auto result = nlohmann::json::parse(read_file(out / "pretrain" / "run" / "result.json"));
     log::info("[quickstart] pre-trained: held-out MLM accuracy {:.3f}, NSP accuracy {:.3f}",
-              result["metrics"]["mlm_accuracy"].get<double>(), result["metrics"]["nsp_accuracy"].get<double>());
+              result["metrics"]["mlm_accuracy"].get<double>(),
+              result["metrics"]["nsp_accuracy"].get<double>());
     export_model(out / "pretrain" / "run", out / "pretrained");
     model_dir = out / "pretrained";
   }
 
   // 3. The recipe: a 2 x 2 sweep with two seeds per setting.
   const auto recipe_path = out / "recipe.yaml";
-  write_file_atomic(recipe_path, fmt::format(
-      "# Written by `bertft quickstart`: a generated cue-word task on a small BERT from scratch.\n"
-      "name: quickstart\n"
-      "model:\n  pretrained: {1}\n"
-      "task:\n  type: sequence_classification\n  max_seq_length: 48\n"
-      "data:\n  train: {0}/data/train.tsv\n  dev: {0}/data/dev.tsv\n"
-      "training:\n  batch_size: 16\n  warmup_ratio: 0.1\n  log_every: 10\n"
-      "sweep:\n  grid:\n    learning_rate: [1.0e-3, 3.0e-4]\n    epochs: [4, 8]\n  seeds: [1, 2]\n"
-      "output:\n  dir: {0}/runs\n",
-      out.string(), model_dir.string()));
+  write_file_atomic(
+      recipe_path, fmt::format("# Written by `bertft quickstart`: a generated cue-word task on a "
+                               "small BERT from scratch.\n"
+                               "name: quickstart\n"
+                               "model:\n  pretrained: {1}\n"
+                               "task:\n  type: sequence_classification\n  max_seq_length: 48\n"
+                               "data:\n  train: {0}/data/train.tsv\n  dev: {0}/data/dev.tsv\n"
+                               "training:\n  batch_size: 16\n  warmup_ratio: 0.1\n  log_every: 10\n"
+                               "sweep:\n  grid:\n    learning_rate: [1.0e-3, 3.0e-4]\n    epochs: "
+                               "[4, 8]\n  seeds: [1, 2]\n"
+                               "output:\n  dir: {0}/runs\n",
+                               out.string(), model_dir.string()));
   const auto recipe = load_recipe(recipe_path);
   SweepOptions sweep;
   sweep.jobs = options.jobs;
@@ -175,7 +190,8 @@ int run_quickstart(const QuickstartOptions& options) {
   const int sweep_rc = run_sweep(recipe, sweep);
   std::cout << "\n" << read_file(recipe.output.dir / "leaderboard.md") << "\n";
   if (!fs::exists(recipe.output.dir / "best_model" / "config.json")) {
-    log::error("[quickstart] no exported model; see {}", (recipe.output.dir / "leaderboard.md").string());
+    log::error("[quickstart] no exported model; see {}",
+               (recipe.output.dir / "leaderboard.md").string());
     return 1;
   }
 
@@ -189,9 +205,10 @@ int run_quickstart(const QuickstartOptions& options) {
   size_t end = 0;
   for (int i = 0; i < 3 && end != std::string::npos; ++i) end = lines.find('\n', end + (i > 0));
   fmt::print("first predictions ({}):\n{}\n", predict.out, lines.substr(0, end));
-  fmt::print("\nexported model: {} (load it with bertft predict --model, or transformers' "
-             "AutoModelForSequenceClassification)\nleaderboard:    {}\n",
-             predict.model, (recipe.output.dir / "leaderboard.md").string());
+  fmt::print(
+      "\nexported model: {} (load it with bertft predict --model, or transformers' "
+      "AutoModelForSequenceClassification)\nleaderboard:    {}\n",
+      predict.model, (recipe.output.dir / "leaderboard.md").string());
   return sweep_rc;
 }
 

@@ -1,9 +1,9 @@
 #include "recipes/runner/recipe.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
@@ -11,7 +11,8 @@
 #include "tasks/registry.h"
 
 namespace bert {
-const std::vector<std::pair<const char*, recipes::ExportDtype>>& EnumNames<recipes::ExportDtype>::get() {
+const std::vector<std::pair<const char*, recipes::ExportDtype>>&
+EnumNames<recipes::ExportDtype>::get() {
   static const std::vector<std::pair<const char*, recipes::ExportDtype>> names = {
       {"float32", recipes::ExportDtype::kFloat32},
       {"float16", recipes::ExportDtype::kFloat16},
@@ -28,7 +29,8 @@ namespace fs = std::filesystem;
 std::vector<std::string> training_keys() {
   std::vector<std::string> keys;
   tasks::TrainerOptions o;
-  tasks::TrainerOptions::visit(o, [&](const char* name, auto&, const char*) { keys.emplace_back(name); });
+  tasks::TrainerOptions::visit(
+      o, [&](const char* name, auto&, const char*) { keys.emplace_back(name); });
   return keys;
 }
 
@@ -38,7 +40,10 @@ std::string mark_location(const std::string& file, const YAML::Mark& mark) {
 }
 
 /// Expands ${...} in a path read from `reader`'s `key`; problems go to `errors`.
-void expand_path(const YamlReader& reader, const std::string& key, fs::path& path, ErrorList& errors) {
+void expand_path(const YamlReader& reader,
+                 const std::string& key,
+                 fs::path& path,
+                 ErrorList& errors) {
   try {
     path = expand_env(path.string(), reader.where(key));
   } catch (const ConfigError& e) {
@@ -46,11 +51,17 @@ void expand_path(const YamlReader& reader, const std::string& key, fs::path& pat
   }
 }
 
-void read_split(const YamlReader& data, const std::string& split, bool required, bool check_files,
-                std::optional<data::DataSpec>& out, ErrorList& errors) {
+void read_split(const YamlReader& data,
+                const std::string& split,
+                bool required,
+                bool check_files,
+                std::optional<data::DataSpec>& out,
+                ErrorList& errors) {
   const auto reader = data.child(split);
   if (!reader.defined()) {
-    if (required) errors.add(fmt::format("{}: data.{} is missing (a mapping with at least `path`)", data.where(), split));
+    if (required)
+      errors.add(fmt::format("{}: data.{} is missing (a mapping with at least `path`)",
+                             data.where(), split));
     return;
   }
   data::DataSpec spec;
@@ -62,11 +73,16 @@ void read_split(const YamlReader& data, const std::string& split, bool required,
   }
   expand_path(reader, reader.node().IsScalar() ? "" : "path", spec.path, errors);
   if (check_files && !spec.path.empty() && !fs::exists(spec.path))
-    errors.add(fmt::format("{}: no such file: {}", reader.where(reader.node().IsScalar() ? "" : "path"), spec.path.string()));
+    errors.add(fmt::format("{}: no such file: {}",
+                           reader.where(reader.node().IsScalar() ? "" : "path"),
+                           spec.path.string()));
   out = std::move(spec);
 }
 
-void read_sweep(const YamlReader& reader, const tasks::TrainerOptions& training, Recipe& recipe, ErrorList& errors) {
+void read_sweep(const YamlReader& reader,
+                const tasks::TrainerOptions& training,
+                Recipe& recipe,
+                ErrorList& errors) {
   if (!reader.defined()) return;
   reader.read("seeds", recipe.sweep.seeds, errors);
   reader.read("jobs", recipe.sweep.jobs, errors);
@@ -94,8 +110,10 @@ void read_sweep(const YamlReader& reader, const tasks::TrainerOptions& training,
     if (key.find('.') == std::string::npos) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         const auto guess = nearest_key(key, keys);
-        errors.add(fmt::format("{}: '{}' is not a training key{}; use a dotted path (task.max_seq_length) for others",
-                               grid.where(key), key, guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
+        errors.add(fmt::format(
+            "{}: '{}' is not a training key{}; use a dotted path (task.max_seq_length) for others",
+            grid.where(key), key,
+            guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
         continue;
       }
       // Each value as the training section would read it, located at the value itself.
@@ -108,10 +126,12 @@ void read_sweep(const YamlReader& reader, const tasks::TrainerOptions& training,
         read_struct(value_reader, o, value_errors);
         if (value_errors.empty()) o.validate(value_reader, value_errors);
         for (auto message : value_errors.messages()) {
-          if (message.find("sweep.grid." + key) == std::string::npos) continue;  // the base section's own problem
+          if (message.find("sweep.grid." + key) == std::string::npos)
+            continue;  // the base section's own problem
           const std::string prefix = recipe.file.string() + ": ";
           if (message.rfind(prefix, 0) == 0)
-            message = mark_location(recipe.file.string(), value.Mark()) + ": " + message.substr(prefix.size());
+            message = mark_location(recipe.file.string(), value.Mark()) + ": " +
+                      message.substr(prefix.size());
           errors.add(message);
         }
       }
@@ -128,7 +148,8 @@ void set_path(YAML::Node& root, const std::string& dotted, const YAML::Node& val
   size_t start = 0;
   while (true) {
     const auto dot = dotted.find('.', start);
-    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const std::string part =
+        dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (part.empty()) throw ConfigError(fmt::format("'{}': empty part in a dotted key", dotted));
     if (dot == std::string::npos) {
       node[part] = value;
@@ -146,7 +167,8 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
   for (const auto& item : overrides) {
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw ConfigError(fmt::format("--set '{}': expected key=value with a dotted key (training.learning_rate=3e-5)", item));
+      throw ConfigError(fmt::format(
+          "--set '{}': expected key=value with a dotted key (training.learning_rate=3e-5)", item));
     const std::string key = item.substr(0, eq), text = item.substr(eq + 1);
     YAML::Node value;
     try {
@@ -171,7 +193,8 @@ std::string expand_env(const std::string& text, const std::string& where) {
       continue;
     }
     const auto close = text.find('}', i);
-    if (close == std::string::npos) throw ConfigError(fmt::format("{}: unclosed '${{' in '{}'", where, text));
+    if (close == std::string::npos)
+      throw ConfigError(fmt::format("{}: unclosed '${{' in '{}'", where, text));
     const std::string inner = text.substr(i + 2, close - i - 2);
     const auto dash = inner.find(":-");
     const std::string var = inner.substr(0, dash);
@@ -181,15 +204,19 @@ std::string expand_env(const std::string& text, const std::string& where) {
     } else if (dash != std::string::npos) {
       out += inner.substr(dash + 2);
     } else {
-      throw ConfigError(fmt::format("{}: environment variable {} is not set (write ${{{}:-default}} for a default)", where,
-                                    var, var));
+      throw ConfigError(fmt::format(
+          "{}: environment variable {} is not set (write ${{{}:-default}} for a default)", where,
+          var, var));
     }
     i = close + 1;
   }
   return out;
 }
 
-Recipe parse_recipe(YAML::Node root, const fs::path& file, const std::vector<std::string>& overrides, bool check_files) {
+Recipe parse_recipe(YAML::Node root,
+                    const fs::path& file,
+                    const std::vector<std::string>& overrides,
+                    bool check_files) {
   apply_overrides(root, overrides);
   ErrorList errors;
   const YamlReader r(root, file.string());
@@ -199,7 +226,9 @@ Recipe parse_recipe(YAML::Node root, const fs::path& file, const std::vector<std
   recipe.name = file.stem().string();
   r.read("name", recipe.name, errors);
   if (!r.node().IsMap()) {
-    errors.add(file.string() + ": a recipe is a mapping with model, task, data, training, sweep and output sections");
+    errors.add(
+        file.string() +
+        ": a recipe is a mapping with model, task, data, training, sweep and output sections");
     errors.throw_if_any();
   }
 
@@ -222,7 +251,8 @@ Recipe parse_recipe(YAML::Node root, const fs::path& file, const std::vector<std
   if (!task.defined() || !task.has("type")) {
     errors.add(task.where() + ": task.type is missing; one of: " + [] {
       std::string all;
-      for (const auto& n : tasks::TaskRegistry::global().names()) all += (all.empty() ? "" : ", ") + n;
+      for (const auto& n : tasks::TaskRegistry::global().names())
+        all += (all.empty() ? "" : ", ") + n;
       return all;
     }());
   } else if (task.read("type", recipe.task_type, errors)) {
@@ -267,10 +297,11 @@ Recipe parse_recipe(YAML::Node root, const fs::path& file, const std::vector<std
       const auto dot = key.rfind('.');
       const std::string parent = dot == std::string::npos ? "" : key.substr(0, dot);
       const std::string last = dot == std::string::npos ? key : key.substr(dot + 1);
-      const bool unknown_key = message.find("unknown key '" + last + "'") != std::string::npos &&
-                               (parent.empty() || message.find(": " + parent + ":") != std::string::npos);
-      if (message.find(": " + key + ":") != std::string::npos || message.find(": " + key + " ") != std::string::npos ||
-          unknown_key) {
+      const bool unknown_key =
+          message.find("unknown key '" + last + "'") != std::string::npos &&
+          (parent.empty() || message.find(": " + parent + ":") != std::string::npos);
+      if (message.find(": " + key + ":") != std::string::npos ||
+          message.find(": " + key + " ") != std::string::npos || unknown_key) {
         message += fmt::format(" (from --set {})", item);
         break;
       }
@@ -281,7 +312,9 @@ Recipe parse_recipe(YAML::Node root, const fs::path& file, const std::vector<std
   return recipe;
 }
 
-Recipe load_recipe(const fs::path& file, const std::vector<std::string>& overrides, bool check_files) {
+Recipe load_recipe(const fs::path& file,
+                   const std::vector<std::string>& overrides,
+                   bool check_files) {
   const auto reader = YamlReader::load_file(file);
   return parse_recipe(reader.node(), file, overrides, check_files);
 }

@@ -1,12 +1,12 @@
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "bert/common/yaml.h"
 #include "data/data_spec.h"
@@ -24,7 +24,8 @@ struct ModelSection {
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
-    field("pretrained", self.pretrained, "Hugging Face model directory (config.json, vocab.txt, weights)");
+    field("pretrained", self.pretrained,
+          "Hugging Face model directory (config.json, vocab.txt, weights)");
     field("dtype", self.dtype, "dtype of the exported weights: float32 | float16 | bfloat16");
   }
 };
@@ -85,12 +86,15 @@ std::string expand_env(const std::string& text, const std::string& where);
 /// file:line:col and the dotted key (and the --set that caused it).
 /// `check_files: false` skips the data files' existence (export and predict need only the
 /// model and task sections).
-Recipe load_recipe(const std::filesystem::path& file, const std::vector<std::string>& overrides = {},
+Recipe load_recipe(const std::filesystem::path& file,
+                   const std::vector<std::string>& overrides = {},
                    bool check_files = true);
 
 /// The same for YAML already in memory (`file` names it in messages and anchors relative paths'
 /// error messages; paths are resolved against the working directory).
-Recipe parse_recipe(YAML::Node root, const std::filesystem::path& file, const std::vector<std::string>& overrides = {},
+Recipe parse_recipe(YAML::Node root,
+                    const std::filesystem::path& file,
+                    const std::vector<std::string>& overrides = {},
                     bool check_files = true);
 
 /// Sets the value at a dotted path of `root`, creating mappings on the way.

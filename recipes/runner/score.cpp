@@ -1,11 +1,11 @@
 #include "recipes/runner/score.h"
 
+#include <fmt/format.h>
+
 #include <iostream>
 #include <map>
-#include <optional>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bert/common/error.h"
 #include "bert/common/strings.h"
@@ -61,9 +61,12 @@ std::vector<LinePrediction> read_line_predictions(const std::filesystem::path& p
           value = &j.at(key);
           break;
         }
-      if (!value) throw DataError(fmt::format("{}: expected a \"label\", \"prediction\" or \"score\" key", p.where));
+      if (!value)
+        throw DataError(
+            fmt::format("{}: expected a \"label\", \"prediction\" or \"score\" key", p.where));
       p.value = value->is_string() ? value->get<std::string>() : value->dump();
-      if (j.contains("id")) p.id = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
+      if (j.contains("id"))
+        p.id = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
     } else {
       const auto last = line.text.find_last_not_of(" \t");
       p.value = std::string(line.text.substr(first, last - first + 1));
@@ -75,24 +78,29 @@ std::vector<LinePrediction> read_line_predictions(const std::filesystem::path& p
 
 /// Predictions in the examples' order: by id when every prediction has one, else by position.
 template <class Example>
-std::vector<std::string> align_predictions(const std::vector<Example>& examples, const std::vector<LinePrediction>& preds,
+std::vector<std::string> align_predictions(const std::vector<Example>& examples,
+                                           const std::vector<LinePrediction>& preds,
                                            const std::filesystem::path& path) {
-  const bool by_id = !preds.empty() && std::all_of(preds.begin(), preds.end(), [](const auto& p) { return p.id.has_value(); });
+  const bool by_id = !preds.empty() && std::all_of(preds.begin(), preds.end(),
+                                                   [](const auto& p) { return p.id.has_value(); });
   std::vector<std::string> out;
   if (by_id) {
     std::map<std::string, std::string> values;
     for (const auto& p : preds) values[*p.id] = p.value;
     for (const auto& e : examples) {
       const auto it = values.find(e.id);
-      if (it == values.end()) throw DataError(fmt::format("{}: no prediction for id '{}' ({})", path.string(), e.id, e.where));
+      if (it == values.end())
+        throw DataError(
+            fmt::format("{}: no prediction for id '{}' ({})", path.string(), e.id, e.where));
       out.push_back(it->second);
     }
     return out;
   }
   if (preds.size() != examples.size())
-    throw DataError(fmt::format("{}: {} predictions for {} examples in the data (give one per line, in order, "
-                                "or JSONL with ids)",
-                                path.string(), preds.size(), examples.size()));
+    throw DataError(
+        fmt::format("{}: {} predictions for {} examples in the data (give one per line, in order, "
+                    "or JSONL with ids)",
+                    path.string(), preds.size(), examples.size()));
   for (const auto& p : preds) out.push_back(p.value);
   return out;
 }
@@ -105,10 +113,12 @@ double parse_number(const std::string& text, const std::string& where) {
 int score_classification(const ScoreOptions& o) {
   const auto spec = data_spec(o);
   const auto examples = data::read_text_examples(spec);
-  const auto predicted = align_predictions(examples, read_line_predictions(o.predictions), o.predictions);
+  const auto predicted =
+      align_predictions(examples, read_line_predictions(o.predictions), o.predictions);
   bool regression = o.regression;
   if (data::resolve_format(spec, data::DataFormat::kTsv) == data::DataFormat::kGlue) {
-    const auto glue = data::find_glue_task(o.glue_task.empty() ? o.data.parent_path().filename().string() : o.glue_task);
+    const auto glue = data::find_glue_task(
+        o.glue_task.empty() ? o.data.parent_path().filename().string() : o.glue_task);
     regression = regression || (glue && glue->regression);
   }
   json out;
@@ -116,9 +126,11 @@ int score_classification(const ScoreOptions& o) {
   if (regression) {
     std::vector<double> p, g;
     for (size_t i = 0; i < examples.size(); ++i) {
-      if (!examples[i].label) throw DataError(fmt::format("{}: example has no gold score", examples[i].where));
+      if (!examples[i].label)
+        throw DataError(fmt::format("{}: example has no gold score", examples[i].where));
       g.push_back(parse_number(*examples[i].label, examples[i].where));
-      p.push_back(parse_number(predicted[i], o.predictions.string() + fmt::format(" (prediction {})", i + 1)));
+      p.push_back(parse_number(predicted[i],
+                               o.predictions.string() + fmt::format(" (prediction {})", i + 1)));
     }
     out["pearson"] = metrics::pearson(p, g);
     out["spearman"] = metrics::spearman(p, g);
@@ -147,14 +159,17 @@ int score_classification(const ScoreOptions& o) {
 
 int score_choices(const ScoreOptions& o) {
   const auto examples = data::read_choice_examples(data_spec(o));
-  const auto predicted = align_predictions(examples, read_line_predictions(o.predictions), o.predictions);
+  const auto predicted =
+      align_predictions(examples, read_line_predictions(o.predictions), o.predictions);
   std::vector<int64_t> p, g;
   for (size_t i = 0; i < examples.size(); ++i) {
-    if (!examples[i].label) throw DataError(fmt::format("{}: example has no gold label", examples[i].where));
+    if (!examples[i].label)
+      throw DataError(fmt::format("{}: example has no gold label", examples[i].where));
     g.push_back(*examples[i].label);
     p.push_back(static_cast<int64_t>(parse_number(predicted[i], o.predictions.string())));
   }
-  std::cout << json{{"examples", examples.size()}, {"accuracy", metrics::accuracy(p, g)}}.dump(2) << '\n';
+  std::cout << json{{"examples", examples.size()}, {"accuracy", metrics::accuracy(p, g)}}.dump(2)
+            << '\n';
   return 0;
 }
 
@@ -165,11 +180,13 @@ int score_squad(const ScoreOptions& o) {
   const auto examples = data::read_squad(spec, &version);
   const auto preds = data::read_json_file(o.predictions);
   if (!preds.is_object())
-    throw DataError(fmt::format("{}: expected a JSON object {{question id: answer text}}", o.predictions.string()));
+    throw DataError(fmt::format("{}: expected a JSON object {{question id: answer text}}",
+                                o.predictions.string()));
   std::map<std::string, std::string> predictions;
   for (const auto& [id, answer] : preds.items()) {
     if (!answer.is_string())
-      throw DataError(fmt::format("{}: the answer for '{}' is not a string", o.predictions.string(), id));
+      throw DataError(
+          fmt::format("{}: the answer for '{}' is not a string", o.predictions.string(), id));
     predictions[id] = answer.get<std::string>();
   }
   std::vector<metrics::SquadGold> gold;
@@ -180,10 +197,12 @@ int score_squad(const ScoreOptions& o) {
   }
   std::map<std::string, double> na_probs;
   if (!o.na_probs.empty()) {
-    for (const auto& [id, p] : data::read_json_file(o.na_probs).items()) na_probs[id] = p.get<double>();
+    for (const auto& [id, p] : data::read_json_file(o.na_probs).items())
+      na_probs[id] = p.get<double>();
   }
-  const auto scores = metrics::score_squad(gold, predictions, version.empty() ? "1.1" : version,
-                                           o.na_probs.empty() ? nullptr : &na_probs, o.na_prob_threshold);
+  const auto scores =
+      metrics::score_squad(gold, predictions, version.empty() ? "1.1" : version,
+                           o.na_probs.empty() ? nullptr : &na_probs, o.na_prob_threshold);
   std::cout << scores.dump(2) << '\n';
   return 0;
 }
@@ -203,8 +222,9 @@ int score_tagging(const ScoreOptions& o) {
       continue;
     }
     if (fields.size() < 3)
-      throw DataError(fmt::format("{}:{}: expected 'token ... gold predicted' (at least 3 columns), got {}", file.name,
-                                  line.number, fields.size()));
+      throw DataError(
+          fmt::format("{}:{}: expected 'token ... gold predicted' (at least 3 columns), got {}",
+                      file.name, line.number, fields.size()));
     words.back().emplace_back(fields[0]);
     gold.back().emplace_back(fields[fields.size() - 2]);
     predicted.back().emplace_back(fields.back());
@@ -218,23 +238,27 @@ int score_tagging(const ScoreOptions& o) {
     data::DataSpec spec = data_spec(o);
     const auto sentences = data::read_conll(spec);
     if (sentences.size() != words.size())
-      throw DataError(fmt::format("{}: {} sentences, but {} has {}", o.predictions.string(), words.size(),
-                                  o.data.string(), sentences.size()));
+      throw DataError(fmt::format("{}: {} sentences, but {} has {}", o.predictions.string(),
+                                  words.size(), o.data.string(), sentences.size()));
     for (size_t s = 0; s < sentences.size(); ++s)
       if (sentences[s].words != words[s])
-        throw DataError(fmt::format("{}: sentence {} does not match {} ({})", o.predictions.string(), s + 1,
-                                    o.data.string(), sentences[s].where));
+        throw DataError(fmt::format("{}: sentence {} does not match {} ({})",
+                                    o.predictions.string(), s + 1, o.data.string(),
+                                    sentences[s].where));
   }
   const auto scheme = parse_enum<metrics::TagScheme>(o.tag_scheme);
   if (!scheme)
-    throw ConfigError(fmt::format("score: unknown --tag-scheme '{}'; expected one of: {}", o.tag_scheme,
-                                  enum_choices<metrics::TagScheme>()));
+    throw ConfigError(fmt::format("score: unknown --tag-scheme '{}'; expected one of: {}",
+                                  o.tag_scheme, enum_choices<metrics::TagScheme>()));
   const auto s = metrics::score_entities(gold, predicted, o.strict, *scheme);
   std::cout << metrics::conlleval_report(s);
-  json out{{"precision", s.overall.precision()}, {"recall", s.overall.recall()}, {"f1", s.overall.f1()},
+  json out{{"precision", s.overall.precision()},
+           {"recall", s.overall.recall()},
+           {"f1", s.overall.f1()},
            {"accuracy", s.accuracy()}};
   for (const auto& [type, c] : s.by_type)
-    out["types"][type] = {{"precision", c.precision()}, {"recall", c.recall()}, {"f1", c.f1()}, {"number", c.gold}};
+    out["types"][type] = {
+        {"precision", c.precision()}, {"recall", c.recall()}, {"f1", c.f1()}, {"number", c.gold}};
   std::cout << out.dump(2) << '\n';
   return 0;
 }
@@ -246,9 +270,10 @@ int run_score(const ScoreOptions& o) {
   if (o.task == "multiple_choice") return score_choices(o);
   if (o.task == "question_answering") return score_squad(o);
   if (o.task == "token_classification") return score_tagging(o);
-  throw ConfigError(fmt::format("score: unknown --task '{}'; expected sequence_classification, multiple_choice, "
-                                "question_answering or token_classification",
-                                o.task));
+  throw ConfigError(
+      fmt::format("score: unknown --task '{}'; expected sequence_classification, multiple_choice, "
+                  "question_answering or token_classification",
+                  o.task));
 }
 
 }  // namespace bert::recipes

@@ -1,17 +1,16 @@
 #include "recipes/runner/sweep.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 #include <thread>
-
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -30,8 +29,9 @@ using json = nlohmann::json;
 
 std::string short_key(const std::string& key) {
   static const std::map<std::string, std::string> names = {
-      {"learning_rate", "lr"}, {"epochs", "ep"}, {"batch_size", "bs"}, {"warmup_ratio", "wr"},
-      {"weight_decay", "wd"}, {"gradient_accumulation_steps", "acc"}, {"seed", "seed"}};
+      {"learning_rate", "lr"}, {"epochs", "ep"},       {"batch_size", "bs"},
+      {"warmup_ratio", "wr"},  {"weight_decay", "wd"}, {"gradient_accumulation_steps", "acc"},
+      {"seed", "seed"}};
   const auto it = names.find(key);
   if (it != names.end()) return it->second;
   const auto dot = key.rfind('.');
@@ -40,7 +40,9 @@ std::string short_key(const std::string& key) {
 
 std::string safe_value(const std::string& text) {
   std::string out;
-  for (const char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+') ? c : '_';
+  for (const char c : text)
+    out +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+') ? c : '_';
   return out;
 }
 
@@ -55,7 +57,8 @@ std::string value_text(const YAML::Node& node) {
 pid_t spawn(const std::vector<std::string>& argv, const fs::path& log_file) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -79,7 +82,8 @@ std::string last_lines(const fs::path& file, size_t count) {
 
 std::vector<Trial> expand_sweep(const Recipe& recipe, bool check_files) {
   const auto& grid = recipe.sweep.grid;
-  const std::vector<int64_t> seeds = recipe.sweep.seeds.empty() ? std::vector<int64_t>{recipe.training.seed} : recipe.sweep.seeds;
+  const std::vector<int64_t> seeds =
+      recipe.sweep.seeds.empty() ? std::vector<int64_t>{recipe.training.seed} : recipe.sweep.seeds;
   std::vector<Trial> trials;
   std::vector<std::string> problems;
   std::vector<size_t> index(grid.size(), 0);
@@ -117,17 +121,23 @@ std::vector<Trial> expand_sweep(const Recipe& recipe, bool check_files) {
   std::set<std::string> names;
   for (const auto& t : trials)
     if (!names.insert(t.name).second)
-      throw ConfigError(fmt::format("{}: sweep: two trials would share the directory name '{}'", recipe.file.string(), t.name));
+      throw ConfigError(fmt::format("{}: sweep: two trials would share the directory name '{}'",
+                                    recipe.file.string(), t.name));
   return trials;
 }
 
 int run_sweep(const Recipe& recipe, const SweepOptions& options) {
-  if (options.shard_count < 1 || options.shard_index < 0 || options.shard_index >= options.shard_count)
-    throw ConfigError(fmt::format("--shard {}/{}: expected i/N with 0 <= i < N", options.shard_index, options.shard_count));
+  if (options.shard_count < 1 || options.shard_index < 0 ||
+      options.shard_index >= options.shard_count)
+    throw ConfigError(fmt::format("--shard {}/{}: expected i/N with 0 <= i < N",
+                                  options.shard_index, options.shard_count));
   const auto trials = expand_sweep(recipe);
   const fs::path dir = recipe.output.dir;
   fs::create_directories(dir / "trials");
-  json plan = {{"recipe", recipe.file.string()}, {"name", recipe.name}, {"task", recipe.task_type}, {"trials", json::array()}};
+  json plan = {{"recipe", recipe.file.string()},
+               {"name", recipe.name},
+               {"task", recipe.task_type},
+               {"trials", json::array()}};
   for (const auto& t : trials) {
     json hp = json::array();
     for (const auto& [k, v] : t.hyperparameters) hp.push_back({k, v});
@@ -138,53 +148,72 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   int failures = 0;
   std::vector<const Trial*> pending;
   for (size_t i = 0; i < trials.size(); ++i) {
-    if (static_cast<int>(i % static_cast<size_t>(options.shard_count)) != options.shard_index) continue;
+    if (static_cast<int>(i % static_cast<size_t>(options.shard_count)) != options.shard_index)
+      continue;
     const auto& t = trials[i];
     const auto tdir = dir / "trials" / t.name;
     if (!keep_resolved_recipe(tdir, t.recipe)) {
-      log::error("[sweep] {}: {} holds a different recipe (changed since the trial ran); delete the trial directory "
-                 "or use another output.dir", t.name, (tdir / "recipe.yaml").string());
+      log::error(
+          "[sweep] {}: {} holds a different recipe (changed since the trial ran); delete the trial "
+          "directory "
+          "or use another output.dir",
+          t.name, (tdir / "recipe.yaml").string());
       ++failures;
       continue;
     }
     const auto result = read_result(tdir);
     if (result.is_object() && result.value("status", "") == "done") {
-      log::info("[sweep] {}: done already ({} {:.4f}), skipped", t.name, result.value("main_metric", ""),
-                result.value("main", 0.0));
+      log::info("[sweep] {}: done already ({} {:.4f}), skipped", t.name,
+                result.value("main_metric", ""), result.value("main", 0.0));
       continue;
     }
     pending.push_back(&t);
   }
   log::info("[sweep] {}: {} trials, {} in shard {}/{}, {} to run", recipe.name, trials.size(),
-            (trials.size() + static_cast<size_t>(options.shard_count - options.shard_index - 1)) / static_cast<size_t>(options.shard_count),
+            (trials.size() + static_cast<size_t>(options.shard_count - options.shard_index - 1)) /
+                static_cast<size_t>(options.shard_count),
             options.shard_index, options.shard_count, pending.size());
 
   // Tokenise each distinct dataset setting once, before the trials start.
   std::set<std::string> prepared;
   for (const auto* t : options.feature_cache ? pending : std::vector<const Trial*>{}) {
-    const auto key = dump_recipe(t->recipe.root["task"]) + dump_recipe(t->recipe.root["data"]) + t->recipe.model.pretrained.string();
+    const auto key = dump_recipe(t->recipe.root["task"]) + dump_recipe(t->recipe.root["data"]) +
+                     t->recipe.model.pretrained.string();
     if (!prepared.insert(key).second) continue;
     try {
       prepare_task(t->recipe, dir / "cache");
     } catch (const std::exception& e) {
-      log::warn("[sweep] preparing the data of {} failed (the trial will report it): {}", t->name, e.what());
+      log::warn("[sweep] preparing the data of {} failed (the trial will report it): {}", t->name,
+                e.what());
     }
   }
 
-  const int jobs = std::max(1, std::min<int>(options.jobs > 0 ? options.jobs : static_cast<int>(recipe.sweep.jobs),
-                                             static_cast<int>(std::max<size_t>(1, pending.size()))));
-  const int total_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs = std::max(
+      1, std::min<int>(options.jobs > 0 ? options.jobs : static_cast<int>(recipe.sweep.jobs),
+                       static_cast<int>(std::max<size_t>(1, pending.size()))));
+  const int total_threads =
+      options.threads > 0 ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, total_threads / jobs);
-  const auto executable = options.executable.empty() ? fs::read_symlink("/proc/self/exe") : options.executable;
+  const auto executable =
+      options.executable.empty() ? fs::read_symlink("/proc/self/exe") : options.executable;
   std::map<pid_t, const Trial*> running;
   size_t next = 0;
   while (next < pending.size() || !running.empty()) {
     while (static_cast<int>(running.size()) < jobs && next < pending.size()) {
       const auto* t = pending[next++];
       const auto tdir = dir / "trials" / t->name;
-      log::info("[sweep] {}: starting ({} threads; log {})", t->name, threads, (tdir / "train.log").string());
-      std::vector<std::string> argv = {executable.string(), "--threads", std::to_string(threads), "train",
-                                       (tdir / "recipe.yaml").string(), "--out", tdir.string(), "--trial-name", t->name};
+      log::info("[sweep] {}: starting ({} threads; log {})", t->name, threads,
+                (tdir / "train.log").string());
+      std::vector<std::string> argv = {executable.string(),
+                                       "--threads",
+                                       std::to_string(threads),
+                                       "train",
+                                       (tdir / "recipe.yaml").string(),
+                                       "--out",
+                                       tdir.string(),
+                                       "--trial-name",
+                                       t->name};
       if (options.feature_cache) {
         argv.insert(argv.end(), {"--cache", (dir / "cache").string()});
       } else {
@@ -203,21 +232,26 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     const auto tdir = dir / "trials" / t->name;
     const auto result = read_result(tdir);
     const bool exited = WIFEXITED(status);
-    if (exited && WEXITSTATUS(status) == 0 && result.is_object() && result.value("status", "") == "done") {
-      log::info("[sweep] {}: done, {} {:.4f} ({:.0f}s)", t->name, result.value("main_metric", ""), result.value("main", 0.0),
-                result.value("seconds", 0.0));
+    if (exited && WEXITSTATUS(status) == 0 && result.is_object() &&
+        result.value("status", "") == "done") {
+      log::info("[sweep] {}: done, {} {:.4f} ({:.0f}s)", t->name, result.value("main_metric", ""),
+                result.value("main", 0.0), result.value("seconds", 0.0));
       continue;
     }
     ++failures;
     if (exited && WEXITSTATUS(status) == 3) {
-      log::warn("[sweep] {}: interrupted; rerun the sweep to resume it from its checkpoint", t->name);
+      log::warn("[sweep] {}: interrupted; rerun the sweep to resume it from its checkpoint",
+                t->name);
       continue;
     }
     std::string why = exited ? fmt::format("exit code {}", WEXITSTATUS(status))
-                             : fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+                             : fmt::format("killed by signal {} ({})", WTERMSIG(status),
+                                           strsignal(WTERMSIG(status)));
     if (!result.is_object() || result.value("status", "") != "failed") {
-      const json record = {{"status", "failed"}, {"trial", t->name},
-                           {"error", fmt::format("{}; last lines of train.log:\n{}", why, last_lines(tdir / "train.log", 5))}};
+      const json record = {{"status", "failed"},
+                           {"trial", t->name},
+                           {"error", fmt::format("{}; last lines of train.log:\n{}", why,
+                                                 last_lines(tdir / "train.log", 5))}};
       write_file_atomic(tdir / "result.json", record.dump(1) + "\n");
     }
     const auto error = read_result(tdir).value("error", why);
@@ -230,8 +264,8 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     const auto best_trial = dir / "trials" / board["best"]["trial"].get<std::string>();
     export_model(best_trial, dir / "best_model");
   } else if (!board.value("complete", false)) {
-    log::info("[sweep] {} of {} trials done; the best model is exported when all are", board.value("done", 0),
-              board["trials"].size());
+    log::info("[sweep] {} of {} trials done; the best model is exported when all are",
+              board.value("done", 0), board["trials"].size());
   }
   return failures == 0 ? 0 : 1;
 }
@@ -268,7 +302,9 @@ json write_leaderboard(const fs::path& dir) {
     auto& g = groups[key];
     g.hyperparameters = hp;
     const auto result = read_result(dir / "trials" / t["name"].get<std::string>());
-    json row = {{"trial", t["name"]}, {"seed", seed}, {"hyperparameters", t["hyperparameters"]},
+    json row = {{"trial", t["name"]},
+                {"seed", seed},
+                {"hyperparameters", t["hyperparameters"]},
                 {"status", result.is_object() ? result.value("status", "pending") : "pending"}};
     if (row["status"] == "done") {
       ++done;
@@ -289,12 +325,18 @@ json write_leaderboard(const fs::path& dir) {
     all.push_back(row);
     row_groups.push_back(key);
   }
-  json board = {{"main_metric", main_metric}, {"done", done}, {"complete", done == static_cast<int>(all.size())},
-                {"trials", all}, {"settings", json::array()}};
+  json board = {{"main_metric", main_metric},
+                {"done", done},
+                {"complete", done == static_cast<int>(all.size())},
+                {"trials", all},
+                {"settings", json::array()}};
   std::vector<json> settings;
   for (const auto& key : order) {
     auto& g = groups[key];
-    json s = {{"hyperparameters", g.hyperparameters}, {"runs", g.trials.size()}, {"done", g.scores.size()}, {"failed", g.failed}};
+    json s = {{"hyperparameters", g.hyperparameters},
+              {"runs", g.trials.size()},
+              {"done", g.scores.size()},
+              {"failed", g.failed}};
     if (!g.scores.empty()) {
       for (double v : g.scores) g.mean += v;
       g.mean /= static_cast<double>(g.scores.size());
@@ -310,9 +352,10 @@ json write_leaderboard(const fs::path& dir) {
         means[name] = m / static_cast<double>(values.size());
       }
       s["metrics_mean"] = means;
-      const auto best = std::max_element(g.trials.begin(), g.trials.end(), [](const json& a, const json& b) {
-        return a.value("main", -1e300) < b.value("main", -1e300);
-      });
+      const auto best =
+          std::max_element(g.trials.begin(), g.trials.end(), [](const json& a, const json& b) {
+            return a.value("main", -1e300) < b.value("main", -1e300);
+          });
       s["best_trial"] = (*best)["trial"];
     }
     settings.push_back(s);
@@ -322,8 +365,10 @@ json write_leaderboard(const fs::path& dir) {
   });
   board["settings"] = settings;
   if (!settings.empty() && settings.front().contains("mean"))
-    board["best"] = {{"hyperparameters", settings.front()["hyperparameters"]}, {"trial", settings.front()["best_trial"]},
-                     {"mean", settings.front()["mean"]}, {"std", settings.front()["std"]}};
+    board["best"] = {{"hyperparameters", settings.front()["hyperparameters"]},
+                     {"trial", settings.front()["best_trial"]},
+                     {"mean", settings.front()["mean"]},
+                     {"std", settings.front()["std"]}};
 
   // Markdown and CSV.
   std::vector<std::string> keys;
@@ -333,11 +378,13 @@ json write_leaderboard(const fs::path& dir) {
   std::vector<std::string> others;
   for (const auto& m : metric_names)
     if (m != main_metric) others.push_back(m);
-  std::string md = fmt::format("# Leaderboard: {}\n\n{} of {} trials done; dev {} as mean ± std over seeds.\n\n",
-                               plan.value("name", ""), done, all.size(), main_metric.empty() ? "score" : main_metric);
+  std::string md = fmt::format(
+      "# Leaderboard: {}\n\n{} of {} trials done; dev {} as mean ± std over seeds.\n\n",
+      plan.value("name", ""), done, all.size(), main_metric.empty() ? "score" : main_metric);
   std::string header = "| rank |", rule = "|---|";
   for (const auto& k : keys) header += " " + k + " |", rule += "---|";
-  header += fmt::format(" seeds | {} |", main_metric.empty() ? "score" : main_metric), rule += "---|---|";
+  header += fmt::format(" seeds | {} |", main_metric.empty() ? "score" : main_metric),
+      rule += "---|---|";
   for (const auto& m : others) header += " " + m + " |", rule += "---|";
   header += " failed |", rule += "---|";
   md += header + "\n" + rule + "\n";
@@ -346,17 +393,22 @@ json write_leaderboard(const fs::path& dir) {
     std::string line = s.contains("mean") ? fmt::format("| {} |", ++rank) : "| - |";
     for (const auto& kv : s["hyperparameters"]) line += " " + kv[1].get<std::string>() + " |";
     line += fmt::format(" {}/{} |", s["done"].get<int>(), s["runs"].get<int>());
-    line += s.contains("mean") ? fmt::format(" {:.4f} ± {:.4f} |", s["mean"].get<double>(), s["std"].get<double>()) : " - |";
+    line += s.contains("mean")
+                ? fmt::format(" {:.4f} ± {:.4f} |", s["mean"].get<double>(), s["std"].get<double>())
+                : " - |";
     for (const auto& m : others)
-      line += s.contains("metrics_mean") && s["metrics_mean"].contains(m) ? fmt::format(" {:.4f} |", s["metrics_mean"][m].get<double>())
-                                                                           : " - |";
+      line += s.contains("metrics_mean") && s["metrics_mean"].contains(m)
+                  ? fmt::format(" {:.4f} |", s["metrics_mean"][m].get<double>())
+                  : " - |";
     line += fmt::format(" {} |", s["failed"].get<int>());
     md += line + "\n";
   }
   if (board.contains("best"))
     md += fmt::format("\nBest setting by mean dev {}: trial `{}` is its best seed.\n", main_metric,
                       board["best"]["trial"].get<std::string>());
-  md += "\n## Trials\n\n| trial | status | " + (main_metric.empty() ? std::string("score") : main_metric) + " | error |\n|---|---|---|---|\n";
+  md += "\n## Trials\n\n| trial | status | " +
+        (main_metric.empty() ? std::string("score") : main_metric) +
+        " | error |\n|---|---|---|---|\n";
   std::string csv = "trial";
   for (const auto& k : keys) csv += "," + k;
   csv += ",seed,status," + (main_metric.empty() ? std::string("score") : main_metric);
@@ -367,8 +419,10 @@ json write_leaderboard(const fs::path& dir) {
     std::string error = row.value("error", "");
     error = error.substr(0, error.find('\n'));
     std::replace(error.begin(), error.end(), '|', '/');
-    md += fmt::format("| {} | {} | {} | {} |\n", row["trial"].get<std::string>(), row["status"].get<std::string>(),
-                      row.contains("main") ? fmt::format("{:.4f}", row["main"].get<double>()) : "-", error);
+    md += fmt::format("| {} | {} | {} | {} |\n", row["trial"].get<std::string>(),
+                      row["status"].get<std::string>(),
+                      row.contains("main") ? fmt::format("{:.4f}", row["main"].get<double>()) : "-",
+                      error);
     csv += row["trial"].get<std::string>();
     for (const auto& kv : row["hyperparameters"])
       if (kv[0] != "seed") csv += "," + kv[1].get<std::string>();
@@ -376,7 +430,8 @@ json write_leaderboard(const fs::path& dir) {
     if (row.contains("main")) csv += fmt::format("{}", row["main"].get<double>());
     for (const auto& m : others) {
       csv += ",";
-      if (row.contains("metrics") && row["metrics"].contains(m)) csv += fmt::format("{}", row["metrics"][m].get<double>());
+      if (row.contains("metrics") && row["metrics"].contains(m))
+        csv += fmt::format("{}", row["metrics"][m].get<double>());
     }
     const auto& g = groups[row_groups[r]];
     csv += g.scores.empty() ? std::string(",,\n") : fmt::format(",{},{}\n", g.mean, g.std);

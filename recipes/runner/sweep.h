@@ -1,12 +1,12 @@
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "recipes/runner/recipe.h"
 
@@ -15,8 +15,9 @@ namespace bert::recipes {
 /// One point of a sweep: the recipe with the grid values and seed applied.
 struct Trial {
   std::string name;  ///< directory name, e.g. "lr5e-5_ep3_bs32_seed1"
-  std::vector<std::pair<std::string, std::string>> hyperparameters;  ///< grid key -> value text, then "seed"
-  Recipe recipe;     ///< validated; `recipe.root` has no sweep section (what recipe.yaml holds)
+  std::vector<std::pair<std::string, std::string>>
+      hyperparameters;  ///< grid key -> value text, then "seed"
+  Recipe recipe;        ///< validated; `recipe.root` has no sweep section (what recipe.yaml holds)
 };
 
 /// The trials of `recipe`: the cross product of sweep.grid (in file order, last key fastest)
@@ -26,12 +27,12 @@ struct Trial {
 std::vector<Trial> expand_sweep(const Recipe& recipe, bool check_files = true);
 
 struct SweepOptions {
-  int jobs = 0;             ///< trials in parallel; 0 = the recipe's sweep.jobs
-  int shard_index = 0;      ///< run trials whose index % shard_count == shard_index
+  int jobs = 0;         ///< trials in parallel; 0 = the recipe's sweep.jobs
+  int shard_index = 0;  ///< run trials whose index % shard_count == shard_index
   int shard_count = 1;
-  int threads = 0;          ///< total intra-op threads to split between jobs (0 = all cores)
+  int threads = 0;  ///< total intra-op threads to split between jobs (0 = all cores)
   std::filesystem::path executable;  ///< the bertft binary that runs each trial ("train")
-  bool feature_cache = true;  ///< false: every trial tokenises its data itself (benchmarks)
+  bool feature_cache = true;         ///< false: every trial tokenises its data itself (benchmarks)
 };
 
 /// Runs a sweep in recipe.output.dir: plan.json, a directory per trial (trials/<name>/ with

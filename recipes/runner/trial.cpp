@@ -1,10 +1,10 @@
 #include "recipes/runner/trial.h"
 
-#include <chrono>
-#include <cstdlib>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstdlib>
 
 #include "bert/checkpoint/load.h"
 #include "bert/common/error.h"
@@ -23,7 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string hash_file(const fs::path& path) { return fmt::format("{:016x}", fnv1a64(read_file(path))); }
+std::string hash_file(const fs::path& path) {
+  return fmt::format("{:016x}", fnv1a64(read_file(path)));
+}
 
 std::string tokenizer_fingerprint(const PretrainedDir& dir, const BertConfig& config) {
   std::string out = fmt::format("vocab_size={}", config.vocab_size());
@@ -48,10 +50,12 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   const YamlReader task_reader(recipe.task, recipe.file.string(), "task");
   task_reader.allow("type");
   p.adapter = tasks::TaskRegistry::global().create(recipe.task_type, task_reader);
-  if (const auto length = p.adapter->options()["max_seq_length"]; length && length.as<int64_t>() > p.config.max_position_embeddings())
-    throw ConfigError(fmt::format("{}: task.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
-                                  recipe.file.string(), length.as<int64_t>(), p.config.max_position_embeddings(),
-                                  p.dir.config.string()));
+  if (const auto length = p.adapter->options()["max_seq_length"];
+      length && length.as<int64_t>() > p.config.max_position_embeddings())
+    throw ConfigError(fmt::format(
+        "{}: task.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
+        recipe.file.string(), length.as<int64_t>(), p.config.max_position_embeddings(),
+        p.dir.config.string()));
   const auto train_examples = p.adapter->read(recipe.data.train);
   const auto dev_examples = p.adapter->read(recipe.data.dev);
   p.adapter->fit_labels(*train_examples);
@@ -62,8 +66,9 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   }
   YAML::Emitter options;
   options << p.adapter->options();
-  const std::string common = fmt::format("bertft-features-v1|{}|{}|labels={}|{}", recipe.task_type, options.c_str(),
-                                         fmt::join(p.adapter->labels(), "\x1f"), tokenizer_fingerprint(p.dir, p.config));
+  const std::string common =
+      fmt::format("bertft-features-v1|{}|{}|labels={}|{}", recipe.task_type, options.c_str(),
+                  fmt::join(p.adapter->labels(), "\x1f"), tokenizer_fingerprint(p.dir, p.config));
   p.train = tasks::cached_featurize(*p.adapter, train_examples, *p.tokenizer, true, cache_dir,
                                     common + "|train|" + spec_fingerprint(recipe.data.train));
   p.dev = tasks::cached_featurize(*p.adapter, dev_examples, *p.tokenizer, false, cache_dir,
@@ -80,14 +85,17 @@ tasks::TaskModel build_pretrained_model(const PreparedTask& prepared) {
   const auto report = load_state_dict(*model, read_weights(prepared.dir.weights), source, options);
   std::vector<std::string> problems, fresh;
   for (const auto& key : report.missing)
-    (starts_with(key, "bert.") && !starts_with(key, "bert.pooler.") ? problems : fresh).push_back("missing " + key);
+    (starts_with(key, "bert.") && !starts_with(key, "bert.pooler.") ? problems : fresh)
+        .push_back("missing " + key);
   for (const auto& what : report.mismatched)
     (starts_with(what, "bert.") ? problems : fresh).push_back("mismatched " + what);
   if (!problems.empty())
-    throw CheckpointError(fmt::format("{}: the encoder does not fit the config ({} problems):\n  {}", source,
-                                      problems.size(), fmt::join(problems, "\n  ")));
+    throw CheckpointError(
+        fmt::format("{}: the encoder does not fit the config ({} problems):\n  {}", source,
+                    problems.size(), fmt::join(problems, "\n  ")));
   log::info("[model] {} tensors from {}; newly initialised: {}; unused: {}", report.loaded, source,
-            fresh.empty() ? "none" : fmt::format("{}", fmt::join(fresh, ", ")), report.unexpected.size());
+            fresh.empty() ? "none" : fmt::format("{}", fmt::join(fresh, ", ")),
+            report.unexpected.size());
   return model;
 }
 
@@ -101,7 +109,10 @@ json read_result(const fs::path& trial_dir) {
   }
 }
 
-int run_trial(const Recipe& recipe, const fs::path& out, const fs::path& cache_dir, const std::string& trial_name) {
+int run_trial(const Recipe& recipe,
+              const fs::path& out,
+              const fs::path& cache_dir,
+              const std::string& trial_name) {
   const auto start = std::chrono::steady_clock::now();
   fs::create_directories(out);
   fs::remove(out / "result.json");  // a failure of an earlier attempt; written anew below
@@ -118,7 +129,8 @@ int run_trial(const Recipe& recipe, const fs::path& out, const fs::path& cache_d
         trainer.set_interrupt_hook([at](int64_t step) { return step >= at; });
       }
     }
-    const auto result = trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(), out);
+    const auto result =
+        trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(), out);
     if (result.interrupted) return 3;
     const json record = {
         {"status", "done"},
@@ -134,9 +146,11 @@ int run_trial(const Recipe& recipe, const fs::path& out, const fs::path& cache_d
         {"labels", prepared.adapter->labels()},
         {"train_features", prepared.train->features.size()},
         {"dev_features", prepared.dev->features.size()},
-        {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}};
+        {"seconds",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}};
     write_file_atomic(out / "result.json", record.dump(1) + "\n");
-    log::info("[trial] {}: {} {:.4f} at step {}", trial_name, result.best.main_metric, result.best.main(), result.best_step);
+    log::info("[trial] {}: {} {:.4f} at step {}", trial_name, result.best.main_metric,
+              result.best.main(), result.best_step);
     return 0;
   } catch (const std::exception& e) {
     const json record = {{"status", "failed"}, {"trial", trial_name}, {"error", e.what()}};

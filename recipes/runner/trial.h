@@ -2,9 +2,8 @@
 
 #include <filesystem>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/model/bert_config.h"
@@ -41,7 +40,9 @@ tasks::TaskModel build_pretrained_model(const PreparedTask& prepared);
 /// losses, labels, timing). Resumes from the newest checkpoint in `out`. On an error writes
 /// result.json with status "failed" and the message, then rethrows. Returns 0 when done, 3 when
 /// stopped by the test hook BERTFT_INTERRUPT="<trial name>:<step>" (a simulated crash).
-int run_trial(const Recipe& recipe, const std::filesystem::path& out, const std::filesystem::path& cache_dir,
+int run_trial(const Recipe& recipe,
+              const std::filesystem::path& out,
+              const std::filesystem::path& cache_dir,
               const std::string& trial_name);
 
 /// result.json of a trial directory, or null when there is none (or it cannot be parsed).

@@ -1,12 +1,12 @@
 #include "tasks/common/feature_cache.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <istream>
 #include <limits>
 #include <ostream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -26,7 +26,8 @@ void write_raw(std::ostream& out, const T& value) {
 template <class T>
 T read_raw(std::istream& in) {
   T value{};
-  if (!in.read(reinterpret_cast<char*>(&value), sizeof(T))) throw DataError("feature cache: file ends early");
+  if (!in.read(reinterpret_cast<char*>(&value), sizeof(T)))
+    throw DataError("feature cache: file ends early");
   return value;
 }
 
@@ -38,14 +39,19 @@ size_t read_count(std::istream& in) {
 
 }  // namespace
 
-void write_i64(std::ostream& out, int64_t value) { write_raw(out, value); }
-int64_t read_i64(std::istream& in) { return read_raw<int64_t>(in); }
+void write_i64(std::ostream& out, int64_t value) {
+  write_raw(out, value);
+}
+int64_t read_i64(std::istream& in) {
+  return read_raw<int64_t>(in);
+}
 
 void write_i32s(std::ostream& out, const std::vector<int64_t>& values) {
   write_i64(out, static_cast<int64_t>(values.size()));
   for (const auto v : values) {
-    TORCH_CHECK(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
-                "feature cache: value ", v, " does not fit int32");
+    TORCH_CHECK(
+        v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
+        "feature cache: value ", v, " does not fit int32");
     write_raw(out, static_cast<int32_t>(v));
   }
 }
@@ -96,7 +102,8 @@ void save_features(const std::filesystem::path& path, const FeatureSet& features
   write_file_atomic(path, out.str());
 }
 
-std::shared_ptr<FeatureSet> load_features(const std::filesystem::path& path, const TaskAdapter& adapter,
+std::shared_ptr<FeatureSet> load_features(const std::filesystem::path& path,
+                                          const TaskAdapter& adapter,
                                           std::shared_ptr<const ExampleSet> examples) {
   std::istringstream in(read_file(path));
   try {
@@ -110,7 +117,8 @@ std::shared_ptr<FeatureSet> load_features(const std::filesystem::path& path, con
     for (auto& f : set->features) {
       f.example = read_i64(in);
       if (f.example < 0 || static_cast<size_t>(f.example) >= examples->size())
-        throw DataError(fmt::format("feature of example {} but the data has {} examples", f.example, examples->size()));
+        throw DataError(fmt::format("feature of example {} but the data has {} examples", f.example,
+                                    examples->size()));
       const size_t rows = read_count(in);
       f.input_ids.resize(rows);
       f.token_type_ids.resize(rows);
@@ -133,15 +141,19 @@ std::shared_ptr<FeatureSet> load_features(const std::filesystem::path& path, con
   }
 }
 
-std::shared_ptr<FeatureSet> cached_featurize(const TaskAdapter& adapter, std::shared_ptr<const ExampleSet> examples,
-                                             const tok::Tokenizer& tokenizer, bool training,
-                                             const std::filesystem::path& cache_dir, const std::string& key) {
+std::shared_ptr<FeatureSet> cached_featurize(const TaskAdapter& adapter,
+                                             std::shared_ptr<const ExampleSet> examples,
+                                             const tok::Tokenizer& tokenizer,
+                                             bool training,
+                                             const std::filesystem::path& cache_dir,
+                                             const std::string& key) {
   const auto path = cache_dir / fmt::format("{:016x}.features", fnv1a64(key));
   if (std::filesystem::exists(path)) {
     try {
       const auto start = std::chrono::steady_clock::now();
       auto set = load_features(path, adapter, examples);
-      log::info("[cache] {} features of {} from {} ({:.2f}s)", set->features.size(), examples->source, path.string(),
+      log::info("[cache] {} features of {} from {} ({:.2f}s)", set->features.size(),
+                examples->source, path.string(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       return set;
     } catch (const DataError& e) {
@@ -151,7 +163,8 @@ std::shared_ptr<FeatureSet> cached_featurize(const TaskAdapter& adapter, std::sh
   auto set = adapter.featurize(examples, tokenizer, training);
   std::filesystem::create_directories(cache_dir);
   save_features(path, *set);
-  log::info("[cache] wrote {} features of {} to {}", set->features.size(), examples->source, path.string());
+  log::info("[cache] wrote {} features of {} to {}", set->features.size(), examples->source,
+            path.string());
   return set;
 }
 

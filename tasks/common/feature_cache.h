@@ -27,15 +27,19 @@ void save_features(const std::filesystem::path& path, const FeatureSet& features
 /// Reads a file of save_features() into adapter.new_feature_set() and attaches `examples`.
 /// Throws DataError naming `path` on a truncated file, another format version, or features
 /// that point past `examples`.
-std::shared_ptr<FeatureSet> load_features(const std::filesystem::path& path, const TaskAdapter& adapter,
+std::shared_ptr<FeatureSet> load_features(const std::filesystem::path& path,
+                                          const TaskAdapter& adapter,
                                           std::shared_ptr<const ExampleSet> examples);
 
 /// adapter.featurize() through a cache directory: the file is named by a hash of `key` (which
 /// must name everything the features depend on: data bytes, tokenizer, task options, labels,
 /// split role). A hit loads; a miss featurizes and saves. An unreadable cache file is
 /// featurized again and replaced (logged). Several processes may share `cache_dir`.
-std::shared_ptr<FeatureSet> cached_featurize(const TaskAdapter& adapter, std::shared_ptr<const ExampleSet> examples,
-                                             const tok::Tokenizer& tokenizer, bool training,
-                                             const std::filesystem::path& cache_dir, const std::string& key);
+std::shared_ptr<FeatureSet> cached_featurize(const TaskAdapter& adapter,
+                                             std::shared_ptr<const ExampleSet> examples,
+                                             const tok::Tokenizer& tokenizer,
+                                             bool training,
+                                             const std::filesystem::path& cache_dir,
+                                             const std::string& key);
 
 }  // namespace bert::tasks

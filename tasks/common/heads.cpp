@@ -4,7 +4,8 @@
 
 namespace bert::tasks {
 
-BertTaskModelImpl::BertTaskModelImpl(const BertConfig& config, HeadKind kind, int64_t outputs) : kind_(kind) {
+BertTaskModelImpl::BertTaskModelImpl(const BertConfig& config, HeadKind kind, int64_t outputs)
+    : kind_(kind) {
   const bool pooler = kind == HeadKind::kPooled || kind == HeadKind::kChoices;
   bert = register_module("bert", BertModel(config, pooler));
   const double p = config.classifier_dropout().value_or(config.hidden_dropout_prob());
@@ -23,8 +24,11 @@ torch::Tensor BertTaskModelImpl::forward(const Batch& batch) {
     }
     case HeadKind::kChoices: {
       const int64_t b = batch.input_ids.size(0), c = batch.input_ids.size(1);
-      const auto flat = [](const torch::Tensor& t) { return t.reshape({-1, t.size(-1)}); };  // [b*c, seq]
-      const auto out = bert->forward(flat(batch.input_ids), flat(batch.attention_mask), flat(batch.token_type_ids));
+      const auto flat = [](const torch::Tensor& t) {
+        return t.reshape({-1, t.size(-1)});
+      };  // [b*c, seq]
+      const auto out = bert->forward(flat(batch.input_ids), flat(batch.attention_mask),
+                                     flat(batch.token_type_ids));
       return head->forward(dropout->forward(out.pooler_output)).view({b, c});  // [batch, choices]
     }
     case HeadKind::kTokens: {

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <string>
-
 #include <torch/torch.h>
+
+#include <string>
 
 #include "bert/model/bert_model.h"
 #include "bert/model/dropout.h"

@@ -1,9 +1,9 @@
 #include "tasks/common/label_map.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 
@@ -29,8 +29,9 @@ LabelMap LabelMap::from_observed(const std::vector<std::string>& labels) {
   const std::set<std::string> distinct(labels.begin(), labels.end());
   std::vector<std::string> names(distinct.begin(), distinct.end());
   if (std::all_of(names.begin(), names.end(), is_integer)) {
-    std::sort(names.begin(), names.end(),
-              [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return std::stoll(a) < std::stoll(b);
+    });
   }
   return LabelMap(std::move(names));
 }
@@ -43,7 +44,8 @@ std::optional<int64_t> LabelMap::find(const std::string& label) const {
 
 int64_t LabelMap::id(const std::string& label, const std::string& where) const {
   if (const auto i = find(label)) return *i;
-  throw DataError(fmt::format("{}: label '{}' was not seen in training (labels: {})", where, label, joined()));
+  throw DataError(
+      fmt::format("{}: label '{}' was not seen in training (labels: {})", where, label, joined()));
 }
 
 std::string LabelMap::joined() const {

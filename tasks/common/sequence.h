@@ -16,9 +16,10 @@ std::vector<int64_t> piece_ids(const std::vector<tok::Piece>& pieces);
 /// `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` with segment ids 0 for the first part and 1 for
 /// b and its [SEP] (BERT's input layout). Throws TokenizerError if the vocabulary lacks [CLS]
 /// or [SEP].
-std::pair<std::vector<int64_t>, std::vector<int64_t>> bert_sequence(const tok::Tokenizer& tokenizer,
-                                                                    const std::vector<int64_t>& a,
-                                                                    const std::vector<int64_t>* b = nullptr);
+std::pair<std::vector<int64_t>, std::vector<int64_t>> bert_sequence(
+    const tok::Tokenizer& tokenizer,
+    const std::vector<int64_t>& a,
+    const std::vector<int64_t>* b = nullptr);
 
 }  // namespace bert::tasks
 

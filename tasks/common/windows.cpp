@@ -6,7 +6,8 @@
 namespace bert::tasks {
 
 std::vector<Window> split_windows(int64_t length, int64_t capacity, int64_t overlap) {
-  if (capacity <= 0) throw std::invalid_argument("split_windows: no room for tokens (capacity <= 0)");
+  if (capacity <= 0)
+    throw std::invalid_argument("split_windows: no room for tokens (capacity <= 0)");
   overlap = std::clamp<int64_t>(overlap, 0, capacity - 1);
   std::vector<Window> out;
   int64_t begin = 0;
@@ -40,7 +41,8 @@ std::vector<std::vector<bool>> max_context_flags(const std::vector<Window>& wind
         best_score = s;
       }
     }
-    if (best >= 0) flags[static_cast<size_t>(best)][static_cast<size_t>(p - windows[best].begin)] = true;
+    if (best >= 0)
+      flags[static_cast<size_t>(best)][static_cast<size_t>(p - windows[best].begin)] = true;
   }
   return flags;
 }

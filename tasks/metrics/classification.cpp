@@ -35,7 +35,9 @@ double accuracy(const std::vector<int64_t>& predicted, const std::vector<int64_t
   return static_cast<double>(correct) / static_cast<double>(gold.size());
 }
 
-double f1_binary(const std::vector<int64_t>& predicted, const std::vector<int64_t>& gold, int64_t positive) {
+double f1_binary(const std::vector<int64_t>& predicted,
+                 const std::vector<int64_t>& gold,
+                 int64_t positive) {
   check_sizes(predicted, gold);
   return f1_of(predicted, gold, positive);
 }

@@ -11,7 +11,8 @@ double accuracy(const std::vector<int64_t>& predicted, const std::vector<int64_t
 
 /// F1 of the class `positive` (sklearn f1_score average="binary"): 0 when it is never
 /// predicted nor present.
-double f1_binary(const std::vector<int64_t>& predicted, const std::vector<int64_t>& gold,
+double f1_binary(const std::vector<int64_t>& predicted,
+                 const std::vector<int64_t>& gold,
                  int64_t positive = 1);
 
 /// Unweighted mean of per-class F1 over every class that occurs in `gold` or `predicted`

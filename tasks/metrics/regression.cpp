@@ -26,7 +26,8 @@ double pearson(const std::vector<double>& x, const std::vector<double>& y) {
 std::vector<double> average_ranks(const std::vector<double>& values) {
   std::vector<size_t> order(values.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a] < values[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return values[a] < values[b]; });
   std::vector<double> ranks(values.size());
   for (size_t i = 0; i < order.size();) {
     size_t j = i;

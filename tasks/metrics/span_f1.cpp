@@ -1,15 +1,17 @@
 #include "tasks/metrics/span_f1.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 namespace bert {
-const std::vector<std::pair<const char*, tasks::metrics::TagScheme>>& EnumNames<tasks::metrics::TagScheme>::get() {
+const std::vector<std::pair<const char*, tasks::metrics::TagScheme>>&
+EnumNames<tasks::metrics::TagScheme>::get() {
   using S = tasks::metrics::TagScheme;
-  static const std::vector<std::pair<const char*, S>> names = {{"iob1", S::kIob1}, {"iob2", S::kIob2}, {"iobes", S::kIobes}};
+  static const std::vector<std::pair<const char*, S>> names = {
+      {"iob1", S::kIob1}, {"iob2", S::kIob2}, {"iobes", S::kIobes}};
   return names;
 }
 }  // namespace bert
@@ -28,7 +30,9 @@ std::pair<std::string, std::string> split_tag(const std::string& tag) {
   return {prefix, type};
 }
 
-bool end_of_chunk(const std::string& prev_tag, const std::string& tag, const std::string& prev_type,
+bool end_of_chunk(const std::string& prev_tag,
+                  const std::string& tag,
+                  const std::string& prev_type,
                   const std::string& type) {
   if (prev_tag == "E" || prev_tag == "S") return true;
   if (prev_tag == "B" && (tag == "B" || tag == "S" || tag == "O")) return true;
@@ -36,10 +40,13 @@ bool end_of_chunk(const std::string& prev_tag, const std::string& tag, const std
   return prev_tag != "O" && prev_tag != "." && prev_type != type;
 }
 
-bool start_of_chunk(const std::string& prev_tag, const std::string& tag, const std::string& prev_type,
+bool start_of_chunk(const std::string& prev_tag,
+                    const std::string& tag,
+                    const std::string& prev_type,
                     const std::string& type) {
   if (tag == "B" || tag == "S") return true;
-  if ((prev_tag == "E" || prev_tag == "S" || prev_tag == "O") && (tag == "E" || tag == "I")) return true;
+  if ((prev_tag == "E" || prev_tag == "S" || prev_tag == "O") && (tag == "E" || tag == "I"))
+    return true;
   return tag != "O" && tag != "." && prev_type != type;
 }
 
@@ -71,11 +78,13 @@ std::vector<Entity> lenient_entities(const std::vector<std::vector<std::string>>
   return out;
 }
 
-std::vector<Entity> strict_entities(const std::vector<std::vector<std::string>>& sentences, TagScheme scheme) {
+std::vector<Entity> strict_entities(const std::vector<std::vector<std::string>>& sentences,
+                                    TagScheme scheme) {
   std::vector<std::vector<std::string>> converted;
   const std::vector<std::vector<std::string>>* input = &sentences;
   if (scheme == TagScheme::kIob1) {
-    for (const auto& s : sentences) converted.push_back(convert_tags(s, TagScheme::kIob1, TagScheme::kIob2));
+    for (const auto& s : sentences)
+      converted.push_back(convert_tags(s, TagScheme::kIob1, TagScheme::kIob2));
     input = &converted;
     scheme = TagScheme::kIob2;
   }
@@ -110,14 +119,18 @@ std::vector<Entity> strict_entities(const std::vector<std::vector<std::string>>&
 }
 
 EntityScores score_entities(const std::vector<std::vector<std::string>>& gold,
-                            const std::vector<std::vector<std::string>>& predicted, bool strict, TagScheme scheme) {
+                            const std::vector<std::vector<std::string>>& predicted,
+                            bool strict,
+                            TagScheme scheme) {
   if (gold.size() != predicted.size())
-    throw std::invalid_argument(fmt::format("entity scores: {} predicted sentences for {} gold", predicted.size(), gold.size()));
+    throw std::invalid_argument(fmt::format("entity scores: {} predicted sentences for {} gold",
+                                            predicted.size(), gold.size()));
   EntityScores scores;
   for (size_t s = 0; s < gold.size(); ++s) {
     if (gold[s].size() != predicted[s].size())
-      throw std::invalid_argument(fmt::format("entity scores: sentence {} has {} predicted tags for {} words", s,
-                                              predicted[s].size(), gold[s].size()));
+      throw std::invalid_argument(
+          fmt::format("entity scores: sentence {} has {} predicted tags for {} words", s,
+                      predicted[s].size(), gold[s].size()));
     for (size_t i = 0; i < gold[s].size(); ++i) {
       ++scores.tokens;
       scores.correct_tokens += gold[s][i] == predicted[s][i];
@@ -143,24 +156,29 @@ EntityScores score_entities(const std::vector<std::vector<std::string>>& gold,
 }
 
 std::string conlleval_report(const EntityScores& s) {
-  std::string out = fmt::format("processed {} tokens with {} phrases; found: {} phrases; correct: {}.\n", s.tokens,
-                                s.overall.gold, s.overall.predicted, s.overall.correct);
-  out += fmt::format("accuracy: {:6.2f}%; precision: {:6.2f}%; recall: {:6.2f}%; FB1: {:6.2f}\n", 100 * s.accuracy(),
-                     100 * s.overall.precision(), 100 * s.overall.recall(), 100 * s.overall.f1());
+  std::string out =
+      fmt::format("processed {} tokens with {} phrases; found: {} phrases; correct: {}.\n",
+                  s.tokens, s.overall.gold, s.overall.predicted, s.overall.correct);
+  out += fmt::format("accuracy: {:6.2f}%; precision: {:6.2f}%; recall: {:6.2f}%; FB1: {:6.2f}\n",
+                     100 * s.accuracy(), 100 * s.overall.precision(), 100 * s.overall.recall(),
+                     100 * s.overall.f1());
   for (const auto& [type, c] : s.by_type)
-    out += fmt::format("{:>17}: precision: {:6.2f}%; recall: {:6.2f}%; FB1: {:6.2f}  {}\n", type, 100 * c.precision(),
-                       100 * c.recall(), 100 * c.f1(), c.predicted);
+    out += fmt::format("{:>17}: precision: {:6.2f}%; recall: {:6.2f}%; FB1: {:6.2f}  {}\n", type,
+                       100 * c.precision(), 100 * c.recall(), 100 * c.f1(), c.predicted);
   return out;
 }
 
-std::vector<std::string> convert_tags(const std::vector<std::string>& tags, TagScheme from, TagScheme to) {
+std::vector<std::string> convert_tags(const std::vector<std::string>& tags,
+                                      TagScheme from,
+                                      TagScheme to) {
   if (from == to) return tags;
   // Via entities: read leniently (any scheme), write in the target scheme.
   const auto entities = lenient_entities({tags});
   std::vector<std::string> out(tags.size(), "O");
   for (size_t k = 0; k < entities.size(); ++k) {
     const auto& e = entities[k];
-    const bool follows_same = k > 0 && entities[k - 1].end + 1 == e.begin && entities[k - 1].type == e.type;
+    const bool follows_same =
+        k > 0 && entities[k - 1].end + 1 == e.begin && entities[k - 1].type == e.type;
     for (int64_t i = e.begin; i <= e.end; ++i) {
       std::string prefix = "I";
       if (to == TagScheme::kIob2) {

@@ -22,7 +22,9 @@ enum class TagScheme {
 struct Entity {
   std::string type;
   int64_t begin = 0, end = 0;
-  bool operator==(const Entity& o) const { return type == o.type && begin == o.begin && end == o.end; }
+  bool operator==(const Entity& o) const {
+    return type == o.type && begin == o.begin && end == o.end;
+  }
   bool operator<(const Entity& o) const {
     return std::tie(begin, end, type) < std::tie(o.begin, o.end, o.type);
   }
@@ -35,7 +37,8 @@ std::vector<Entity> lenient_entities(const std::vector<std::vector<std::string>>
 
 /// Only well-formed entities of `scheme` (seqeval mode="strict"): IOB2 B-X I-X*, IOBES S-X or
 /// B-X I-X* E-X; IOB1 is converted to IOB2 first.
-std::vector<Entity> strict_entities(const std::vector<std::vector<std::string>>& sentences, TagScheme scheme);
+std::vector<Entity> strict_entities(const std::vector<std::vector<std::string>>& sentences,
+                                    TagScheme scheme);
 
 struct PrfCounts {
   int64_t predicted = 0, gold = 0, correct = 0;
@@ -50,7 +53,7 @@ struct PrfCounts {
 struct EntityScores {
   PrfCounts overall;
   std::map<std::string, PrfCounts> by_type;  ///< every type seen in gold or predictions
-  int64_t tokens = 0, correct_tokens = 0;     ///< token accuracy (conlleval's "accuracy")
+  int64_t tokens = 0, correct_tokens = 0;    ///< token accuracy (conlleval's "accuracy")
   double accuracy() const { return tokens ? static_cast<double>(correct_tokens) / tokens : 0.0; }
 };
 
@@ -58,13 +61,16 @@ struct EntityScores {
 /// `strict` with `scheme` counts only well-formed entities.
 EntityScores score_entities(const std::vector<std::vector<std::string>>& gold,
                             const std::vector<std::vector<std::string>>& predicted,
-                            bool strict = false, TagScheme scheme = TagScheme::kIob2);
+                            bool strict = false,
+                            TagScheme scheme = TagScheme::kIob2);
 
 /// The report conlleval prints (processed tokens, accuracy, overall and per-type P/R/F1).
 std::string conlleval_report(const EntityScores& scores);
 
 /// Rewrites one sentence's tags from one scheme to another (entities preserved).
-std::vector<std::string> convert_tags(const std::vector<std::string>& tags, TagScheme from, TagScheme to);
+std::vector<std::string> convert_tags(const std::vector<std::string>& tags,
+                                      TagScheme from,
+                                      TagScheme to);
 
 }  // namespace bert::tasks::metrics
 

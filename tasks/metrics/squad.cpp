@@ -1,11 +1,11 @@
 #include "tasks/metrics/squad.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <unordered_map>
-
-#include <utf8proc.h>
 
 #include "bert/tokenizer/unicode.h"
 
@@ -16,7 +16,8 @@ using json = nlohmann::json;
 
 /// Python's str.isspace().
 bool is_space(int32_t cp) {
-  if ((cp >= 9 && cp <= 13) || (cp >= 28 && cp <= 32) || cp == 0x85 || cp == 0x2028 || cp == 0x2029) return true;
+  if ((cp >= 9 && cp <= 13) || (cp >= 28 && cp <= 32) || cp == 0x85 || cp == 0x2028 || cp == 0x2029)
+    return true;
   return utf8proc_category(cp) == UTF8PROC_CATEGORY_ZS;
 }
 
@@ -24,16 +25,23 @@ bool is_space(int32_t cp) {
 bool is_word(int32_t cp) {
   if (cp == '_') return true;
   switch (utf8proc_category(cp)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
       return true;
     default:
       return false;
   }
 }
 
-bool is_ascii_punct(int32_t cp) { return cp < 128 && std::strchr("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", cp) && cp; }
+bool is_ascii_punct(int32_t cp) {
+  return cp < 128 && std::strchr("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", cp) && cp;
+}
 
 std::vector<std::string> answer_tokens(const std::string& text) {
   std::vector<std::string> tokens;
@@ -67,7 +75,8 @@ std::string normalize_answer(const std::string& text) {
     }
     size_t j = i;
     while (j < cps.size() && is_word(cps[j])) ++j;
-    const std::u32string run(cps.begin() + static_cast<long>(i), cps.begin() + static_cast<long>(j));
+    const std::u32string run(cps.begin() + static_cast<long>(i),
+                             cps.begin() + static_cast<long>(j));
     const bool article = run == U"a" || run == U"an" || run == U"the";
     if (article) {
       no_articles.push_back(' ');
@@ -114,8 +123,10 @@ double squad_f1(const std::string& prediction, const std::string& gold) {
   return 2 * precision * recall / (precision + recall);
 }
 
-json score_squad(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& predictions,
-                 const std::string& version, const std::map<std::string, double>* na_probs,
+json score_squad(const std::vector<SquadGold>& gold,
+                 const std::map<std::string, std::string>& predictions,
+                 const std::string& version,
+                 const std::map<std::string, double>* na_probs,
                  double na_prob_threshold) {
   const bool v2 = version.rfind("2", 0) == 0 || version.rfind("v2", 0) == 0;
   std::vector<double> exact(gold.size(), 0), f1(gold.size(), 0);
@@ -150,7 +161,8 @@ json score_squad(const std::vector<SquadGold>& gold, const std::map<std::string,
   if (na_probs) {
     for (size_t i = 0; i < gold.size(); ++i) {
       const auto it = na_probs->find(gold[i].id);
-      if (it != na_probs->end() && it->second > na_prob_threshold) exact_t[i] = f1_t[i] = has_answer[i] ? 0.0 : 1.0;
+      if (it != na_probs->end() && it->second > na_prob_threshold)
+        exact_t[i] = f1_t[i] = has_answer[i] ? 0.0 : 1.0;
     }
   }
   const auto add_split = [&](const std::string& prefix, bool want_has, bool all) {
@@ -177,9 +189,11 @@ json score_squad(const std::vector<SquadGold>& gold, const std::map<std::string,
       const auto it = na_probs->find(gold[i].id);
       return it == na_probs->end() ? 0.0 : it->second;
     };
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return prob(a) < prob(b); });
-    for (const auto& [name, raw] : {std::pair<std::string, const std::vector<double>*>{"exact", &exact},
-                                    std::pair<std::string, const std::vector<double>*>{"f1", &f1}}) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return prob(a) < prob(b); });
+    for (const auto& [name, raw] :
+         {std::pair<std::string, const std::vector<double>*>{"exact", &exact},
+          std::pair<std::string, const std::vector<double>*>{"f1", &f1}}) {
       double no_answer = 0;
       for (size_t i = 0; i < gold.size(); ++i) no_answer += !has_answer[i];
       double current = no_answer, best = current, best_thresh = 0.0;

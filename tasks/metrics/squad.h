@@ -1,11 +1,10 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 /// SQuAD's official evaluation (evaluate-v1.1.py and evaluate-v2.0.py), re-implemented: the
 /// same answer normalisation, exact match, token F1, HasAns/NoAns split and best threshold.

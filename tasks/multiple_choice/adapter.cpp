@@ -14,10 +14,10 @@ namespace {
 using json = nlohmann::json;
 using ChoiceExamples = Examples<data::ChoiceExample>;
 
-
 }  // namespace
 
-std::unique_ptr<TaskAdapter> MultipleChoiceAdapter::create(const YamlReader& reader, ErrorList& errors) {
+std::unique_ptr<TaskAdapter> MultipleChoiceAdapter::create(const YamlReader& reader,
+                                                           ErrorList& errors) {
   MultipleChoiceOptions o;
   read_struct(reader, o, errors);
   if (o.max_seq_length < 8) errors.add(reader.where("max_seq_length") + ": must be >= 8");
@@ -31,8 +31,10 @@ std::shared_ptr<const ExampleSet> MultipleChoiceAdapter::read(const data::DataSp
   return set;
 }
 
-std::shared_ptr<FeatureSet> MultipleChoiceAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
-                                                             const tok::Tokenizer& tokenizer, bool training) const {
+std::shared_ptr<FeatureSet> MultipleChoiceAdapter::featurize(
+    std::shared_ptr<const ExampleSet> examples,
+    const tok::Tokenizer& tokenizer,
+    bool training) const {
   const auto& items = items_of<data::ChoiceExample>(*examples, "multiple_choice");
   auto set = std::make_shared<FeatureSet>();
   set->examples = examples;
@@ -45,14 +47,15 @@ std::shared_ptr<FeatureSet> MultipleChoiceAdapter::featurize(std::shared_ptr<con
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& e = items[i];
     if (!items.empty() && e.choices.size() != items[0].choices.size())
-      throw DataError(fmt::format("{}: {} choices, but the first example has {}", e.where, e.choices.size(),
-                                  items[0].choices.size()));
+      throw DataError(fmt::format("{}: {} choices, but the first example has {}", e.where,
+                                  e.choices.size(), items[0].choices.size()));
     Feature f;
     f.example = static_cast<int64_t>(i);
     if (e.label) {
       f.label = *e.label;
     } else {
-      if (training) throw DataError(fmt::format("{}: training example '{}' has no label", e.where, e.id));
+      if (training)
+        throw DataError(fmt::format("{}: training example '{}' has no label", e.where, e.id));
       set->labelled = false;
     }
     bool cut = false;
@@ -66,12 +69,15 @@ std::shared_ptr<FeatureSet> MultipleChoiceAdapter::featurize(std::shared_ptr<con
     set->features.push_back(std::move(f));
   }
   if (truncated)
-    log::warn("[task] {}: {} of {} examples had a (context, choice) longer than max_seq_length {}; truncated",
-              examples->source, truncated, items.size(), options_.max_seq_length);
+    log::warn(
+        "[task] {}: {} of {} examples had a (context, choice) longer than max_seq_length {}; "
+        "truncated",
+        examples->source, truncated, items.size(), options_.max_seq_length);
   return set;
 }
 
-Batch MultipleChoiceAdapter::collate(const FeatureSet& features, const std::vector<int64_t>& indices) const {
+Batch MultipleChoiceAdapter::collate(const FeatureSet& features,
+                                     const std::vector<int64_t>& indices) const {
   auto batch = TaskAdapter::collate(features, indices);
   if (batch.input_ids.dim() == 2) {  // a single choice collapses; keep [batch, choices, seq]
     batch.input_ids = batch.input_ids.unsqueeze(1);
@@ -89,10 +95,12 @@ TaskModel MultipleChoiceAdapter::build_model(const BertConfig& config) const {
 }
 
 torch::Tensor MultipleChoiceAdapter::loss(const torch::Tensor& logits, const Batch& batch) const {
-  return torch::cross_entropy_loss(logits.to(torch::kFloat), batch.labels);  // [batch, choices] vs [batch]
+  return torch::cross_entropy_loss(logits.to(torch::kFloat),
+                                   batch.labels);  // [batch, choices] vs [batch]
 }
 
-json MultipleChoiceAdapter::predict(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
+json MultipleChoiceAdapter::predict(const FeatureSet& set,
+                                    const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::ChoiceExample>(*set.examples, "multiple_choice");
   json out = json::array();
   for (size_t f = 0; f < set.features.size(); ++f) {
@@ -104,7 +112,8 @@ json MultipleChoiceAdapter::predict(const FeatureSet& set, const std::vector<tor
   return out;
 }
 
-Evaluation MultipleChoiceAdapter::evaluate(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
+Evaluation MultipleChoiceAdapter::evaluate(const FeatureSet& set,
+                                           const std::vector<torch::Tensor>& outputs) const {
   auto ev = start_evaluation(set, predict(set, outputs));
   std::vector<int64_t> predicted, gold;
   for (size_t f = 0; f < set.features.size(); ++f) {

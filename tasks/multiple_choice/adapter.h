@@ -33,13 +33,16 @@ class MultipleChoiceAdapter final : public TaskAdapter {
   std::string architecture() const override { return "BertForMultipleChoice"; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
-  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer& tokenizer,
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                        const tok::Tokenizer& tokenizer,
                                         bool training) const override;
   Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const override;
   TaskModel build_model(const BertConfig& config) const override;
   torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override;
-  nlohmann::json predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
-  Evaluation evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
+  nlohmann::json predict(const FeatureSet& features,
+                         const std::vector<torch::Tensor>& outputs) const override;
+  Evaluation evaluate(const FeatureSet& features,
+                      const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return "accuracy"; }
 
  private:

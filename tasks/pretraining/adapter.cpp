@@ -1,13 +1,13 @@
 #include "tasks/pretraining/adapter.h"
 
-#include <algorithm>
-#include <cmath>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
@@ -43,14 +43,16 @@ void ShardFeatureSet::open(const std::vector<fs::path>& shards, int64_t limit) {
     size_t offset = kShardHeaderBytes;
     for (int64_t i = 0; i < count; ++i) {
       const size_t bytes = decode_instance(p + offset, size - offset, nullptr);
-      if (bytes == 0) throw DataError(fmt::format("{}: instance {} is damaged or cut short", path.string(), i));
+      if (bytes == 0)
+        throw DataError(fmt::format("{}: instance {} is damaged or cut short", path.string(), i));
       uint16_t n = 0;
       std::memcpy(&n, p + offset, 2);
       index_.push_back({shard, n, offset});
       offset += bytes;
     }
   }
-  if (limit > 0 && index_.size() > static_cast<size_t>(limit)) index_.resize(static_cast<size_t>(limit));
+  if (limit > 0 && index_.size() > static_cast<size_t>(limit))
+    index_.resize(static_cast<size_t>(limit));
   uses.assign(index_.size(), 0);
 }
 
@@ -71,19 +73,23 @@ PretrainingModelImpl::PretrainingModelImpl(const BertConfig& config) {
 torch::Tensor PretrainingModelImpl::forward(const Batch& batch) {
   const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
   const auto& positions = batch.masked_positions;
-  const auto selected = out.last_hidden_state.index({positions.select(1, 0), positions.select(1, 1)});  // [M, H]
-  const auto mlm = cls->predictions(selected);                                                        // [M, V]
-  const auto nsp = cls->seq_relationship(out.pooler_output);                                          // [B, 2]
-  const auto padded = torch::nn::functional::pad(nsp.to(mlm.scalar_type()),
-                                                 torch::nn::functional::PadFuncOptions({0, mlm.size(1) - 2}));
+  const auto selected =
+      out.last_hidden_state.index({positions.select(1, 0), positions.select(1, 1)});  // [M, H]
+  const auto mlm = cls->predictions(selected);                                        // [M, V]
+  const auto nsp = cls->seq_relationship(out.pooler_output);                          // [B, 2]
+  const auto padded = torch::nn::functional::pad(
+      nsp.to(mlm.scalar_type()), torch::nn::functional::PadFuncOptions({0, mlm.size(1) - 2}));
   return torch::cat({mlm, padded}, 0);
 }
 
-std::unique_ptr<TaskAdapter> PretrainingAdapter::create(const YamlReader& options, ErrorList& errors) {
+std::unique_ptr<TaskAdapter> PretrainingAdapter::create(const YamlReader& options,
+                                                        ErrorList& errors) {
   PretrainingOptions o;
   read_struct(options, o, errors);
-  if (o.masked_lm_prob <= 0 || o.masked_lm_prob >= 1) errors.add(options.where("masked_lm_prob") + ": must be in (0, 1)");
-  if (o.max_predictions_per_seq < 1) errors.add(options.where("max_predictions_per_seq") + ": must be >= 1");
+  if (o.masked_lm_prob <= 0 || o.masked_lm_prob >= 1)
+    errors.add(options.where("masked_lm_prob") + ": must be in (0, 1)");
+  if (o.max_predictions_per_seq < 1)
+    errors.add(options.where("max_predictions_per_seq") + ": must be >= 1");
   return std::make_unique<PretrainingAdapter>(o);
 }
 
@@ -93,11 +99,13 @@ std::shared_ptr<const ExampleSet> PretrainingAdapter::read(const data::DataSpec&
   if (fs::is_directory(spec.path)) {
     for (const auto& entry : fs::directory_iterator(spec.path)) {
       const auto name = entry.path().filename().string();
-      if (starts_with(name, "instances-") && ends_with(name, ".bin")) set->shards.push_back(entry.path());
+      if (starts_with(name, "instances-") && ends_with(name, ".bin"))
+        set->shards.push_back(entry.path());
     }
     std::sort(set->shards.begin(), set->shards.end());
     if (set->shards.empty())
-      throw DataError(spec.path.string() + ": no instances-*.bin shards (write them with `bertft pretrain-data`)");
+      throw DataError(spec.path.string() +
+                      ": no instances-*.bin shards (write them with `bertft pretrain-data`)");
   } else {
     set->shards.push_back(spec.path);
   }
@@ -106,8 +114,10 @@ std::shared_ptr<const ExampleSet> PretrainingAdapter::read(const data::DataSpec&
   return set;
 }
 
-std::shared_ptr<FeatureSet> PretrainingAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
-                                                          const tok::Tokenizer& tokenizer, bool /*training*/) const {
+std::shared_ptr<FeatureSet> PretrainingAdapter::featurize(
+    std::shared_ptr<const ExampleSet> examples,
+    const tok::Tokenizer& tokenizer,
+    bool /*training*/) const {
   const auto* shards = dynamic_cast<const ShardExamples*>(examples.get());
   TORCH_CHECK(shards, "pretraining: examples of another task");
   auto set = std::make_shared<ShardFeatureSet>();
@@ -118,16 +128,19 @@ std::shared_ptr<FeatureSet> PretrainingAdapter::featurize(std::shared_ptr<const 
   set->pad_id = std::max<int64_t>(0, set->special.pad_id);
   set->labelled = true;
   if (set->special.mask_id < 0) throw ConfigError("pretraining: the tokenizer has no [MASK] token");
-  log::info("[task] {}: {} instances in {} shard(s)", examples->source, set->size(), shards->shards.size());
+  log::info("[task] {}: {} instances in {} shard(s)", examples->source, set->size(),
+            shards->shards.size());
   return set;
 }
 
-Batch PretrainingAdapter::collate(const FeatureSet& features, const std::vector<int64_t>& indices) const {
+Batch PretrainingAdapter::collate(const FeatureSet& features,
+                                  const std::vector<int64_t>& indices) const {
   const auto& set = dynamic_cast<const ShardFeatureSet&>(features);
   int64_t length = 0;
   for (const auto i : indices) length = std::max(length, set.length(static_cast<size_t>(i)));
   const auto rows = static_cast<int64_t>(indices.size());
-  std::vector<int64_t> ids(static_cast<size_t>(rows * length), set.pad_id), types(ids.size(), 0), mask(ids.size(), 0);
+  std::vector<int64_t> ids(static_cast<size_t>(rows * length), set.pad_id), types(ids.size(), 0),
+      mask(ids.size(), 0);
   std::vector<int64_t> positions, labels, nsp;
   Batch batch;
   PretrainingDataOptions masking;
@@ -139,7 +152,8 @@ Batch PretrainingAdapter::collate(const FeatureSet& features, const std::vector<
     auto instance = set.instance(index);
     if (options_.dynamic_masking) {  // undo the stored masks: the labels are the original tokens
       for (size_t k = 0; k < instance.masked_positions.size(); ++k)
-        instance.tokens[static_cast<size_t>(instance.masked_positions[k])] = instance.masked_labels[k];
+        instance.tokens[static_cast<size_t>(instance.masked_positions[k])] =
+            instance.masked_labels[k];
       instance.masked_positions.clear();
       instance.masked_labels.clear();
     }
@@ -149,7 +163,8 @@ Batch PretrainingAdapter::collate(const FeatureSet& features, const std::vector<
         std::lock_guard<std::mutex> lock(set.uses_mutex);
         use = set.uses[index]++;
       }
-      std::mt19937_64 rng(static_cast<uint64_t>(options_.seed) * 0x9E3779B97F4A7C15ULL ^ (index * 1000003ULL + use));
+      std::mt19937_64 rng(static_cast<uint64_t>(options_.seed) * 0x9E3779B97F4A7C15ULL ^
+                          (index * 1000003ULL + use));
       mask_instance(instance, masking, set.special, set.vocab_size, rng);
     }
     const auto n = static_cast<int64_t>(instance.tokens.size());
@@ -191,7 +206,9 @@ torch::Tensor PretrainingAdapter::loss(const torch::Tensor& logits, const Batch&
   return mlm + nsp;
 }
 
-void PretrainingAdapter::gather(const Batch& batch, const torch::Tensor& logits, std::vector<torch::Tensor>& outputs) const {
+void PretrainingAdapter::gather(const Batch& batch,
+                                const torch::Tensor& logits,
+                                std::vector<torch::Tensor>& outputs) const {
   // Per instance: a row [predicted id, label, -log p(label)] per masked position, then
   // [NSP logit 0, NSP logit 1, NSP label].
   const auto all = logits.to(torch::kFloat).cpu().contiguous();
@@ -222,20 +239,24 @@ void PretrainingAdapter::gather(const Batch& batch, const torch::Tensor& logits,
   }
 }
 
-json PretrainingAdapter::predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+json PretrainingAdapter::predict(const FeatureSet& features,
+                                 const std::vector<torch::Tensor>& outputs) const {
   json out = json::array();
   for (size_t i = 0; i < features.size(); ++i) {
     const auto& o = outputs[i];
     const auto last = o[o.size(0) - 1];
     json masked = json::array();
-    for (int64_t k = 0; k + 1 < o.size(0); ++k) masked.push_back(static_cast<int64_t>(o[k][0].item<float>()));
+    for (int64_t k = 0; k + 1 < o.size(0); ++k)
+      masked.push_back(static_cast<int64_t>(o[k][0].item<float>()));
     const double p_random = torch::softmax(last.narrow(0, 0, 2), 0)[1].item<double>();
-    out.push_back({{"instance", i}, {"masked_predictions", masked}, {"not_next_probability", p_random}});
+    out.push_back(
+        {{"instance", i}, {"masked_predictions", masked}, {"not_next_probability", p_random}});
   }
   return out;
 }
 
-Evaluation PretrainingAdapter::evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+Evaluation PretrainingAdapter::evaluate(const FeatureSet& features,
+                                        const std::vector<torch::Tensor>& outputs) const {
   Evaluation ev;
   ev.main_metric = main_metric();
   double mlm_nll = 0, nsp_nll = 0;
@@ -256,7 +277,8 @@ Evaluation PretrainingAdapter::evaluate(const FeatureSet& features, const std::v
     nsp_correct += (l1 > l0 ? 1 : 0) == label;
   }
   const auto n = static_cast<double>(std::max<size_t>(1, features.size()));
-  ev.metrics["mlm_accuracy"] = masked > 0 ? static_cast<double>(mlm_correct) / static_cast<double>(masked) : 0.0;
+  ev.metrics["mlm_accuracy"] =
+      masked > 0 ? static_cast<double>(mlm_correct) / static_cast<double>(masked) : 0.0;
   ev.metrics["mlm_loss"] = masked > 0 ? mlm_nll / static_cast<double>(masked) : 0.0;
   ev.metrics["nsp_accuracy"] = static_cast<double>(nsp_correct) / n;
   ev.metrics["nsp_loss"] = nsp_nll / n;

@@ -28,9 +28,11 @@ struct PretrainingOptions {
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
-    field("dynamic_masking", self.dynamic_masking, "Mask on the fly each time (ignore the shards' static masks)");
+    field("dynamic_masking", self.dynamic_masking,
+          "Mask on the fly each time (ignore the shards' static masks)");
     field("masked_lm_prob", self.masked_lm_prob, "Dynamic masking: share of tokens to predict");
-    field("max_predictions_per_seq", self.max_predictions_per_seq, "Dynamic masking: most masked positions");
+    field("max_predictions_per_seq", self.max_predictions_per_seq,
+          "Dynamic masking: most masked positions");
     field("whole_word_mask", self.whole_word_mask, "Dynamic masking: mask whole words");
     field("seed", self.seed, "Dynamic masking seed");
   }
@@ -108,16 +110,21 @@ class PretrainingAdapter final : public TaskAdapter {
   std::string architecture() const override { return "BertForPreTraining"; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
-  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer& tokenizer,
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                        const tok::Tokenizer& tokenizer,
                                         bool training) const override;
   /// Shards are their own cache.
   bool cacheable_features() const override { return false; }
   Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const override;
   TaskModel build_model(const BertConfig& config) const override;
   torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override;
-  void gather(const Batch& batch, const torch::Tensor& logits, std::vector<torch::Tensor>& outputs) const override;
-  nlohmann::json predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
-  Evaluation evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
+  void gather(const Batch& batch,
+              const torch::Tensor& logits,
+              std::vector<torch::Tensor>& outputs) const override;
+  nlohmann::json predict(const FeatureSet& features,
+                         const std::vector<torch::Tensor>& outputs) const override;
+  Evaluation evaluate(const FeatureSet& features,
+                      const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return "mlm_accuracy"; }
 
  private:

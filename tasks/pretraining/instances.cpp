@@ -1,12 +1,12 @@
 #include "tasks/pretraining/instances.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -19,7 +19,9 @@ using json = nlohmann::json;
 
 constexpr char kMagic[8] = {'B', 'F', 'T', 'P', 'R', 'E', '0', '1'};
 
-double uniform(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0.0, 1.0)(rng); }
+double uniform(std::mt19937_64& rng) {
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
 
 /// Uniform integer in [lo, hi].
 int64_t randint(std::mt19937_64& rng, int64_t lo, int64_t hi) {
@@ -52,7 +54,10 @@ void truncate_pair(Segment& a, Segment& b, size_t max_tokens, std::mt19937_64& r
   if (!b.word_start.empty()) b.word_start.front() = 1;
 }
 
-PretrainingInstance assemble(const Segment& a, const Segment& b, bool random_next, const tok::SpecialTokens& special) {
+PretrainingInstance assemble(const Segment& a,
+                             const Segment& b,
+                             bool random_next,
+                             const tok::SpecialTokens& special) {
   PretrainingInstance instance;
   instance.tokens.push_back(static_cast<int32_t>(special.cls_id));
   instance.tokens.insert(instance.tokens.end(), a.ids.begin(), a.ids.end());
@@ -69,13 +74,17 @@ PretrainingInstance assemble(const Segment& a, const Segment& b, bool random_nex
   return instance;
 }
 
-void instances_from_document(const std::vector<TokenizedDocument>& documents, size_t index,
-                             const PretrainingDataOptions& o, const tok::SpecialTokens& special,
-                             std::mt19937_64& rng, std::vector<PretrainingInstance>& out) {
+void instances_from_document(const std::vector<TokenizedDocument>& documents,
+                             size_t index,
+                             const PretrainingDataOptions& o,
+                             const tok::SpecialTokens& special,
+                             std::mt19937_64& rng,
+                             std::vector<PretrainingInstance>& out) {
   const auto& document = documents[index];
   const auto max_tokens = static_cast<size_t>(o.max_seq_length - 3);
   size_t target = max_tokens;
-  if (uniform(rng) < o.short_seq_prob) target = static_cast<size_t>(randint(rng, 2, static_cast<int64_t>(max_tokens)));
+  if (uniform(rng) < o.short_seq_prob)
+    target = static_cast<size_t>(randint(rng, 2, static_cast<int64_t>(max_tokens)));
   std::vector<const TokenizedSentence*> chunk;
   size_t chunk_length = 0;
   for (size_t i = 0; i < document.size(); ++i) {
@@ -95,7 +104,10 @@ void instances_from_document(const std::vector<TokenizedDocument>& documents, si
       truncate_pair(a, b, max_tokens, rng);
       out.push_back(assemble(a, b, false, special));
     } else {
-      const size_t a_end = chunk.size() >= 2 ? static_cast<size_t>(randint(rng, 1, static_cast<int64_t>(chunk.size()) - 1)) : 1;
+      const size_t a_end =
+          chunk.size() >= 2
+              ? static_cast<size_t>(randint(rng, 1, static_cast<int64_t>(chunk.size()) - 1))
+              : 1;
       for (size_t k = 0; k < a_end; ++k) a.append(*chunk[k]);
       const bool take_random = random_next || chunk.size() == 1;
       if (take_random) {
@@ -106,7 +118,8 @@ void instances_from_document(const std::vector<TokenizedDocument>& documents, si
           if (other != index) break;
         }
         const auto& random_document = documents[other];
-        const auto start = static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(random_document.size()) - 1));
+        const auto start =
+            static_cast<size_t>(randint(rng, 0, static_cast<int64_t>(random_document.size()) - 1));
         for (size_t j = start; j < random_document.size(); ++j) {
           b.append(random_document[j]);
           if (b.size() >= target_b) break;
@@ -132,20 +145,26 @@ void put(std::ostream& out, T value) {
 
 void PretrainingDataOptions::validate() const {
   std::vector<std::string> problems;
-  if (max_seq_length < 8 || max_seq_length > 65535) problems.push_back("max_seq_length must be in [8, 65535]");
+  if (max_seq_length < 8 || max_seq_length > 65535)
+    problems.push_back("max_seq_length must be in [8, 65535]");
   if (max_predictions_per_seq < 1) problems.push_back("max_predictions_per_seq must be >= 1");
-  if (masked_lm_prob <= 0 || masked_lm_prob >= 1) problems.push_back("masked_lm_prob must be in (0, 1)");
-  if (short_seq_prob < 0 || short_seq_prob > 1) problems.push_back("short_seq_prob must be in [0, 1]");
-  if (random_next_prob < 0 || random_next_prob > 1) problems.push_back("random_next_prob must be in [0, 1]");
+  if (masked_lm_prob <= 0 || masked_lm_prob >= 1)
+    problems.push_back("masked_lm_prob must be in (0, 1)");
+  if (short_seq_prob < 0 || short_seq_prob > 1)
+    problems.push_back("short_seq_prob must be in [0, 1]");
+  if (random_next_prob < 0 || random_next_prob > 1)
+    problems.push_back("random_next_prob must be in [0, 1]");
   if (dupe_factor < 1) problems.push_back("dupe_factor must be >= 1");
   if (instances_per_shard < 1) problems.push_back("instances_per_shard must be >= 1");
   if (!problems.empty()) throw ConfigError(problems);
 }
 
 std::vector<TokenizedDocument> tokenize_corpus(const std::vector<data::RawDocument>& documents,
-                                               const tok::Tokenizer& tokenizer, int threads) {
+                                               const tok::Tokenizer& tokenizer,
+                                               int threads) {
   std::vector<TokenizedDocument> out(documents.size());
-  const int n = std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+  const int n =
+      std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::thread> workers;
   std::exception_ptr error;
   std::mutex error_mutex;
@@ -172,34 +191,42 @@ std::vector<TokenizedDocument> tokenize_corpus(const std::vector<data::RawDocume
   }
   for (auto& t : workers) t.join();
   if (error) std::rethrow_exception(error);
-  out.erase(std::remove_if(out.begin(), out.end(), [](const TokenizedDocument& d) { return d.empty(); }), out.end());
+  out.erase(
+      std::remove_if(out.begin(), out.end(), [](const TokenizedDocument& d) { return d.empty(); }),
+      out.end());
   return out;
 }
 
 std::vector<PretrainingInstance> create_instances(const std::vector<TokenizedDocument>& documents,
                                                   const PretrainingDataOptions& options,
-                                                  const tok::SpecialTokens& special, int64_t vocab_size) {
+                                                  const tok::SpecialTokens& special,
+                                                  int64_t vocab_size) {
   options.validate();
   if (special.cls_id < 0 || special.sep_id < 0 || special.mask_id < 0)
     throw ConfigError("pre-training needs [CLS], [SEP] and [MASK] in the vocabulary");
   std::mt19937_64 rng(static_cast<uint64_t>(options.seed));
   std::vector<PretrainingInstance> instances;
   for (int64_t pass = 0; pass < options.dupe_factor; ++pass)
-    for (size_t d = 0; d < documents.size(); ++d) instances_from_document(documents, d, options, special, rng, instances);
+    for (size_t d = 0; d < documents.size(); ++d)
+      instances_from_document(documents, d, options, special, rng, instances);
   if (options.static_masking)
     for (auto& instance : instances) mask_instance(instance, options, special, vocab_size, rng);
   std::shuffle(instances.begin(), instances.end(), rng);
   return instances;
 }
 
-void mask_instance(PretrainingInstance& instance, const PretrainingDataOptions& o, const tok::SpecialTokens& special,
-                   int64_t vocab_size, std::mt19937_64& rng) {
+void mask_instance(PretrainingInstance& instance,
+                   const PretrainingDataOptions& o,
+                   const tok::SpecialTokens& special,
+                   int64_t vocab_size,
+                   std::mt19937_64& rng) {
   const auto n = instance.tokens.size();
   std::vector<std::vector<size_t>> groups;
   for (size_t i = 0; i < n; ++i) {
     const auto id = instance.tokens[i];
     if (id == special.cls_id || id == special.sep_id) continue;
-    if (o.whole_word_mask && !instance.word_start[i] && !groups.empty() && groups.back().back() + 1 == i)
+    if (o.whole_word_mask && !instance.word_start[i] && !groups.empty() &&
+        groups.back().back() + 1 == i)
       groups.back().push_back(i);
     else
       groups.push_back({i});
@@ -207,9 +234,11 @@ void mask_instance(PretrainingInstance& instance, const PretrainingDataOptions& 
   std::shuffle(groups.begin(), groups.end(), rng);
   const double expected = static_cast<double>(n) * o.masked_lm_prob;
   const auto rounded = static_cast<int64_t>(std::floor(expected + uniform(rng)));
-  const auto to_predict = static_cast<size_t>(std::min<int64_t>(o.max_predictions_per_seq, std::max<int64_t>(1, rounded)));
+  const auto to_predict = static_cast<size_t>(
+      std::min<int64_t>(o.max_predictions_per_seq, std::max<int64_t>(1, rounded)));
   std::vector<std::pair<int32_t, int32_t>> chosen;  // (position, original id)
-  std::vector<int64_t> specials = {special.pad_id, special.unk_id, special.cls_id, special.sep_id, special.mask_id};
+  std::vector<int64_t> specials = {special.pad_id, special.unk_id, special.cls_id, special.sep_id,
+                                   special.mask_id};
   for (const auto& group : groups) {
     if (chosen.size() >= to_predict) break;
     if (chosen.size() + group.size() > to_predict) continue;
@@ -244,14 +273,19 @@ void InstanceStats::add(const PretrainingInstance& instance, int64_t mask_id) {
   masked += static_cast<int64_t>(instance.masked_positions.size());
   for (size_t k = 0; k < instance.masked_positions.size(); ++k) {
     const auto now = instance.tokens[static_cast<size_t>(instance.masked_positions[k])];
-    if (now == mask_id) ++replaced_by_mask;
-    else if (now == instance.masked_labels[k]) ++kept;
-    else ++replaced_by_random;
+    if (now == mask_id)
+      ++replaced_by_mask;
+    else if (now == instance.masked_labels[k])
+      ++kept;
+    else
+      ++replaced_by_random;
   }
 }
 
 json InstanceStats::to_json() const {
-  const auto share = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  const auto share = [](int64_t a, int64_t b) {
+    return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+  };
   return {{"instances", instances},
           {"tokens", tokens},
           {"mean_length", share(tokens, instances)},
@@ -263,7 +297,8 @@ json InstanceStats::to_json() const {
           {"kept_share", share(kept, masked)}};
 }
 
-InstanceWriter::InstanceWriter(fs::path path) : path_(std::move(path)), tmp_(path_.string() + ".tmp") {
+InstanceWriter::InstanceWriter(fs::path path)
+    : path_(std::move(path)), tmp_(path_.string() + ".tmp") {
   if (!path_.parent_path().empty()) fs::create_directories(path_.parent_path());
   out_.open(tmp_, std::ios::binary | std::ios::trunc);
   if (!out_) throw DataError(tmp_.string() + ": cannot open for writing");
@@ -281,15 +316,19 @@ InstanceWriter::~InstanceWriter() {
 
 void InstanceWriter::write(const PretrainingInstance& instance) {
   const auto n = instance.tokens.size(), m = instance.masked_positions.size();
-  TORCH_CHECK(n <= 65535 && m <= 65535 && instance.word_start.size() == n, "instance too long for the shard format");
+  TORCH_CHECK(n <= 65535 && m <= 65535 && instance.word_start.size() == n,
+              "instance too long for the shard format");
   put<uint16_t>(out_, static_cast<uint16_t>(n));
   put<uint16_t>(out_, static_cast<uint16_t>(instance.segment_a_length));
   put<uint8_t>(out_, instance.is_random_next ? 1 : 0);
   put<uint16_t>(out_, static_cast<uint16_t>(m));
-  out_.write(reinterpret_cast<const char*>(instance.tokens.data()), static_cast<std::streamsize>(n * sizeof(int32_t)));
-  out_.write(reinterpret_cast<const char*>(instance.word_start.data()), static_cast<std::streamsize>(n));
+  out_.write(reinterpret_cast<const char*>(instance.tokens.data()),
+             static_cast<std::streamsize>(n * sizeof(int32_t)));
+  out_.write(reinterpret_cast<const char*>(instance.word_start.data()),
+             static_cast<std::streamsize>(n));
   for (const auto p : instance.masked_positions) put<uint16_t>(out_, static_cast<uint16_t>(p));
-  out_.write(reinterpret_cast<const char*>(instance.masked_labels.data()), static_cast<std::streamsize>(m * sizeof(int32_t)));
+  out_.write(reinterpret_cast<const char*>(instance.masked_labels.data()),
+             static_cast<std::streamsize>(m * sizeof(int32_t)));
   ++count_;
 }
 
@@ -306,7 +345,9 @@ void InstanceWriter::close() {
 /// Bytes of an instance record: the fixed fields, then tokens, word starts, masked positions
 /// and masked labels.
 constexpr size_t kRecordFixedBytes = 2 + 2 + 1 + 2;
-size_t record_bytes(uint16_t n, uint16_t m) { return kRecordFixedBytes + n * 4 + n + m * 2 + m * 4; }
+size_t record_bytes(uint16_t n, uint16_t m) {
+  return kRecordFixedBytes + n * 4 + n + m * 2 + m * 4;
+}
 
 size_t decode_instance(const char* data, size_t available, PretrainingInstance* out) {
   constexpr size_t kFixed = kRecordFixedBytes;
@@ -371,7 +412,8 @@ bool InstanceReader::next(PretrainingInstance& out) {
     std::memcpy(&n, record.data(), 2);
     std::memcpy(&m, record.data() + 5, 2);
     record.resize(record_bytes(n, m));
-    in_.read(record.data() + kRecordFixedBytes, static_cast<std::streamsize>(record.size() - kRecordFixedBytes));
+    in_.read(record.data() + kRecordFixedBytes,
+             static_cast<std::streamsize>(record.size() - kRecordFixedBytes));
   }
   if (!in_ || decode_instance(record.data(), record.size(), &out) == 0)
     throw DataError(fmt::format("{}: instance {} is damaged or cut short", path_.string(), read_));
@@ -379,8 +421,10 @@ bool InstanceReader::next(PretrainingInstance& out) {
   return true;
 }
 
-InstanceStats write_instance_shards(const std::vector<PretrainingInstance>& instances, const fs::path& dir,
-                                    const PretrainingDataOptions& options, int64_t mask_id) {
+InstanceStats write_instance_shards(const std::vector<PretrainingInstance>& instances,
+                                    const fs::path& dir,
+                                    const PretrainingDataOptions& options,
+                                    int64_t mask_id) {
   InstanceStats stats;
   const auto per_shard = static_cast<size_t>(options.instances_per_shard);
   const size_t shards = std::max<size_t>(1, (instances.size() + per_shard - 1) / per_shard);
@@ -396,7 +440,8 @@ InstanceStats write_instance_shards(const std::vector<PretrainingInstance>& inst
   info["shards"] = shards;
   json opts = json::object();
   PretrainingDataOptions copy = options;
-  PretrainingDataOptions::visit(copy, [&](const char* name, auto& value, const char*) { opts[name] = value; });
+  PretrainingDataOptions::visit(
+      copy, [&](const char* name, auto& value, const char*) { opts[name] = value; });
   info["options"] = opts;
   write_file_atomic(dir / "stats.json", info.dump(1) + "\n");
   return stats;

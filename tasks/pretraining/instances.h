@@ -3,11 +3,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bert/common/yaml.h"
 #include "bert/tokenizer/tokenizer.h"
@@ -31,13 +30,15 @@ struct PretrainingDataOptions {
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
     field("max_seq_length", self.max_seq_length, "Tokens per instance, [CLS] and [SEP]s included");
-    field("max_predictions_per_seq", self.max_predictions_per_seq, "Most masked positions per instance");
+    field("max_predictions_per_seq", self.max_predictions_per_seq,
+          "Most masked positions per instance");
     field("masked_lm_prob", self.masked_lm_prob, "Share of tokens chosen for prediction");
     field("short_seq_prob", self.short_seq_prob, "Share of instances with a random shorter length");
     field("random_next_prob", self.random_next_prob, "Share of NotNext (random segment B) pairs");
     field("dupe_factor", self.dupe_factor, "Passes over the corpus with fresh pairs and masks");
     field("whole_word_mask", self.whole_word_mask, "Mask all pieces of a word together");
-    field("static_masking", self.static_masking, "Mask when writing (false: the trainer masks on the fly)");
+    field("static_masking", self.static_masking,
+          "Mask when writing (false: the trainer masks on the fly)");
     field("seed", self.seed, "Random seed");
     field("instances_per_shard", self.instances_per_shard, "Instances per shard file");
   }
@@ -55,14 +56,15 @@ using TokenizedDocument = std::vector<TokenizedSentence>;
 /// Tokenizes every sentence (pieces only, no special tokens) on `threads` threads (0 = all
 /// cores); sentences without pieces and then empty documents are dropped.
 std::vector<TokenizedDocument> tokenize_corpus(const std::vector<data::RawDocument>& documents,
-                                               const tok::Tokenizer& tokenizer, int threads = 0);
+                                               const tok::Tokenizer& tokenizer,
+                                               int threads = 0);
 
 /// "[CLS] A [SEP] B [SEP]" with its NSP label and (after masking) its MLM targets.
 struct PretrainingInstance {
   std::vector<int32_t> tokens;
-  std::vector<uint8_t> word_start;   ///< per token; 1 for special tokens
-  int32_t segment_a_length = 0;      ///< tokens with segment id 0: [CLS] A [SEP]
-  bool is_random_next = false;       ///< NSP label 1 (NotNext) as HF's next_sentence_label
+  std::vector<uint8_t> word_start;        ///< per token; 1 for special tokens
+  int32_t segment_a_length = 0;           ///< tokens with segment id 0: [CLS] A [SEP]
+  bool is_random_next = false;            ///< NSP label 1 (NotNext) as HF's next_sentence_label
   std::vector<int32_t> masked_positions;  ///< ascending
   std::vector<int32_t> masked_labels;     ///< the original ids at those positions
 };
@@ -77,14 +79,18 @@ struct PretrainingInstance {
 /// IsNext share really is 1 - random_next_prob.
 std::vector<PretrainingInstance> create_instances(const std::vector<TokenizedDocument>& documents,
                                                   const PretrainingDataOptions& options,
-                                                  const tok::SpecialTokens& special, int64_t vocab_size);
+                                                  const tok::SpecialTokens& special,
+                                                  int64_t vocab_size);
 
 /// Chooses masked_lm_prob of the tokens (never [CLS]/[SEP]; whole words together with
 /// whole_word_mask; at most max_predictions_per_seq; the count rounded up or down at random so
 /// that its expectation is exact) and replaces 80% of them by [MASK], 10% by a random non-special
 /// token and keeps 10%. Records positions and original ids.
-void mask_instance(PretrainingInstance& instance, const PretrainingDataOptions& options,
-                   const tok::SpecialTokens& special, int64_t vocab_size, std::mt19937_64& rng);
+void mask_instance(PretrainingInstance& instance,
+                   const PretrainingDataOptions& options,
+                   const tok::SpecialTokens& special,
+                   int64_t vocab_size,
+                   std::mt19937_64& rng);
 
 /// What a set of instances holds, to check it against the specification.
 struct InstanceStats {
@@ -141,7 +147,9 @@ class InstanceReader {
 
 /// Writes instances to `dir`/instances-NNNNN.bin shards plus stats.json (instance statistics
 /// and the options); returns the statistics.
-InstanceStats write_instance_shards(const std::vector<PretrainingInstance>& instances, const std::filesystem::path& dir,
-                                    const PretrainingDataOptions& options, int64_t mask_id);
+InstanceStats write_instance_shards(const std::vector<PretrainingInstance>& instances,
+                                    const std::filesystem::path& dir,
+                                    const PretrainingDataOptions& options,
+                                    int64_t mask_id);
 
 }  // namespace bert::tasks

@@ -1,11 +1,11 @@
 #include "tasks/question_answering/adapter.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
@@ -21,8 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 using QaExamples = Examples<data::QaExample>;
-
-
 
 /// The best candidate with a non-empty answer (candidates are sorted best first), or null.
 const QaCandidate* best_non_null(const std::vector<QaCandidate>& candidates) {
@@ -45,17 +43,20 @@ std::vector<int64_t> top_indices(const float* values, int64_t size, int64_t n) {
 
 }  // namespace
 
-std::unique_ptr<TaskAdapter> QuestionAnsweringAdapter::create(const YamlReader& reader, ErrorList& errors) {
+std::unique_ptr<TaskAdapter> QuestionAnsweringAdapter::create(const YamlReader& reader,
+                                                              ErrorList& errors) {
   QuestionAnsweringOptions o;
   read_struct(reader, o, errors);
   if (o.max_seq_length < 16) errors.add(reader.where("max_seq_length") + ": must be >= 16");
   // Defaults that do not fit a short max_seq_length shrink with it; explicit values are checked.
-  if (!reader.has("max_query_length")) o.max_query_length = std::min(o.max_query_length, o.max_seq_length / 2);
+  if (!reader.has("max_query_length"))
+    o.max_query_length = std::min(o.max_query_length, o.max_seq_length / 2);
   if (!reader.has("doc_stride"))
     o.doc_stride = std::min(o.doc_stride, (o.max_seq_length - o.max_query_length - 3) / 2);
   if (o.max_query_length < 1 || o.max_query_length + 3 >= o.max_seq_length)
     errors.add(reader.where("max_query_length") +
-               fmt::format(": must leave room for the context (1 .. max_seq_length - 4 = {})", o.max_seq_length - 4));
+               fmt::format(": must leave room for the context (1 .. max_seq_length - 4 = {})",
+                           o.max_seq_length - 4));
   if (o.doc_stride < 0 || o.doc_stride >= o.max_seq_length - o.max_query_length - 3)
     errors.add(reader.where("doc_stride") +
                fmt::format(": the overlap must be smaller than the context room ({} tokens)",
@@ -71,11 +72,13 @@ std::shared_ptr<const ExampleSet> QuestionAnsweringAdapter::read(const data::Dat
   std::string version;
   set->items = data::read_squad(spec, &version);
   if (!options_.version_2_with_negative) {
-    const bool any_impossible =
-        std::any_of(set->items.begin(), set->items.end(), [](const auto& e) { return e.is_impossible; });
+    const bool any_impossible = std::any_of(set->items.begin(), set->items.end(),
+                                            [](const auto& e) { return e.is_impossible; });
     if (any_impossible || version.rfind("v2", 0) == 0 || version.rfind("2", 0) == 0) {
       options_.version_2_with_negative = true;
-      log::info("[task] {}: SQuAD v2.0 data (unanswerable questions); version_2_with_negative: true", set->source);
+      log::info(
+          "[task] {}: SQuAD v2.0 data (unanswerable questions); version_2_with_negative: true",
+          set->source);
     }
   }
   return set;
@@ -97,8 +100,10 @@ void QaFeatureSet::read_extra(std::istream& in) {
     throw DataError("question answering maps do not match the features");
 }
 
-std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
-                                                                const tok::Tokenizer& tokenizer, bool training) const {
+std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(
+    std::shared_ptr<const ExampleSet> examples,
+    const tok::Tokenizer& tokenizer,
+    bool training) const {
   const auto& items = items_of<data::QaExample>(*examples, "question_answering");
   auto set = std::make_shared<QaFeatureSet>();
   set->examples = examples;
@@ -112,13 +117,18 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<
     const auto& e = items[i];
     const bool answerable = !e.is_impossible && !e.answers.empty();
     if (!answerable && !e.is_impossible) {
-      if (training) throw DataError(fmt::format("{}: training question has no answer and is not marked "
-                                                "is_impossible", e.where));
+      if (training)
+        throw DataError(
+            fmt::format("{}: training question has no answer and is not marked "
+                        "is_impossible",
+                        e.where));
       set->labelled = false;
     }
     if (e.is_impossible && training && !v2())
-      throw DataError(fmt::format("{}: unanswerable question in SQuAD v1.1 training (set version_2_with_negative: "
-                                  "true)", e.where));
+      throw DataError(fmt::format(
+          "{}: unanswerable question in SQuAD v1.1 training (set version_2_with_negative: "
+          "true)",
+          e.where));
     auto question = piece_ids(tokenizer.tokenize(e.question));
     if (static_cast<int64_t>(question.size()) > options_.max_query_length) {
       question.resize(static_cast<size_t>(options_.max_query_length));
@@ -129,13 +139,16 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<
       last_context = &e.context;
     }
     const int64_t room = options_.max_seq_length - static_cast<int64_t>(question.size()) - 3;
-    const auto windows = split_windows(static_cast<int64_t>(context_pieces.size()), room, options_.doc_stride);
+    const auto windows =
+        split_windows(static_cast<int64_t>(context_pieces.size()), room, options_.doc_stride);
     multi_window += windows.size() > 1;
     const int64_t answer_begin = answerable ? e.answers[0].byte_start : -1;
-    const int64_t answer_end = answerable ? answer_begin + static_cast<int64_t>(e.answers[0].text.size()) : -1;
+    const int64_t answer_end =
+        answerable ? answer_begin + static_cast<int64_t>(e.answers[0].text.size()) : -1;
     for (const auto& w : windows) {
       std::vector<int64_t> part;
-      for (int64_t t = w.begin; t < w.end; ++t) part.push_back(context_pieces[static_cast<size_t>(t)].id);
+      for (int64_t t = w.begin; t < w.end; ++t)
+        part.push_back(context_pieces[static_cast<size_t>(t)].id);
       auto [ids, types] = bert_sequence(tokenizer, question, &part);
       const int64_t context_start = static_cast<int64_t>(question.size()) + 2;  // [CLS] q [SEP]
       std::vector<std::pair<int64_t, int64_t>> offsets(ids.size(), {-1, -1});
@@ -148,7 +161,8 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<
       bool aligned = true;
       if (answerable && w.end > w.begin) {
         const int64_t first = context_start, last = context_start + (w.end - w.begin) - 1;
-        if (offsets[static_cast<size_t>(first)].first <= answer_begin && offsets[static_cast<size_t>(last)].second >= answer_end) {
+        if (offsets[static_cast<size_t>(first)].first <= answer_begin &&
+            offsets[static_cast<size_t>(last)].second >= answer_end) {
           // HF run_qa.py: the last token starting at or before the answer start, the first
           // token (from the right) ending at or after the answer end.
           int64_t s = first;
@@ -159,7 +173,8 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<
           f.end_position = en + 1;
           const auto b = offsets[static_cast<size_t>(f.start_position)].first;
           const auto end = offsets[static_cast<size_t>(f.end_position)].second;
-          aligned = e.context.compare(static_cast<size_t>(b), static_cast<size_t>(end - b), e.answers[0].text) == 0;
+          aligned = e.context.compare(static_cast<size_t>(b), static_cast<size_t>(end - b),
+                                      e.answers[0].text) == 0;
           unaligned += !aligned;
         }
       }
@@ -174,14 +189,16 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(std::shared_ptr<
     log::info("[task] {}: {} questions cut to max_query_length {}", examples->source, cut_questions,
               options_.max_query_length);
   if (multi_window)
-    log::info("[task] {}: {} of {} contexts need several windows ({} features)", examples->source, multi_window,
-              items.size(), set->features.size());
+    log::info("[task] {}: {} of {} contexts need several windows ({} features)", examples->source,
+              multi_window, items.size(), set->features.size());
   if (unaligned)
-    log::debug("[task] {}: {} answers do not start/end on token boundaries", examples->source, unaligned);
+    log::debug("[task] {}: {} answers do not start/end on token boundaries", examples->source,
+               unaligned);
   return set;
 }
 
-Batch QuestionAnsweringAdapter::collate(const FeatureSet& features, const std::vector<int64_t>& indices) const {
+Batch QuestionAnsweringAdapter::collate(const FeatureSet& features,
+                                        const std::vector<int64_t>& indices) const {
   auto batch = TaskAdapter::collate(features, indices);
   std::vector<int64_t> positions;
   for (int64_t i : indices) {
@@ -197,24 +214,28 @@ TaskModel QuestionAnsweringAdapter::build_model(const BertConfig& config) const 
   return std::make_shared<BertTaskModelImpl>(config, HeadKind::kSpan, 2);
 }
 
-torch::Tensor QuestionAnsweringAdapter::loss(const torch::Tensor& logits, const Batch& batch) const {
+torch::Tensor QuestionAnsweringAdapter::loss(const torch::Tensor& logits,
+                                             const Batch& batch) const {
   // HF BertForQuestionAnswering: positions outside the sequence are clamped and ignored.
   const auto split = logits.to(torch::kFloat).split(1, -1);
-  const auto start_logits = split[0].squeeze(-1), end_logits = split[1].squeeze(-1);  // [batch, seq]
+  const auto start_logits = split[0].squeeze(-1),
+             end_logits = split[1].squeeze(-1);  // [batch, seq]
   const int64_t ignored = start_logits.size(1);
   const auto start = batch.labels.select(1, 0).clamp(0, ignored);
   const auto end = batch.labels.select(1, 1).clamp(0, ignored);
   const auto options = torch::nn::functional::CrossEntropyFuncOptions().ignore_index(ignored);
   return (torch::nn::functional::cross_entropy(start_logits, start, options) +
-          torch::nn::functional::cross_entropy(end_logits, end, options)) / 2;
+          torch::nn::functional::cross_entropy(end_logits, end, options)) /
+         2;
 }
 
-QuestionAnsweringAdapter::Decoded QuestionAnsweringAdapter::decode(const FeatureSet& features,
-                                                                   const std::vector<torch::Tensor>& outputs) const {
+QuestionAnsweringAdapter::Decoded QuestionAnsweringAdapter::decode(
+    const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
   const auto& set = features_as<QaFeatureSet>(features, "question_answering");
   const auto& items = items_of<data::QaExample>(*set.examples, "question_answering");
   std::vector<std::vector<size_t>> by_example(items.size());
-  for (size_t f = 0; f < set.features.size(); ++f) by_example[static_cast<size_t>(set.features[f].example)].push_back(f);
+  for (size_t f = 0; f < set.features.size(); ++f)
+    by_example[static_cast<size_t>(set.features[f].example)].push_back(f);
 
   Decoded out;
   out.nbest.resize(items.size());
@@ -225,9 +246,11 @@ QuestionAnsweringAdapter::Decoded QuestionAnsweringAdapter::decode(const Feature
     double null_start = 0, null_end = 0;
     for (size_t f : by_example[e]) {
       const auto logits = outputs.at(f).contiguous();  // [seq, 2]
-      TORCH_CHECK(logits.defined() && logits.dim() == 2, "question_answering: missing output for feature ", f);
+      TORCH_CHECK(logits.defined() && logits.dim() == 2,
+                  "question_answering: missing output for feature ", f);
       const int64_t n = logits.size(0);
-      const auto start_logits = logits.select(1, 0).contiguous(), end_logits = logits.select(1, 1).contiguous();
+      const auto start_logits = logits.select(1, 0).contiguous(),
+                 end_logits = logits.select(1, 1).contiguous();
       const float* sl = start_logits.data_ptr<float>();
       const float* el = end_logits.data_ptr<float>();
       const auto& offsets = set.offsets[f];
@@ -239,21 +262,29 @@ QuestionAnsweringAdapter::Decoded QuestionAnsweringAdapter::decode(const Feature
       }
       for (int64_t s : top_indices(sl, n, options_.n_best_size)) {
         for (int64_t en : top_indices(el, n, options_.n_best_size)) {
-          if (s >= static_cast<int64_t>(offsets.size()) || en >= static_cast<int64_t>(offsets.size())) continue;
-          if (offsets[static_cast<size_t>(s)].first < 0 || offsets[static_cast<size_t>(en)].first < 0) continue;
+          if (s >= static_cast<int64_t>(offsets.size()) ||
+              en >= static_cast<int64_t>(offsets.size()))
+            continue;
+          if (offsets[static_cast<size_t>(s)].first < 0 ||
+              offsets[static_cast<size_t>(en)].first < 0)
+            continue;
           if (en < s || en - s + 1 > options_.max_answer_length) continue;
-          const auto begin = offsets[static_cast<size_t>(s)].first, end = offsets[static_cast<size_t>(en)].second;
-          candidates.push_back({items[e].context.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin)),
+          const auto begin = offsets[static_cast<size_t>(s)].first,
+                     end = offsets[static_cast<size_t>(en)].second;
+          candidates.push_back({items[e].context.substr(static_cast<size_t>(begin),
+                                                        static_cast<size_t>(end - begin)),
                                 static_cast<double>(sl[s]) + el[en], sl[s], el[en], 0.0});
         }
       }
     }
-    if (v2() && !by_example[e].empty()) candidates.push_back({"", min_null, null_start, null_end, 0.0});
+    if (v2() && !by_example[e].empty())
+      candidates.push_back({"", min_null, null_start, null_end, 0.0});
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const QaCandidate& a, const QaCandidate& b) { return a.score > b.score; });
-    const bool null_kept = std::any_of(candidates.begin(),
-                                       candidates.begin() + std::min<int64_t>(options_.n_best_size, candidates.size()),
-                                       [](const QaCandidate& c) { return c.text.empty(); });
+    const bool null_kept =
+        std::any_of(candidates.begin(),
+                    candidates.begin() + std::min<int64_t>(options_.n_best_size, candidates.size()),
+                    [](const QaCandidate& c) { return c.text.empty(); });
     if (static_cast<int64_t>(candidates.size()) > options_.n_best_size) {
       QaCandidate null_candidate{"", min_null, null_start, null_end, 0.0};
       candidates.resize(static_cast<size_t>(options_.n_best_size));
@@ -267,14 +298,16 @@ QuestionAnsweringAdapter::Decoded QuestionAnsweringAdapter::decode(const Feature
     for (auto& c : candidates) c.probability /= total;
     if (v2()) {
       const auto* best = best_non_null(candidates);
-      out.null_score_diff[e] = best ? min_null - best->score : std::numeric_limits<double>::infinity();
+      out.null_score_diff[e] =
+          best ? min_null - best->score : std::numeric_limits<double>::infinity();
     }
     out.nbest[e] = std::move(candidates);
   }
   return out;
 }
 
-json QuestionAnsweringAdapter::answers(const std::vector<data::QaExample>& items, const Decoded& decoded) const {
+json QuestionAnsweringAdapter::answers(const std::vector<data::QaExample>& items,
+                                       const Decoded& decoded) const {
   json out = json::object();
   for (size_t e = 0; e < items.size(); ++e) {
     const auto& nbest = decoded.nbest[e];
@@ -289,11 +322,14 @@ json QuestionAnsweringAdapter::answers(const std::vector<data::QaExample>& items
   return out;
 }
 
-json QuestionAnsweringAdapter::predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
-  return answers(items_of<data::QaExample>(*features.examples, "question_answering"), decode(features, outputs));
+json QuestionAnsweringAdapter::predict(const FeatureSet& features,
+                                       const std::vector<torch::Tensor>& outputs) const {
+  return answers(items_of<data::QaExample>(*features.examples, "question_answering"),
+                 decode(features, outputs));
 }
 
-Evaluation QuestionAnsweringAdapter::evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+Evaluation QuestionAnsweringAdapter::evaluate(const FeatureSet& features,
+                                              const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::QaExample>(*features.examples, "question_answering");
   const auto decoded = decode(features, outputs);
   auto ev = start_evaluation(features, answers(items, decoded));
@@ -318,7 +354,8 @@ Evaluation QuestionAnsweringAdapter::evaluate(const FeatureSet& features, const 
       non_null[items[e].id] = best ? best->text : "";
       diffs[items[e].id] = decoded.null_score_diff[e];
     }
-    const auto best = metrics::score_squad(gold, non_null, "v2.0", &diffs, std::numeric_limits<double>::infinity());
+    const auto best = metrics::score_squad(gold, non_null, "v2.0", &diffs,
+                                           std::numeric_limits<double>::infinity());
     for (const char* key : {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"})
       ev.metrics[key] = best[key].get<double>();
   }

@@ -29,13 +29,16 @@ struct QuestionAnsweringOptions {
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
-    field("max_seq_length", self.max_seq_length, "Tokens per window: [CLS] question [SEP] context [SEP]");
+    field("max_seq_length", self.max_seq_length,
+          "Tokens per window: [CLS] question [SEP] context [SEP]");
     field("doc_stride", self.doc_stride, "Overlap in tokens between context windows");
     field("max_query_length", self.max_query_length, "Question tokens kept");
     field("n_best_size", self.n_best_size, "Start/end candidates per window");
     field("max_answer_length", self.max_answer_length, "Longest answer in tokens");
-    field("version_2_with_negative", self.version_2_with_negative, "SQuAD v2.0 (default: from the data)");
-    field("null_score_diff_threshold", self.null_score_diff_threshold, "No-answer threshold (v2.0)");
+    field("version_2_with_negative", self.version_2_with_negative,
+          "SQuAD v2.0 (default: from the data)");
+    field("null_score_diff_threshold", self.null_score_diff_threshold,
+          "No-answer threshold (v2.0)");
   }
 };
 
@@ -70,14 +73,19 @@ class QuestionAnsweringAdapter final : public TaskAdapter {
   std::string architecture() const override { return "BertForQuestionAnswering"; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
-  std::shared_ptr<FeatureSet> new_feature_set() const override { return std::make_shared<QaFeatureSet>(); }
-  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer& tokenizer,
+  std::shared_ptr<FeatureSet> new_feature_set() const override {
+    return std::make_shared<QaFeatureSet>();
+  }
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                        const tok::Tokenizer& tokenizer,
                                         bool training) const override;
   Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const override;
   TaskModel build_model(const BertConfig& config) const override;
   torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override;
-  nlohmann::json predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
-  Evaluation evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
+  nlohmann::json predict(const FeatureSet& features,
+                         const std::vector<torch::Tensor>& outputs) const override;
+  Evaluation evaluate(const FeatureSet& features,
+                      const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return v2() ? "best_f1" : "f1"; }
 
   bool v2() const { return options_.version_2_with_negative.value_or(false); }

@@ -1,9 +1,9 @@
 #include "tasks/sequence_classification/adapter.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
@@ -31,7 +31,6 @@ using TextExamples = Examples<data::TextExample>;
 const std::vector<std::string> kClassificationMetrics = {"accuracy", "f1", "macro_f1", "mcc"};
 const std::vector<std::string> kRegressionMetrics = {"pearson", "spearman", "mse"};
 
-
 double parse_score(const std::string& text, const std::string& where) {
   if (const auto v = parse_double(text)) return *v;
   throw DataError(fmt::format("{}: regression target '{}' is not a number", where, text));
@@ -44,38 +43,46 @@ SequenceClassificationAdapter::SequenceClassificationAdapter(SequenceClassificat
   if (!options_.labels.empty()) labels_ = LabelMap(options_.labels);
 }
 
-std::unique_ptr<TaskAdapter> SequenceClassificationAdapter::create(const YamlReader& reader, ErrorList& errors) {
+std::unique_ptr<TaskAdapter> SequenceClassificationAdapter::create(const YamlReader& reader,
+                                                                   ErrorList& errors) {
   SequenceClassificationOptions o;
   read_struct(reader, o, errors);
   if (o.max_seq_length < 8 || o.max_seq_length > 100000)
-    errors.add(reader.where("max_seq_length") + ": must be in [8, 100000], got " + std::to_string(o.max_seq_length));
+    errors.add(reader.where("max_seq_length") + ": must be in [8, 100000], got " +
+               std::to_string(o.max_seq_length));
   if (o.num_labels < 0) errors.add(reader.where("num_labels") + ": must be >= 0");
   if (o.num_labels == 1 && !o.labels.empty())
     errors.add(reader.where("labels") + ": a regression task (num_labels: 1) has no label names");
-  if (o.num_labels > 1 && !o.labels.empty() && static_cast<int64_t>(o.labels.size()) != o.num_labels)
-    errors.add(reader.where("labels") + fmt::format(": {} names for num_labels {}", o.labels.size(), o.num_labels));
-  if (o.long_inputs == LongInputs::kWindows && (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 3))
+  if (o.num_labels > 1 && !o.labels.empty() &&
+      static_cast<int64_t>(o.labels.size()) != o.num_labels)
+    errors.add(reader.where("labels") +
+               fmt::format(": {} names for num_labels {}", o.labels.size(), o.num_labels));
+  if (o.long_inputs == LongInputs::kWindows &&
+      (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 3))
     errors.add(reader.where("window_stride") + ": must be in [0, max_seq_length - 3)");
   if (!o.main_metric.empty()) {
     const auto& valid = o.num_labels == 1 ? kRegressionMetrics : kClassificationMetrics;
     if (std::find(valid.begin(), valid.end(), o.main_metric) == valid.end()) {
       std::string all;
       for (const auto& v : valid) all += (all.empty() ? "" : ", ") + v;
-      errors.add(fmt::format("{}: unknown metric '{}'; expected one of: {}", reader.where("main_metric"),
-                             o.main_metric, all));
+      errors.add(fmt::format("{}: unknown metric '{}'; expected one of: {}",
+                             reader.where("main_metric"), o.main_metric, all));
     }
   }
   return std::make_unique<SequenceClassificationAdapter>(std::move(o));
 }
 
-YAML::Node SequenceClassificationAdapter::options() const { return write_struct(options_); }
+YAML::Node SequenceClassificationAdapter::options() const {
+  return write_struct(options_);
+}
 
 std::shared_ptr<const ExampleSet> SequenceClassificationAdapter::read(const data::DataSpec& spec) {
   auto set = std::make_shared<TextExamples>();
   set->source = spec.path.string();
   set->items = data::read_text_examples(spec);
   if (data::resolve_format(spec, data::DataFormat::kTsv) == data::DataFormat::kGlue && !glue_) {
-    glue_ = data::find_glue_task(spec.glue_task.empty() ? spec.path.parent_path().filename().string() : spec.glue_task);
+    glue_ = data::find_glue_task(
+        spec.glue_task.empty() ? spec.path.parent_path().filename().string() : spec.glue_task);
     if (glue_ && glue_->regression && options_.num_labels == 0) options_.num_labels = 1;
   }
   return set;
@@ -92,12 +99,14 @@ void SequenceClassificationAdapter::fit_labels(const ExampleSet& train) {
     labels_ = LabelMap::from_observed(observed);
   }
   if (labels_.size() < 2 && options_.num_labels == 0)
-    throw DataError(fmt::format("{}: found {} distinct label(s) ({}); classification needs at least 2 "
-                                "(regression: set num_labels: 1)",
-                                train.source, labels_.size(), labels_.joined()));
+    throw DataError(
+        fmt::format("{}: found {} distinct label(s) ({}); classification needs at least 2 "
+                    "(regression: set num_labels: 1)",
+                    train.source, labels_.size(), labels_.joined()));
   if (options_.num_labels > 1 && labels_.size() != options_.num_labels)
-    throw DataError(fmt::format("{}: num_labels is {} but the data has {} labels ({})", train.source,
-                                options_.num_labels, labels_.size(), labels_.joined()));
+    throw DataError(fmt::format("{}: num_labels is {} but the data has {} labels ({})",
+                                train.source, options_.num_labels, labels_.size(),
+                                labels_.joined()));
 }
 
 void SequenceClassificationAdapter::set_labels(const std::vector<std::string>& labels) {
@@ -118,11 +127,13 @@ void SequenceClassificationAdapter::configure_export(BertConfig& config) const {
   }
 }
 
-std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
-                                                                     const tok::Tokenizer& tokenizer,
-                                                                     bool training) const {
+std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(
+    std::shared_ptr<const ExampleSet> examples,
+    const tok::Tokenizer& tokenizer,
+    bool training) const {
   const auto& items = items_of<data::TextExample>(*examples, "sequence_classification");
-  TORCH_CHECK(regression() || !labels_.empty(), "sequence_classification: fit_labels() before featurize()");
+  TORCH_CHECK(regression() || !labels_.empty(),
+              "sequence_classification: fit_labels() before featurize()");
   auto set = std::make_shared<FeatureSet>();
   set->examples = examples;
   set->pad_id = std::max<int64_t>(tokenizer.special_tokens().pad_id, 0);
@@ -144,11 +155,13 @@ std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(std::shared
         proto.label = labels_.id(*e.label, e.where);
       }
     } else {
-      if (training) throw DataError(fmt::format("{}: training example '{}' has no label", e.where, e.id));
+      if (training)
+        throw DataError(fmt::format("{}: training example '{}' has no label", e.where, e.id));
       set->labelled = false;
     }
     if (options_.long_inputs == LongInputs::kTruncate) {
-      const auto enc = e.text_b ? tokenizer.encode(e.text_a, *e.text_b, encode) : tokenizer.encode(e.text_a, std::nullopt, encode);
+      const auto enc = e.text_b ? tokenizer.encode(e.text_a, *e.text_b, encode)
+                                : tokenizer.encode(e.text_a, std::nullopt, encode);
       truncated += enc.num_truncated > 0;
       Feature f = proto;
       f.input_ids = {enc.ids};
@@ -164,17 +177,21 @@ std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(std::shared
     std::vector<int64_t>& slid = e.text_b ? b : a;
     if (e.text_b) {
       const int64_t keep_a = std::max<int64_t>(1, (max_len - specials) / 2);
-      if (static_cast<int64_t>(a.size() + b.size()) + specials > max_len && static_cast<int64_t>(a.size()) > keep_a) {
-        a.resize(static_cast<size_t>(std::max<int64_t>(keep_a, max_len - specials - static_cast<int64_t>(b.size()))));
+      if (static_cast<int64_t>(a.size() + b.size()) + specials > max_len &&
+          static_cast<int64_t>(a.size()) > keep_a) {
+        a.resize(static_cast<size_t>(
+            std::max<int64_t>(keep_a, max_len - specials - static_cast<int64_t>(b.size()))));
         ++truncated;
       }
     }
     const int64_t capacity = max_len - specials - (e.text_b ? static_cast<int64_t>(a.size()) : 0);
-    const auto windows = split_windows(static_cast<int64_t>(slid.size()), capacity, options_.window_stride);
+    const auto windows =
+        split_windows(static_cast<int64_t>(slid.size()), capacity, options_.window_stride);
     windowed += windows.size() > 1;
     for (const auto& w : windows) {
       const std::vector<int64_t> part(slid.begin() + w.begin, slid.begin() + w.end);
-      auto [ids, types] = e.text_b ? bert_sequence(tokenizer, a, &part) : bert_sequence(tokenizer, part);
+      auto [ids, types] =
+          e.text_b ? bert_sequence(tokenizer, a, &part) : bert_sequence(tokenizer, part);
       Feature f = proto;
       f.input_ids = {std::move(ids)};
       f.token_type_ids = {std::move(types)};
@@ -182,16 +199,18 @@ std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(std::shared
     }
   }
   if (truncated)
-    log::warn("[task] {}: {} of {} examples were longer than max_seq_length {} and were truncated "
-              "(long_inputs: {})",
-              examples->source, truncated, items.size(), max_len, enum_name(options_.long_inputs));
+    log::warn(
+        "[task] {}: {} of {} examples were longer than max_seq_length {} and were truncated "
+        "(long_inputs: {})",
+        examples->source, truncated, items.size(), max_len, enum_name(options_.long_inputs));
   if (windowed)
-    log::info("[task] {}: {} examples split into overlapping windows ({} features)", examples->source, windowed,
-              set->features.size());
+    log::info("[task] {}: {} examples split into overlapping windows ({} features)",
+              examples->source, windowed, set->features.size());
   return set;
 }
 
-Batch SequenceClassificationAdapter::collate(const FeatureSet& features, const std::vector<int64_t>& indices) const {
+Batch SequenceClassificationAdapter::collate(const FeatureSet& features,
+                                             const std::vector<int64_t>& indices) const {
   auto batch = TaskAdapter::collate(features, indices);
   if (regression()) {
     std::vector<float> targets;
@@ -206,17 +225,21 @@ Batch SequenceClassificationAdapter::collate(const FeatureSet& features, const s
 }
 
 TaskModel SequenceClassificationAdapter::build_model(const BertConfig& config) const {
-  return std::make_shared<BertTaskModelImpl>(config, HeadKind::kPooled, regression() ? 1 : labels_.size());
+  return std::make_shared<BertTaskModelImpl>(config, HeadKind::kPooled,
+                                             regression() ? 1 : labels_.size());
 }
 
-torch::Tensor SequenceClassificationAdapter::loss(const torch::Tensor& logits, const Batch& batch) const {
+torch::Tensor SequenceClassificationAdapter::loss(const torch::Tensor& logits,
+                                                  const Batch& batch) const {
   if (regression())  // HF: MSELoss()(logits.squeeze(), labels.squeeze())
-    return torch::mse_loss(logits.squeeze().to(torch::kFloat), batch.labels.squeeze().to(torch::kFloat));
-  return torch::cross_entropy_loss(logits.to(torch::kFloat), batch.labels);  // [batch, labels] vs [batch]
+    return torch::mse_loss(logits.squeeze().to(torch::kFloat),
+                           batch.labels.squeeze().to(torch::kFloat));
+  return torch::cross_entropy_loss(logits.to(torch::kFloat),
+                                   batch.labels);  // [batch, labels] vs [batch]
 }
 
-std::vector<torch::Tensor> SequenceClassificationAdapter::example_logits(const FeatureSet& set,
-                                                                         const std::vector<torch::Tensor>& outputs) const {
+std::vector<torch::Tensor> SequenceClassificationAdapter::example_logits(
+    const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
   const size_t n = set.examples->size();
   std::vector<torch::Tensor> sums(n);
   std::vector<int64_t> counts(n, 0);
@@ -230,7 +253,8 @@ std::vector<torch::Tensor> SequenceClassificationAdapter::example_logits(const F
   return sums;
 }
 
-json SequenceClassificationAdapter::predict(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
+json SequenceClassificationAdapter::predict(const FeatureSet& set,
+                                            const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TextExample>(*set.examples, "sequence_classification");
   const auto logits = example_logits(set, outputs);
   json out = json::array();
@@ -240,13 +264,16 @@ json SequenceClassificationAdapter::predict(const FeatureSet& set, const std::ve
     } else {
       const auto probs = torch::softmax(logits[e], 0);
       const int64_t best = probs.argmax().item<int64_t>();
-      out.push_back({{"id", items[e].id}, {"label", labels_.name(best)}, {"probability", probs[best].item<double>()}});
+      out.push_back({{"id", items[e].id},
+                     {"label", labels_.name(best)},
+                     {"probability", probs[best].item<double>()}});
     }
   }
   return out;
 }
 
-Evaluation SequenceClassificationAdapter::evaluate(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
+Evaluation SequenceClassificationAdapter::evaluate(
+    const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TextExample>(*set.examples, "sequence_classification");
   auto ev = start_evaluation(set, predict(set, outputs));
   if (regression()) {
@@ -258,7 +285,8 @@ Evaluation SequenceClassificationAdapter::evaluate(const FeatureSet& set, const 
     ev.metrics["pearson"] = metrics::pearson(predicted, gold);
     ev.metrics["spearman"] = metrics::spearman(predicted, gold);
     double mse = 0;
-    for (size_t i = 0; i < gold.size(); ++i) mse += (predicted[i] - gold[i]) * (predicted[i] - gold[i]);
+    for (size_t i = 0; i < gold.size(); ++i)
+      mse += (predicted[i] - gold[i]) * (predicted[i] - gold[i]);
     ev.metrics["mse"] = gold.empty() ? 0 : mse / static_cast<double>(gold.size());
     return ev;
   }

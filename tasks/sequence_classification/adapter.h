@@ -44,7 +44,8 @@ struct SequenceClassificationOptions {
     field("labels", self.labels, "Label names in id order (default: from the data)");
     field("truncation", self.truncation, "longest_first | only_first | only_second");
     field("long_inputs", self.long_inputs, "truncate | windows");
-    field("window_stride", self.window_stride, "Overlap in tokens between windows (long_inputs: windows)");
+    field("window_stride", self.window_stride,
+          "Overlap in tokens between windows (long_inputs: windows)");
     field("main_metric", self.main_metric, "accuracy | f1 | macro_f1 | mcc | pearson | spearman");
     field("positive_label", self.positive_label, "Positive class for binary F1");
   }
@@ -66,20 +67,24 @@ class SequenceClassificationAdapter final : public TaskAdapter {
   void set_labels(const std::vector<std::string>& labels) override;
   /// Regression exports as HF does: one label "LABEL_0", problem_type "regression".
   void configure_export(BertConfig& config) const override;
-  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer& tokenizer,
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                        const tok::Tokenizer& tokenizer,
                                         bool training) const override;
   Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const override;
   TaskModel build_model(const BertConfig& config) const override;
   torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override;
-  nlohmann::json predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
-  Evaluation evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
+  nlohmann::json predict(const FeatureSet& features,
+                         const std::vector<torch::Tensor>& outputs) const override;
+  Evaluation evaluate(const FeatureSet& features,
+                      const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override;
 
   bool regression() const { return options_.num_labels == 1; }
 
  private:
   /// Per example: mean of its windows' logits [labels].
-  std::vector<torch::Tensor> example_logits(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const;
+  std::vector<torch::Tensor> example_logits(const FeatureSet& features,
+                                            const std::vector<torch::Tensor>& outputs) const;
 
   SequenceClassificationOptions options_;
   std::optional<data::GlueTask> glue_;

@@ -1,8 +1,8 @@
 #include "tasks/token_classification/adapter.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
@@ -18,19 +18,20 @@ namespace {
 using json = nlohmann::json;
 using Sentences = Examples<data::TaggedSentence>;
 
-
-
 }  // namespace
 
-TokenClassificationAdapter::TokenClassificationAdapter(TokenClassificationOptions options) : options_(std::move(options)) {
+TokenClassificationAdapter::TokenClassificationAdapter(TokenClassificationOptions options)
+    : options_(std::move(options)) {
   if (!options_.labels.empty()) labels_ = LabelMap(options_.labels);
 }
 
-std::unique_ptr<TaskAdapter> TokenClassificationAdapter::create(const YamlReader& reader, ErrorList& errors) {
+std::unique_ptr<TaskAdapter> TokenClassificationAdapter::create(const YamlReader& reader,
+                                                                ErrorList& errors) {
   TokenClassificationOptions o;
   read_struct(reader, o, errors);
   if (o.max_seq_length < 8) errors.add(reader.where("max_seq_length") + ": must be >= 8");
-  if (!reader.has("window_stride")) o.window_stride = std::min(o.window_stride, (o.max_seq_length - 2) / 4);
+  if (!reader.has("window_stride"))
+    o.window_stride = std::min(o.window_stride, (o.max_seq_length - 2) / 4);
   if (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 2)
     errors.add(reader.where("window_stride") + ": must be in [0, max_seq_length - 2)");
   return std::make_unique<TokenClassificationAdapter>(std::move(o));
@@ -43,7 +44,8 @@ std::shared_ptr<const ExampleSet> TokenClassificationAdapter::read(const data::D
   return set;
 }
 
-std::vector<std::string> TokenClassificationAdapter::training_tags(const data::TaggedSentence& s) const {
+std::vector<std::string> TokenClassificationAdapter::training_tags(
+    const data::TaggedSentence& s) const {
   return metrics::convert_tags(s.tags, options_.tag_scheme, train_scheme());
 }
 
@@ -56,7 +58,8 @@ void TokenClassificationAdapter::fit_labels(const ExampleSet& train) {
   }
   labels_ = LabelMap::from_observed(observed);
   if (labels_.size() < 2)
-    throw DataError(fmt::format("{}: found {} distinct tag(s); tagging needs at least 2", train.source, labels_.size()));
+    throw DataError(fmt::format("{}: found {} distinct tag(s); tagging needs at least 2",
+                                train.source, labels_.size()));
 }
 
 void TokenFeatureSet::write_extra(std::ostream& out) const {
@@ -69,11 +72,14 @@ void TokenFeatureSet::read_extra(std::istream& in) {
   word_positions.resize(static_cast<size_t>(read_i64(in)));
   for (auto& w : word_positions) w = read_pairs(in);
   words_without_tokens = static_cast<size_t>(read_i64(in));
-  if (word_positions.size() != features.size()) throw DataError("token maps do not match the features");
+  if (word_positions.size() != features.size())
+    throw DataError("token maps do not match the features");
 }
 
-std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_ptr<const ExampleSet> examples,
-                                                                  const tok::Tokenizer& tokenizer, bool training) const {
+std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
+    std::shared_ptr<const ExampleSet> examples,
+    const tok::Tokenizer& tokenizer,
+    bool training) const {
   const auto& items = items_of<data::TaggedSentence>(*examples, "token_classification");
   TORCH_CHECK(!labels_.empty(), "token_classification: fit_labels() before featurize()");
   auto set = std::make_shared<TokenFeatureSet>();
@@ -119,7 +125,8 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_pt
   size_t split = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& t = sentences[i];
-    const auto windows = split_windows(static_cast<int64_t>(t.ids.size()), capacity, options_.window_stride);
+    const auto windows =
+        split_windows(static_cast<int64_t>(t.ids.size()), capacity, options_.window_stride);
     const auto max_context = max_context_flags(windows);
     split += windows.size() > 1;
     for (size_t k = 0; k < windows.size(); ++k) {
@@ -132,7 +139,8 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_pt
         std::vector<int64_t> before, after;
         for (size_t j = i; j-- > 0 && static_cast<int64_t>(before.size()) < room;) {
           if (items[j].document != items[i].document) break;
-          for (auto it = sentences[j].ids.rbegin(); it != sentences[j].ids.rend() && static_cast<int64_t>(before.size()) < room; ++it)
+          for (auto it = sentences[j].ids.rbegin();
+               it != sentences[j].ids.rend() && static_cast<int64_t>(before.size()) < room; ++it)
             before.push_back(*it);
         }
         for (size_t j = i + 1; j < items.size() && static_cast<int64_t>(after.size()) < room; ++j) {
@@ -145,7 +153,8 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_pt
         int64_t take_left = std::min<int64_t>(want_left, before.size());
         int64_t take_right = std::min<int64_t>(room - take_left, after.size());
         take_left = std::min<int64_t>(room - take_right, before.size());
-        left.assign(before.rbegin() + (static_cast<int64_t>(before.size()) - take_left), before.rend());
+        left.assign(before.rbegin() + (static_cast<int64_t>(before.size()) - take_left),
+                    before.rend());
         right.assign(after.begin(), after.begin() + take_right);
       }
       std::vector<int64_t> body(left);
@@ -163,7 +172,8 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_pt
         // word is trained and read exactly once.
         if (max_context[k][static_cast<size_t>(p - w.begin)]) {
           f.token_labels[static_cast<size_t>(pos)] = t.label[static_cast<size_t>(p)];
-          if (t.first[static_cast<size_t>(p)]) positions.emplace_back(pos, t.word[static_cast<size_t>(p)]);
+          if (t.first[static_cast<size_t>(p)])
+            positions.emplace_back(pos, t.word[static_cast<size_t>(p)]);
         }
       }
       f.input_ids = {std::move(ids)};
@@ -173,11 +183,14 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(std::shared_pt
     }
   }
   if (split)
-    log::info("[task] {}: {} sentences longer than max_seq_length {} split into overlapping windows",
-              examples->source, split, options_.max_seq_length);
+    log::info(
+        "[task] {}: {} sentences longer than max_seq_length {} split into overlapping windows",
+        examples->source, split, options_.max_seq_length);
   if (set->words_without_tokens)
-    log::warn("[task] {}: {} words produce no tokens (e.g. only control characters); they are predicted 'O'",
-              examples->source, set->words_without_tokens);
+    log::warn(
+        "[task] {}: {} words produce no tokens (e.g. only control characters); they are predicted "
+        "'O'",
+        examples->source, set->words_without_tokens);
   return set;
 }
 
@@ -185,15 +198,17 @@ TaskModel TokenClassificationAdapter::build_model(const BertConfig& config) cons
   return std::make_shared<BertTaskModelImpl>(config, HeadKind::kTokens, labels_.size());
 }
 
-torch::Tensor TokenClassificationAdapter::loss(const torch::Tensor& logits, const Batch& batch) const {
+torch::Tensor TokenClassificationAdapter::loss(const torch::Tensor& logits,
+                                               const Batch& batch) const {
   // HF: CrossEntropyLoss over every position, -100 ignored (the attention mask is not used).
   const auto flat = logits.to(torch::kFloat).reshape({-1, logits.size(-1)});  // [batch*seq, labels]
   return torch::nn::functional::cross_entropy(
-      flat, batch.labels.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
+      flat, batch.labels.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex));
 }
 
-std::vector<std::vector<std::string>> TokenClassificationAdapter::predict_tags(const FeatureSet& features,
-                                                                               const std::vector<torch::Tensor>& outputs) const {
+std::vector<std::vector<std::string>> TokenClassificationAdapter::predict_tags(
+    const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
   const auto& set = features_as<TokenFeatureSet>(features, "token_classification");
   const auto& items = items_of<data::TaggedSentence>(*set.examples, "token_classification");
   const std::string outside = labels_.find("O") ? "O" : labels_.name(0);
@@ -203,14 +218,16 @@ std::vector<std::vector<std::string>> TokenClassificationAdapter::predict_tags(c
     const auto best = outputs.at(f).argmax(-1);  // [seq]
     const auto* b = best.data_ptr<int64_t>();
     auto& sentence = tags[static_cast<size_t>(set.features[f].example)];
-    for (const auto& [pos, word] : set.word_positions[f]) sentence[static_cast<size_t>(word)] = labels_.name(b[pos]);
+    for (const auto& [pos, word] : set.word_positions[f])
+      sentence[static_cast<size_t>(word)] = labels_.name(b[pos]);
   }
   if (train_scheme() != options_.tag_scheme)
     for (auto& s : tags) s = metrics::convert_tags(s, train_scheme(), options_.tag_scheme);
   return tags;
 }
 
-json TokenClassificationAdapter::predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+json TokenClassificationAdapter::predict(const FeatureSet& features,
+                                         const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TaggedSentence>(*features.examples, "token_classification");
   const auto tags = predict_tags(features, outputs);
   json out = json::array();
@@ -219,7 +236,8 @@ json TokenClassificationAdapter::predict(const FeatureSet& features, const std::
   return out;
 }
 
-Evaluation TokenClassificationAdapter::evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+Evaluation TokenClassificationAdapter::evaluate(const FeatureSet& features,
+                                                const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TaggedSentence>(*features.examples, "token_classification");
   auto ev = start_evaluation(features, predict(features, outputs));
   std::vector<std::vector<std::string>> gold, predicted;
@@ -227,7 +245,8 @@ Evaluation TokenClassificationAdapter::evaluate(const FeatureSet& features, cons
     gold.push_back(items[i].tags);
     predicted.push_back(ev.predictions[i]["tags"].get<std::vector<std::string>>());
   }
-  const auto scores = metrics::score_entities(gold, predicted, options_.strict, options_.tag_scheme);
+  const auto scores =
+      metrics::score_entities(gold, predicted, options_.strict, options_.tag_scheme);
   ev.metrics["precision"] = scores.overall.precision();
   ev.metrics["recall"] = scores.overall.recall();
   ev.metrics["f1"] = scores.overall.f1();

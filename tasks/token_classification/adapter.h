@@ -37,8 +37,10 @@ struct TokenClassificationOptions {
     field("max_seq_length", self.max_seq_length, "Tokens per input, [CLS] and [SEP] included");
     field("label_all_tokens", self.label_all_tokens, "Label every sub-token, not only the first");
     field("tag_scheme", self.tag_scheme, "iob1 | iob2 | iobes (the data's scheme)");
-    field("train_scheme", self.train_scheme, "iob1 | iob2 | iobes to train in (default: tag_scheme)");
-    field("window_stride", self.window_stride, "Overlap in tokens between windows of a long sentence");
+    field("train_scheme", self.train_scheme,
+          "iob1 | iob2 | iobes to train in (default: tag_scheme)");
+    field("window_stride", self.window_stride,
+          "Overlap in tokens between windows of a long sentence");
     field("document_context", self.document_context, "Add neighbouring sentences as context");
     field("strict", self.strict, "Entity scores counting only well-formed entities");
     field("labels", self.labels, "Tag names in id order (default: sorted training tags)");
@@ -69,24 +71,31 @@ class TokenClassificationAdapter final : public TaskAdapter {
   std::string architecture() const override { return "BertForTokenClassification"; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
-  std::shared_ptr<FeatureSet> new_feature_set() const override { return std::make_shared<TokenFeatureSet>(); }
+  std::shared_ptr<FeatureSet> new_feature_set() const override {
+    return std::make_shared<TokenFeatureSet>();
+  }
   void fit_labels(const ExampleSet& train) override;
   std::vector<std::string> labels() const override { return labels_.names(); }
   void set_labels(const std::vector<std::string>& labels) override { labels_ = LabelMap(labels); }
-  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer& tokenizer,
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                        const tok::Tokenizer& tokenizer,
                                         bool training) const override;
   TaskModel build_model(const BertConfig& config) const override;
   torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override;
-  nlohmann::json predict(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
-  Evaluation evaluate(const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const override;
+  nlohmann::json predict(const FeatureSet& features,
+                         const std::vector<torch::Tensor>& outputs) const override;
+  Evaluation evaluate(const FeatureSet& features,
+                      const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return "f1"; }
 
   /// Predicted tags per sentence, in tag_scheme.
-  std::vector<std::vector<std::string>> predict_tags(const FeatureSet& features,
-                                                     const std::vector<torch::Tensor>& outputs) const;
+  std::vector<std::vector<std::string>> predict_tags(
+      const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const;
 
  private:
-  metrics::TagScheme train_scheme() const { return options_.train_scheme.value_or(options_.tag_scheme); }
+  metrics::TagScheme train_scheme() const {
+    return options_.train_scheme.value_or(options_.tag_scheme);
+  }
   /// The sentence's tags converted to train_scheme.
   std::vector<std::string> training_tags(const data::TaggedSentence& s) const;
 

@@ -9,7 +9,18 @@ namespace bert::tasks {
 /// v = v*b2 + (1-b2)*g*g; p += neg_step * m / (sqrt(v)/bc2_sqrt + eps). Vectorised for AVX-512,
 /// AVX2 or baseline x86-64, chosen at run time. No LibTorch here: the file is compiled with
 /// -fno-math-errno (so sqrt vectorises) and without the precompiled header.
-void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float decay, float b1, float one_minus_b1,
-                  float b2, float one_minus_b2, float bc2_sqrt, float epsilon, float neg_step);
+void adamw_update(float* p,
+                  const float* g,
+                  float* m,
+                  float* v,
+                  int64_t n,
+                  float decay,
+                  float b1,
+                  float one_minus_b1,
+                  float b2,
+                  float one_minus_b2,
+                  float bc2_sqrt,
+                  float epsilon,
+                  float neg_step);
 
 }  // namespace bert::tasks

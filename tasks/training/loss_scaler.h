@@ -1,9 +1,9 @@
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/torch.h>
 
 namespace bert::tasks {
 

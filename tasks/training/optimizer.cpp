@@ -1,8 +1,8 @@
 #include "tasks/training/optimizer.h"
 
-#include <cmath>
-
 #include <ATen/Parallel.h>
+
+#include <cmath>
 
 #include "bert/common/strings.h"
 #include "tasks/training/adamw_kernel.h"
@@ -43,8 +43,9 @@ class FusedAdamW final : public torch::optim::AdamW {
         const auto& grad = p.grad();
         auto& m = state.exp_avg();
         auto& v = state.exp_avg_sq();
-        const bool fusable = p.device().is_cpu() && p.scalar_type() == torch::kFloat && grad.scalar_type() == torch::kFloat &&
-                             p.is_contiguous() && grad.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
+        const bool fusable = p.device().is_cpu() && p.scalar_type() == torch::kFloat &&
+                             grad.scalar_type() == torch::kFloat && p.is_contiguous() &&
+                             grad.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
                              !grad.is_sparse();
         if (!fusable) {  // torch's own sequence of ops
           p.mul_(1 - lr * wd);
@@ -66,8 +67,8 @@ class FusedAdamW final : public torch::optim::AdamW {
         float* mp = m.data_ptr<float>();
         float* vp = v.data_ptr<float>();
         at::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
-          adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1, one_minus_b1, b2,
-                       one_minus_b2, bc2_sqrt, epsilon, neg_step);
+          adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1,
+                       one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step);
         });
       }
     }
@@ -81,25 +82,30 @@ bool is_no_decay_parameter(const std::string& name) {
   return ends_with(name, "bias") || name.find("LayerNorm.") != std::string::npos;
 }
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, const AdamWSettings& s) {
+std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
+                                                const AdamWSettings& s) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& p : model.named_parameters()) {
     if (!p.value().requires_grad()) continue;
     (is_no_decay_parameter(p.key()) ? no_decay : decay).push_back(p.value());
   }
   const auto options = [&](double weight_decay) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(s.learning_rate).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(weight_decay));
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(s.learning_rate)
+                                                            .betas({s.beta1, s.beta2})
+                                                            .eps(s.eps)
+                                                            .weight_decay(weight_decay));
   };
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, options(s.weight_decay));
   groups.emplace_back(no_decay, options(0.0));
-  return std::make_unique<FusedAdamW>(std::move(groups),
-                                               torch::optim::AdamWOptions(s.learning_rate).betas({s.beta1, s.beta2}).eps(s.eps));
+  return std::make_unique<FusedAdamW>(
+      std::move(groups),
+      torch::optim::AdamWOptions(s.learning_rate).betas({s.beta1, s.beta2}).eps(s.eps));
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(learning_rate);
+  for (auto& group : optimizer.param_groups())
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(learning_rate);
 }
 
 }  // namespace bert::tasks

@@ -1,10 +1,10 @@
 #pragma once
 
+#include <torch/torch.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 namespace bert::tasks {
 
@@ -23,7 +23,8 @@ bool is_no_decay_parameter(const std::string& name);
 /// trainable parameters in two groups: weight_decay for the rest, 0 for is_no_decay_parameter().
 /// Group 0 = decayed, group 1 = not decayed. The update of float32 CPU parameters runs fused
 /// (one pass per tensor, same arithmetic as torch's AdamW); state and checkpoints are AdamW's.
-std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, const AdamWSettings& settings);
+std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
+                                                const AdamWSettings& settings);
 
 /// Sets the learning rate of every parameter group.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);

@@ -1,18 +1,17 @@
 #include "tasks/training/trainer.h"
 
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
-
-#include <unistd.h>
-
-#include <ATen/autocast_mode.h>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
@@ -26,9 +25,10 @@
 
 namespace bert {
 const std::vector<std::pair<const char*, tasks::Precision>>& EnumNames<tasks::Precision>::get() {
-  static const std::vector<std::pair<const char*, tasks::Precision>> names = {{"fp32", tasks::Precision::kFp32},
-                                                                             {"bf16", tasks::Precision::kBf16},
-                                                                             {"fp16", tasks::Precision::kFp16}};
+  static const std::vector<std::pair<const char*, tasks::Precision>> names = {
+      {"fp32", tasks::Precision::kFp32},
+      {"bf16", tasks::Precision::kBf16},
+      {"fp16", tasks::Precision::kFp16}};
   return names;
 }
 }  // namespace bert
@@ -82,21 +82,28 @@ void TrainerOptions::validate(const YamlReader& reader, ErrorList& errors) const
   positive("adam_epsilon", adam_epsilon);
   positive("gradient_accumulation_steps", static_cast<double>(gradient_accumulation_steps));
   if (weight_decay < 0) errors.add(reader.where("weight_decay") + ": must be >= 0");
-  if (warmup_ratio < 0 || warmup_ratio > 1) errors.add(reader.where("warmup_ratio") + ": must be in [0, 1]");
-  if (adam_beta1 < 0 || adam_beta1 >= 1) errors.add(reader.where("adam_beta1") + ": must be in [0, 1)");
-  if (adam_beta2 < 0 || adam_beta2 >= 1) errors.add(reader.where("adam_beta2") + ": must be in [0, 1)");
+  if (warmup_ratio < 0 || warmup_ratio > 1)
+    errors.add(reader.where("warmup_ratio") + ": must be in [0, 1]");
+  if (adam_beta1 < 0 || adam_beta1 >= 1)
+    errors.add(reader.where("adam_beta1") + ": must be in [0, 1)");
+  if (adam_beta2 < 0 || adam_beta2 >= 1)
+    errors.add(reader.where("adam_beta2") + ": must be in [0, 1)");
   if (max_grad_norm < 0) errors.add(reader.where("max_grad_norm") + ": must be >= 0");
   try {
     const torch::Device d(device);
     if (precision == Precision::kFp16 && !d.is_cuda())
-      errors.add(fmt::format("{}: fp16 needs a CUDA device (loss-scaled half precision); on CPU use bf16",
-                             reader.where("precision")));
+      errors.add(
+          fmt::format("{}: fp16 needs a CUDA device (loss-scaled half precision); on CPU use bf16",
+                      reader.where("precision")));
   } catch (const std::exception&) {
-    errors.add(fmt::format("{}: unknown device '{}'; expected cpu, cuda or cuda:N", reader.where("device"), device));
+    errors.add(fmt::format("{}: unknown device '{}'; expected cpu, cuda or cuda:N",
+                           reader.where("device"), device));
   }
 }
 
-std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& features, int64_t batch_size, uint64_t seed,
+std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& features,
+                                                         int64_t batch_size,
+                                                         uint64_t seed,
                                                          bool group_by_length) {
   std::vector<int64_t> order(features.size());
   std::iota(order.begin(), order.end(), 0);
@@ -113,13 +120,17 @@ std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& featu
   }
   std::vector<std::vector<int64_t>> batches;
   for (size_t start = 0; start < order.size(); start += static_cast<size_t>(batch_size))
-    batches.emplace_back(order.begin() + static_cast<long>(start),
-                         order.begin() + static_cast<long>(std::min(order.size(), start + static_cast<size_t>(batch_size))));
+    batches.emplace_back(
+        order.begin() + static_cast<long>(start),
+        order.begin() +
+            static_cast<long>(std::min(order.size(), start + static_cast<size_t>(batch_size))));
   if (group_by_length) std::shuffle(batches.begin(), batches.end(), rng);
   return batches;
 }
 
-std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter, TaskModel model, const FeatureSet& features) const {
+std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter,
+                                            TaskModel model,
+                                            const FeatureSet& features) const {
   const torch::Device device(options_.device);
   model->to(device);
   model->eval();
@@ -131,9 +142,12 @@ std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter, TaskMode
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return features.length(static_cast<size_t>(a)) < features.length(static_cast<size_t>(b));
   });
-  for (size_t start = 0; start < order.size(); start += static_cast<size_t>(options_.eval_batch_size)) {
-    const std::vector<int64_t> indices(order.begin() + static_cast<long>(start),
-                                       order.begin() + static_cast<long>(std::min(order.size(), start + static_cast<size_t>(options_.eval_batch_size))));
+  for (size_t start = 0; start < order.size();
+       start += static_cast<size_t>(options_.eval_batch_size)) {
+    const std::vector<int64_t> indices(
+        order.begin() + static_cast<long>(start),
+        order.begin() + static_cast<long>(std::min(
+                            order.size(), start + static_cast<size_t>(options_.eval_batch_size))));
     const auto batch = adapter.collate(features, indices).to(device);
     torch::Tensor logits;
     {
@@ -145,7 +159,9 @@ std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter, TaskMode
   return outputs;
 }
 
-Evaluation Trainer::evaluate(const TaskAdapter& adapter, TaskModel model, const FeatureSet& features) const {
+Evaluation Trainer::evaluate(const TaskAdapter& adapter,
+                             TaskModel model,
+                             const FeatureSet& features) const {
   return adapter.evaluate(features, predict(adapter, model, features));
 }
 
@@ -164,7 +180,7 @@ struct TrainState {
   json best_metrics = json::object();
   std::string main_metric;
   std::vector<double> losses;
-  double loss_scale = 0;        ///< fp16 only
+  double loss_scale = 0;  ///< fp16 only
   int64_t scale_clean_steps = 0;
 };
 
@@ -175,7 +191,9 @@ std::vector<at::Generator> generators(const torch::Device& device) {
   return out;
 }
 
-std::string step_dir_name(int64_t step) { return fmt::format("step-{:08d}", step); }
+std::string step_dir_name(int64_t step) {
+  return fmt::format("step-{:08d}", step);
+}
 
 /// Newest complete checkpoint under output_dir/checkpoints (named by the `latest` pointer).
 fs::path latest_checkpoint(const fs::path& output_dir) {
@@ -184,7 +202,8 @@ fs::path latest_checkpoint(const fs::path& output_dir) {
   auto name = read_file(pointer);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   const auto dir = output_dir / "checkpoints" / name;
-  if (!fs::exists(dir / "state.json")) throw CheckpointError(pointer.string() + ": names a missing checkpoint " + dir.string());
+  if (!fs::exists(dir / "state.json"))
+    throw CheckpointError(pointer.string() + ": names a missing checkpoint " + dir.string());
   return dir;
 }
 
@@ -210,16 +229,19 @@ void truncate_log(const fs::path& output_dir, int64_t step) {
 /// Progress on a terminal: one rewritten line with a bar; elsewhere plain log lines.
 class Progress {
  public:
-  explicit Progress(int64_t total) : total_(total), tty_(isatty(fileno(stderr)) != 0 && log::enabled(log::Level::kInfo)) {}
+  explicit Progress(int64_t total)
+      : total_(total), tty_(isatty(fileno(stderr)) != 0 && log::enabled(log::Level::kInfo)) {}
   bool tty() const { return tty_; }
-  void update(int64_t step, double epoch, double loss, double lr, double examples_per_s, double eta) {
+  void update(
+      int64_t step, double epoch, double loss, double lr, double examples_per_s, double eta) {
     if (!tty_) return;
     constexpr int kWidth = 24;
-    const int filled = static_cast<int>(kWidth * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total_)));
+    const int filled = static_cast<int>(kWidth * static_cast<double>(step) /
+                                        static_cast<double>(std::max<int64_t>(1, total_)));
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(kWidth, '.');
-    fmt::print(stderr, "\r[{}] {}/{} ep {:.2f} loss {:.4f} lr {:.2e} {:.1f} ex/s eta {}  ", bar, step, total_, epoch, loss, lr,
-               examples_per_s, format_eta(eta));
+    fmt::print(stderr, "\r[{}] {}/{} ep {:.2f} loss {:.4f} lr {:.2e} {:.1f} ex/s eta {}  ", bar,
+               step, total_, epoch, loss, lr, examples_per_s, format_eta(eta));
     std::fflush(stderr);
     open_ = true;
   }
@@ -233,7 +255,8 @@ class Progress {
  private:
   static std::string format_eta(double seconds) {
     const auto s = static_cast<int64_t>(std::max(0.0, seconds));
-    return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s / 60) % 60) : fmt::format("{}m{:02d}s", s / 60, s % 60);
+    return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s / 60) % 60)
+                     : fmt::format("{}m{:02d}s", s / 60, s % 60);
   }
   int64_t total_;
   bool tty_;
@@ -242,16 +265,22 @@ class Progress {
 
 }  // namespace
 
-TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const FeatureSet& train, const FeatureSet* dev,
+TrainResult Trainer::fit(const TaskAdapter& adapter,
+                         TaskModel model,
+                         const FeatureSet& train,
+                         const FeatureSet* dev,
                          const std::filesystem::path& output_dir) {
   TORCH_CHECK(train.size() > 0, "fit: no training features");
   const torch::Device device(options_.device);
   model->to(device);
   const auto& o = options_;
-  const int64_t batches_per_epoch = (static_cast<int64_t>(train.size()) + o.batch_size - 1) / o.batch_size;
-  const int64_t steps_per_epoch = (batches_per_epoch + o.gradient_accumulation_steps - 1) / o.gradient_accumulation_steps;
+  const int64_t batches_per_epoch =
+      (static_cast<int64_t>(train.size()) + o.batch_size - 1) / o.batch_size;
+  const int64_t steps_per_epoch =
+      (batches_per_epoch + o.gradient_accumulation_steps - 1) / o.gradient_accumulation_steps;
   const int64_t total_steps = steps_per_epoch * o.epochs;
-  const LinearSchedule schedule(o.learning_rate, warmup_steps_for(total_steps, o.warmup_ratio, o.warmup_steps), total_steps);
+  const LinearSchedule schedule(
+      o.learning_rate, warmup_steps_for(total_steps, o.warmup_ratio, o.warmup_steps), total_steps);
   AdamWSettings adamw{o.learning_rate, o.weight_decay, o.adam_beta1, o.adam_beta2, o.adam_epsilon};
   auto optimizer = make_adamw(*model, adamw);
   std::vector<torch::Tensor> parameters;
@@ -263,17 +292,20 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
   TensorMap best_weights;
   const auto snapshot = [&] {
     best_weights.clear();
-    for (const auto& [name, tensor] : state_dict(*model)) best_weights[name] = tensor.detach().to(torch::kCPU).clone();
+    for (const auto& [name, tensor] : state_dict(*model))
+      best_weights[name] = tensor.detach().to(torch::kCPU).clone();
   };
 
   // Resume from the newest checkpoint: weights, optimizer moments, RNG, position, best so far.
   if (const auto checkpoint = latest_checkpoint(output_dir); !checkpoint.empty()) {
     const auto j = json::parse(read_file(checkpoint / "state.json"));
-    if (j.at("total_steps").get<int64_t>() != total_steps || j.at("train_features").get<size_t>() != train.size())
-      throw CheckpointError(fmt::format("{}: was written by a run with {} steps over {} features, this one has {} over {}; "
-                                        "use a fresh output directory",
-                                        checkpoint.string(), j.at("total_steps").get<int64_t>(),
-                                        j.at("train_features").get<size_t>(), total_steps, train.size()));
+    if (j.at("total_steps").get<int64_t>() != total_steps ||
+        j.at("train_features").get<size_t>() != train.size())
+      throw CheckpointError(fmt::format(
+          "{}: was written by a run with {} steps over {} features, this one has {} over {}; "
+          "use a fresh output directory",
+          checkpoint.string(), j.at("total_steps").get<int64_t>(),
+          j.at("train_features").get<size_t>(), total_steps, train.size()));
     state.step = j.at("step");
     state.epoch = j.at("epoch");
     state.next_batch = j.at("next_batch");
@@ -285,7 +317,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     state.losses = j.at("losses").get<std::vector<double>>();
     state.loss_scale = j.value("loss_scale", 0.0);
     state.scale_clean_steps = j.value("scale_clean_steps", int64_t{0});
-    load_state_dict(*model, read_weights(checkpoint / "model.safetensors"), (checkpoint / "model.safetensors").string());
+    load_state_dict(*model, read_weights(checkpoint / "model.safetensors"),
+                    (checkpoint / "model.safetensors").string());
     torch::load(*optimizer, (checkpoint / "optimizer.pt").string());
     std::vector<torch::Tensor> rng;
     torch::load(rng, (checkpoint / "rng.pt").string());
@@ -307,9 +340,11 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
   if (state.loss_scale > 0) scaler.restore(state.loss_scale, state.scale_clean_steps);
   int64_t skipped_steps = 0;
 
-  log::info("[train] {} features, {} epochs x {} steps (batch {} x {} accumulation), warm-up {} steps, {} on {}",
-            train.size(), o.epochs, steps_per_epoch, o.batch_size, o.gradient_accumulation_steps,
-            schedule.warmup_steps(), enum_name(o.precision), device.str());
+  log::info(
+      "[train] {} features, {} epochs x {} steps (batch {} x {} accumulation), warm-up {} steps, "
+      "{} on {}",
+      train.size(), o.epochs, steps_per_epoch, o.batch_size, o.gradient_accumulation_steps,
+      schedule.warmup_steps(), enum_name(o.precision), device.str());
 
   const auto save_checkpoint = [&] {
     if (output_dir.empty()) return;
@@ -323,11 +358,18 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     std::vector<torch::Tensor> rng;
     for (auto& g : generators(device)) rng.push_back(g.get_state());
     torch::save(rng, (tmp / "rng.pt").string());
-    const json j = {{"step", state.step}, {"epoch", state.epoch}, {"next_batch", state.next_batch},
-                    {"have_best", state.have_best}, {"best_step", state.best_step},
-                    {"evaluations_without_gain", state.evaluations_without_gain}, {"best_metrics", state.best_metrics},
-                    {"main_metric", state.main_metric}, {"losses", result.losses}, {"total_steps", total_steps},
-                    {"loss_scale", scaler.scale()}, {"scale_clean_steps", scaler.clean_steps()},
+    const json j = {{"step", state.step},
+                    {"epoch", state.epoch},
+                    {"next_batch", state.next_batch},
+                    {"have_best", state.have_best},
+                    {"best_step", state.best_step},
+                    {"evaluations_without_gain", state.evaluations_without_gain},
+                    {"best_metrics", state.best_metrics},
+                    {"main_metric", state.main_metric},
+                    {"losses", result.losses},
+                    {"total_steps", total_steps},
+                    {"loss_scale", scaler.scale()},
+                    {"scale_clean_steps", scaler.clean_steps()},
                     {"train_features", train.size()}};
     write_file_atomic(tmp / "state.json", j.dump(1));
     fs::remove_all(root / name);
@@ -355,7 +397,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     record["metrics"] = json(ev.metrics);
     append_jsonl(output_dir, record);
     progress.finish_line();
-    log::info("[eval] step {} | {} {:.4f}{}", step, ev.main_metric, score, improved ? " (best)" : "");
+    log::info("[eval] step {} | {} {:.4f}{}", step, ev.main_metric, score,
+              improved ? " (best)" : "");
     if (improved) {
       state.have_best = true;
       state.best_step = step;
@@ -364,16 +407,20 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
       state.evaluations_without_gain = 0;
       result.best = std::move(ev);
       snapshot();
-      if (!output_dir.empty()) save_safetensors(output_dir / "best" / "model.safetensors", best_weights);
+      if (!output_dir.empty())
+        save_safetensors(output_dir / "best" / "model.safetensors", best_weights);
     } else {
       ++state.evaluations_without_gain;
     }
   };
 
   const auto patience_exhausted = [&] {
-    if (o.early_stopping_patience <= 0 || state.evaluations_without_gain < o.early_stopping_patience) return false;
+    if (o.early_stopping_patience <= 0 ||
+        state.evaluations_without_gain < o.early_stopping_patience)
+      return false;
     result.stopped_early = true;
-    log::info("[train] early stopping: {} evaluations without improvement", state.evaluations_without_gain);
+    log::info("[train] early stopping: {} evaluations without improvement",
+              state.evaluations_without_gain);
     return true;
   };
   // After a checkpoint: true when the interrupt hook asks to stop.
@@ -393,8 +440,10 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
   if (patience_exhausted()) state.epoch = o.epochs;
   while (state.epoch < o.epochs && !result.stopped_early) {
     const int64_t epoch = state.epoch;
-    const auto batches = epoch_batches(train, o.batch_size, static_cast<uint64_t>(o.seed) * 1000003ULL + static_cast<uint64_t>(epoch),
-                                       o.group_by_length);
+    const auto batches =
+        epoch_batches(train, o.batch_size,
+                      static_cast<uint64_t>(o.seed) * 1000003ULL + static_cast<uint64_t>(epoch),
+                      o.group_by_length);
     for (auto b = static_cast<size_t>(state.next_batch); b < batches.size(); ++b) {
       const auto batch = adapter.collate(train, batches[b]).to(device);
       torch::Tensor loss;
@@ -402,12 +451,14 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
         AutocastScope autocast(o.precision, device);
         loss = adapter.loss(model->forward(batch), batch);
       }
-      (loss * ((fp16 ? scaler.scale() : 1.0) / static_cast<double>(o.gradient_accumulation_steps))).backward();
+      (loss * ((fp16 ? scaler.scale() : 1.0) / static_cast<double>(o.gradient_accumulation_steps)))
+          .backward();
       interval_loss += loss.item<double>();
       ++interval_batches;
       interval_examples += batch.size();
       const bool last_of_epoch = b + 1 == batches.size();
-      if ((static_cast<int64_t>(b) + 1) % o.gradient_accumulation_steps != 0 && !last_of_epoch) continue;
+      if ((static_cast<int64_t>(b) + 1) % o.gradient_accumulation_steps != 0 && !last_of_epoch)
+        continue;
       const double lr = schedule.at(state.step);
       // fp16: gradients back to true scale; a step with inf/NaN is skipped (the schedule still
       // advances, as HF's Trainer does).
@@ -418,7 +469,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
         optimizer->step();
       } else {
         ++skipped_steps;
-        log::debug("[train] step {}: inf/NaN gradients at loss scale {}; step skipped", state.step + 1, scaler.scale());
+        log::debug("[train] step {}: inf/NaN gradients at loss scale {}; step skipped",
+                   state.step + 1, scaler.scale());
       }
       if (fp16) scaler.update(finite);
       optimizer->zero_grad();
@@ -427,17 +479,24 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
       state.next_batch = static_cast<int64_t>(b) + 1;
       const int64_t step = state.step;
       const double seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
-      const double mean_loss = interval_loss / static_cast<double>(std::max<int64_t>(1, interval_batches));
+      const double mean_loss =
+          interval_loss / static_cast<double>(std::max<int64_t>(1, interval_batches));
       const double throughput = static_cast<double>(interval_examples) / std::max(seconds, 1e-9);
-      const double eta = seconds / static_cast<double>(std::max<int64_t>(1, interval_steps)) * static_cast<double>(total_steps - step);
+      const double eta = seconds / static_cast<double>(std::max<int64_t>(1, interval_steps)) *
+                         static_cast<double>(total_steps - step);
       const double epoch_f = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
       progress.update(step, epoch_f, mean_loss, lr, throughput, eta);
       if (o.log_every > 0 && (step % o.log_every == 0 || step == total_steps)) {
         result.losses.push_back(mean_loss);
         if (!progress.tty())
-          log::info("[train] step {:>6}/{} | epoch {:5.2f} | loss {:.4f} | lr {:.2e} | {:.1f} ex/s | eta {:.0f}s", step,
-                    total_steps, epoch_f, mean_loss, lr, throughput, eta);
-        append_jsonl(output_dir, {{"step", step}, {"split", "train"}, {"loss", mean_loss}, {"learning_rate", lr},
+          log::info(
+              "[train] step {:>6}/{} | epoch {:5.2f} | loss {:.4f} | lr {:.2e} | {:.1f} ex/s | eta "
+              "{:.0f}s",
+              step, total_steps, epoch_f, mean_loss, lr, throughput, eta);
+        append_jsonl(output_dir, {{"step", step},
+                                  {"split", "train"},
+                                  {"loss", mean_loss},
+                                  {"learning_rate", lr},
                                   {"examples_per_second", throughput}});
         interval_loss = 0;
         interval_batches = interval_examples = interval_steps = 0;
@@ -450,7 +509,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
         evaluated = true;
       }
       const bool stop = evaluated && patience_exhausted();
-      if ((o.save_every > 0 && step % o.save_every == 0) || (o.save_every == 0 && evaluated) || stop) {
+      if ((o.save_every > 0 && step % o.save_every == 0) || (o.save_every == 0 && evaluated) ||
+          stop) {
         save_checkpoint();
         if (interrupted()) return result;
       }
@@ -459,7 +519,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     if (result.stopped_early) break;
     // End of the epoch: evaluate if due, then checkpoint the position at the next epoch.
     // (the last step of the run is always evaluated, so the best checkpoint sees the end)
-    const bool due = o.eval_every == 0 || o.eval_each_epoch || state.step % o.eval_every == 0 || epoch + 1 == o.epochs;
+    const bool due = o.eval_every == 0 || o.eval_each_epoch || state.step % o.eval_every == 0 ||
+                     epoch + 1 == o.epochs;
     if (due) run_evaluation(state.step, static_cast<double>(epoch + 1));
     const bool stop = due && patience_exhausted();
     state.epoch = epoch + 1;
@@ -469,7 +530,9 @@ TrainResult Trainer::fit(const TaskAdapter& adapter, TaskModel model, const Feat
     if (stop) break;
   }
   progress.finish_line();
-  if (skipped_steps > 0) log::info("[train] fp16: {} steps skipped for inf/NaN gradients; final loss scale {}", skipped_steps, scaler.scale());
+  if (skipped_steps > 0)
+    log::info("[train] fp16: {} steps skipped for inf/NaN gradients; final loss scale {}",
+              skipped_steps, scaler.scale());
   result.steps = state.step;
   result.best_step = state.best_step;
   if (state.have_best) {

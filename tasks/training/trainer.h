@@ -1,12 +1,12 @@
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "bert/common/yaml.h"
 #include "tasks/task_adapter.h"
@@ -42,20 +42,22 @@ struct TrainerOptions {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double warmup_ratio = 0.1;
-  int64_t warmup_steps = -1;  ///< >= 0 overrides warmup_ratio
-  double max_grad_norm = 1.0; ///< 0 = no clipping
+  int64_t warmup_steps = -1;   ///< >= 0 overrides warmup_ratio
+  double max_grad_norm = 1.0;  ///< 0 = no clipping
   int64_t gradient_accumulation_steps = 1;
   int64_t seed = 42;
   Precision precision = Precision::kFp32;
   std::string device = "cpu";
-  int64_t eval_every = 0;     ///< optimizer steps between evaluations; 0 = after each epoch
+  int64_t eval_every = 0;        ///< optimizer steps between evaluations; 0 = after each epoch
   bool eval_each_epoch = false;  ///< with eval_every > 0, also evaluate at each epoch's end
   int64_t log_every = 50;
-  int64_t early_stopping_patience = 0;  ///< evaluations without improvement before stopping; 0 = off
-  bool group_by_length = false;         ///< batches of similar lengths (less padding)
-  int64_t save_every = 0;  ///< optimizer steps between resumable checkpoints; 0 = at each evaluation and epoch end
+  int64_t early_stopping_patience =
+      0;                         ///< evaluations without improvement before stopping; 0 = off
+  bool group_by_length = false;  ///< batches of similar lengths (less padding)
+  int64_t save_every =
+      0;  ///< optimizer steps between resumable checkpoints; 0 = at each evaluation and epoch end
   int64_t keep_checkpoints = 1;  ///< resumable checkpoints kept (the newest); best/ is kept besides
-  int64_t threads = 0;     ///< intra-op threads (0 = all cores; the CLI's --threads wins)
+  int64_t threads = 0;           ///< intra-op threads (0 = all cores; the CLI's --threads wins)
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
@@ -70,17 +72,22 @@ struct TrainerOptions {
     field("warmup_ratio", self.warmup_ratio, "Fraction of steps with linear warm-up");
     field("warmup_steps", self.warmup_steps, "Warm-up steps (overrides warmup_ratio when >= 0)");
     field("max_grad_norm", self.max_grad_norm, "Gradient clipping norm (0 = off)");
-    field("gradient_accumulation_steps", self.gradient_accumulation_steps, "Batches per optimizer step");
+    field("gradient_accumulation_steps", self.gradient_accumulation_steps,
+          "Batches per optimizer step");
     field("seed", self.seed, "Seed for data order, head init and dropout");
     field("precision", self.precision, "fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)");
     field("device", self.device, "cpu | cuda | cuda:N");
     field("eval_every", self.eval_every, "Optimizer steps between evaluations (0 = each epoch)");
-    field("eval_each_epoch", self.eval_each_epoch, "With eval_every > 0, also evaluate at each epoch's end");
+    field("eval_each_epoch", self.eval_each_epoch,
+          "With eval_every > 0, also evaluate at each epoch's end");
     field("log_every", self.log_every, "Optimizer steps between progress lines");
-    field("early_stopping_patience", self.early_stopping_patience, "Evaluations without improvement (0 = off)");
+    field("early_stopping_patience", self.early_stopping_patience,
+          "Evaluations without improvement (0 = off)");
     field("group_by_length", self.group_by_length, "Batch features of similar length together");
-    field("save_every", self.save_every, "Steps between resumable checkpoints (0 = each evaluation and epoch end)");
-    field("keep_checkpoints", self.keep_checkpoints, "Resumable checkpoints kept besides best/ (the newest)");
+    field("save_every", self.save_every,
+          "Steps between resumable checkpoints (0 = each evaluation and epoch end)");
+    field("keep_checkpoints", self.keep_checkpoints,
+          "Resumable checkpoints kept besides best/ (the newest)");
     field("threads", self.threads, "Intra-op threads (0 = all cores)");
   }
   /// Adds a message per impossible value (reader locates it).
@@ -89,7 +96,7 @@ struct TrainerOptions {
 
 /// What fit() did.
 struct TrainResult {
-  Evaluation best;           ///< the best evaluation (by the adapter's main metric)
+  Evaluation best;  ///< the best evaluation (by the adapter's main metric)
   int64_t best_step = 0;
   int64_t steps = 0;
   bool stopped_early = false;
@@ -112,12 +119,19 @@ class Trainer {
   /// optimizer, RNG and data position; all written atomically), and resumes from the newest
   /// checkpoint found there: a resumed run ends with the same weights as an uninterrupted one.
   /// At the end the model holds the best weights.
-  TrainResult fit(const TaskAdapter& adapter, TaskModel model, const FeatureSet& train, const FeatureSet* dev,
+  TrainResult fit(const TaskAdapter& adapter,
+                  TaskModel model,
+                  const FeatureSet& train,
+                  const FeatureSet* dev,
                   const std::filesystem::path& output_dir = {});
 
   /// Per-feature outputs of `model` on `features` (eval mode, no grad, bf16 if configured).
-  std::vector<torch::Tensor> predict(const TaskAdapter& adapter, TaskModel model, const FeatureSet& features) const;
-  Evaluation evaluate(const TaskAdapter& adapter, TaskModel model, const FeatureSet& features) const;
+  std::vector<torch::Tensor> predict(const TaskAdapter& adapter,
+                                     TaskModel model,
+                                     const FeatureSet& features) const;
+  Evaluation evaluate(const TaskAdapter& adapter,
+                      TaskModel model,
+                      const FeatureSet& features) const;
 
   const TrainerOptions& options() const { return options_; }
 
@@ -128,8 +142,10 @@ class Trainer {
 
   /// Batches of feature indices for one epoch: shuffled with `seed`, or grouped by length
   /// (shuffled chunks of 50 batches sorted by length, then the batches shuffled).
-  static std::vector<std::vector<int64_t>> epoch_batches(const FeatureSet& features, int64_t batch_size,
-                                                         uint64_t seed, bool group_by_length);
+  static std::vector<std::vector<int64_t>> epoch_batches(const FeatureSet& features,
+                                                         int64_t batch_size,
+                                                         uint64_t seed,
+                                                         bool group_by_length);
 
  private:
   TrainerOptions options_;

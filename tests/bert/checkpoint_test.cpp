@@ -1,12 +1,11 @@
-#include <fstream>
-
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 
-#include "bert/checkpoint/resize_vocab.h"
+#include <fstream>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/resize_vocab.h"
 #include "bert/checkpoint/safetensors.h"
 #include "bert/checkpoint/torch_pickle.h"
 #include "bert/common/error.h"
@@ -52,7 +51,8 @@ TEST_F(CheckpointTest, ShardedSafetensorsRoundTrip) {
   save_weights(dir.path(), tensors, /*max_shard_bytes=*/20000);
   ASSERT_TRUE(fs::exists(dir.path() / "model.safetensors.index.json"));
   int shards = 0;
-  for (const auto& entry : fs::directory_iterator(dir.path())) shards += entry.path().extension() == ".safetensors";
+  for (const auto& entry : fs::directory_iterator(dir.path()))
+    shards += entry.path().extension() == ".safetensors";
   EXPECT_GE(shards, 2);
   save_config(dir.path(), tiny_config(), "BertModel");
   const auto found = PretrainedDir::find(dir.path());
@@ -88,13 +88,16 @@ TEST_F(CheckpointTest, StrictLoadingListsEveryProblem) {
     const std::string message = e.what();
     EXPECT_NE(message.find("missing key 'pooler.dense.bias'"), std::string::npos) << message;
     EXPECT_NE(message.find("unexpected key 'encoder.layer.9.extra'"), std::string::npos) << message;
-    EXPECT_NE(message.find("embeddings.word_embeddings.weight: checkpoint [98, 32] vs model [99, 32]"),
-              std::string::npos) << message;
+    EXPECT_NE(
+        message.find("embeddings.word_embeddings.weight: checkpoint [98, 32] vs model [99, 32]"),
+        std::string::npos)
+        << message;
   }
   LoadOptions lenient;
   lenient.strict = false;
   const auto report = load_state_dict(*target, tensors, "ckpt", lenient);
-  EXPECT_EQ(report.missing, (std::vector<std::string>{"pooler.dense.bias"}));  // mismatched is not missing
+  EXPECT_EQ(report.missing,
+            (std::vector<std::string>{"pooler.dense.bias"}));  // mismatched is not missing
   EXPECT_EQ(report.unexpected, (std::vector<std::string>{"encoder.layer.9.extra"}));
   EXPECT_EQ(report.mismatched.size(), 1u);
 }
@@ -106,8 +109,10 @@ TEST_F(CheckpointTest, LegacyNamesAndBuffersAreMappedLikeHf) {
     std::string key = "bert." + name;
     const auto ln = key.find("LayerNorm.");
     if (ln != std::string::npos) {
-      if (key.compare(key.size() - 6, 6, "weight") == 0) key = key.substr(0, key.size() - 6) + "gamma";
-      else key = key.substr(0, key.size() - 4) + "beta";
+      if (key.compare(key.size() - 6, 6, "weight") == 0)
+        key = key.substr(0, key.size() - 6) + "gamma";
+      else
+        key = key.substr(0, key.size() - 4) + "beta";
     }
     legacy[key] = t;
   }
@@ -118,7 +123,8 @@ TEST_F(CheckpointTest, LegacyNamesAndBuffersAreMappedLikeHf) {
   EXPECT_TRUE(report.clean()) << report.summary();
   EXPECT_EQ(report.renamed.size(), 10u);  // 5 LayerNorms x (gamma, beta)
   EXPECT_EQ(report.ignored, (std::vector<std::string>{"bert.embeddings.position_ids"}));
-  for (const auto& [name, t] : state_dict(*model)) EXPECT_TRUE(torch::equal(t, state_dict(*target).at(name))) << name;
+  for (const auto& [name, t] : state_dict(*model))
+    EXPECT_TRUE(torch::equal(t, state_dict(*target).at(name))) << name;
 }
 
 TEST_F(CheckpointTest, CamphrCheckpointFromOlderTransformersLoadsWithReport) {
@@ -131,7 +137,8 @@ TEST_F(CheckpointTest, CamphrCheckpointFromOlderTransformersLoadsWithReport) {
   EXPECT_EQ(config.num_labels(), 9);
   const auto tensors = read_weights(dir.weights);  // torch::pickle_load fails on this file
   EXPECT_EQ(tensors.size(), 24u);
-  EXPECT_EQ(tensors.at("bert.embeddings.word_embeddings.weight").sizes(), (std::vector<int64_t>{402, 16}));
+  EXPECT_EQ(tensors.at("bert.embeddings.word_embeddings.weight").sizes(),
+            (std::vector<int64_t>{402, 16}));
 
   BertModel model(config, /*add_pooling_layer=*/false);
   LoadOptions options;
@@ -163,21 +170,25 @@ std::string zip_with_pickle(const fs::path& path, const std::string& pickle) {
 TEST_F(CheckpointTest, PickleWithForeignGlobalIsRefused) {
   TempDir dir;
   // PROTO 2, GLOBAL 'os system', string, TUPLE1, REDUCE, STOP
-  const std::string pickle = std::string("\x80\x02") + "cos\nsystem\n" + "X\x04\0\0\0echo" + "\x85" + "R.";
+  const std::string pickle =
+      std::string("\x80\x02") + "cos\nsystem\n" + "X\x04\0\0\0echo" + "\x85" + "R.";
   const auto path = zip_with_pickle(dir.path() / "evil.bin", pickle);
   try {
     load_torch_state_dict(path);
     FAIL();
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("refusing pickle global 'os.system'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("refusing pickle global 'os.system'"), std::string::npos)
+        << e.what();
   }
 }
 
 TEST_F(CheckpointTest, TruncatedPickleAndLegacyFormatAreClearErrors) {
   TempDir dir;
-  const auto path = zip_with_pickle(dir.path() / "cut.bin", std::string("\x80\x02}q\x00(X\x05\0\0\0ab", 14));
+  const auto path =
+      zip_with_pickle(dir.path() / "cut.bin", std::string("\x80\x02}q\x00(X\x05\0\0\0ab", 14));
   EXPECT_THROW(load_torch_state_dict(path), CheckpointError);
-  testing::write_bytes(dir.path() / "legacy.bin", std::string("\x80\x02\x8a\x0a", 4) + "lots of bytes");
+  testing::write_bytes(dir.path() / "legacy.bin",
+                       std::string("\x80\x02\x8a\x0a", 4) + "lots of bytes");
   try {
     load_torch_state_dict(dir.path() / "legacy.bin");
     FAIL();
@@ -193,7 +204,8 @@ TEST_F(CheckpointTest, MissingWeightsNameTheDirectory) {
     PretrainedDir::find(dir.path());
     FAIL();
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("no weights (looked for model.safetensors"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("no weights (looked for model.safetensors"),
+              std::string::npos);
   }
 }
 
@@ -215,8 +227,10 @@ TEST(GrowVocabulary, NewRowsAreTheMeanNewBiasZeroOldUnchanged) {
   EXPECT_TRUE(torch::equal(e.narrow(0, 0, 4), old_embedding));
   EXPECT_TRUE(torch::allclose(e[4], old_embedding.mean(0)));
   EXPECT_TRUE(torch::allclose(e[5], old_embedding.mean(0)));
-  EXPECT_TRUE(torch::equal(weights["cls.predictions.bias"], torch::tensor({1.f, 1.f, 1.f, 1.f, 0.f, 0.f})));
-  EXPECT_EQ(weights["bert.embeddings.position_embeddings.weight"].size(0), 8);  // not vocabulary-sized
+  EXPECT_TRUE(
+      torch::equal(weights["cls.predictions.bias"], torch::tensor({1.f, 1.f, 1.f, 1.f, 0.f, 0.f})));
+  EXPECT_EQ(weights["bert.embeddings.position_embeddings.weight"].size(0),
+            8);  // not vocabulary-sized
   EXPECT_THROW(grow_vocabulary(weights, 6, 5), CheckpointError);
   EXPECT_THROW(grow_vocabulary(weights, 4, 8), CheckpointError);  // rows do not match old_size
 }

@@ -37,9 +37,10 @@ TEST(BertConfigTest, ReadsHfFixtureConfig) {
 }
 
 TEST(BertConfigTest, RoundTripKeepsUnknownKeysAndLabels) {
-  json j = {{"vocab_size", 10}, {"hidden_size", 8}, {"num_hidden_layers", 1},
-            {"num_attention_heads", 2}, {"intermediate_size", 16}, {"hidden_act", "gelu_new"},
-            {"custom_note", "kept"}, {"id2label", {{"0", "NEG"}, {"1", "POS"}}}};
+  json j = {{"vocab_size", 10},        {"hidden_size", 8},
+            {"num_hidden_layers", 1},  {"num_attention_heads", 2},
+            {"intermediate_size", 16}, {"hidden_act", "gelu_new"},
+            {"custom_note", "kept"},   {"id2label", {{"0", "NEG"}, {"1", "POS"}}}};
   const auto c = BertConfig::from_json(j, "config.json");
   const json out = c.to_json();
   EXPECT_EQ(out["custom_note"], "kept");
@@ -50,22 +51,26 @@ TEST(BertConfigTest, RoundTripKeepsUnknownKeysAndLabels) {
 }
 
 TEST(BertConfigTest, UnsupportedValuesNameTheKey) {
-  EXPECT_NE(error_of({{"hidden_act", "swish"}}).find("key 'hidden_act': unsupported activation 'swish'"),
-            std::string::npos);
-  EXPECT_NE(error_of({{"position_embedding_type", "relative_key"}}).find("key 'position_embedding_type'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of({{"hidden_act", "swish"}}).find("key 'hidden_act': unsupported activation 'swish'"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of({{"position_embedding_type", "relative_key"}}).find("key 'position_embedding_type'"),
+      std::string::npos);
   EXPECT_NE(error_of({{"is_decoder", true}}).find("key 'is_decoder'"), std::string::npos);
   EXPECT_NE(error_of({{"hidden_size", "768"}}).find("key 'hidden_size': expected an integer"),
             std::string::npos);
   EXPECT_NE(error_of({{"hidden_size", 100}, {"num_attention_heads", 12}}).find("divisible"),
             std::string::npos);
   EXPECT_NE(error_of({{"model_type", "roberta"}}).find("key 'model_type'"), std::string::npos);
-  EXPECT_NE(error_of({{"id2label", {{"0", "A"}, {"2", "C"}}}}).find("without gaps"), std::string::npos);
+  EXPECT_NE(error_of({{"id2label", {{"0", "A"}, {"2", "C"}}}}).find("without gaps"),
+            std::string::npos);
 }
 
 TEST(BertConfigTest, ReportsAllProblemsAtOnce) {
   try {
-    BertConfig::from_json({{"hidden_act", "swish"}, {"vocab_size", -1}, {"is_decoder", true}}, "c.json");
+    BertConfig::from_json({{"hidden_act", "swish"}, {"vocab_size", -1}, {"is_decoder", true}},
+                          "c.json");
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.problems().size(), 2u);  // type/value problems first; validate() runs after

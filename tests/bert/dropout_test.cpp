@@ -1,14 +1,16 @@
-#include <cmath>
+#include "bert/model/dropout.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
-#include "bert/model/dropout.h"
+#include <cmath>
 
 namespace bert {
 namespace {
 
-double kept_fraction(const torch::Tensor& y) { return (y != 0).to(torch::kDouble).mean().item<double>(); }
+double kept_fraction(const torch::Tensor& y) {
+  return (y != 0).to(torch::kDouble).mean().item<double>();
+}
 
 // Bernoulli(1 - p) over n elements: the kept fraction lies within 5 standard deviations.
 void expect_rate(const torch::Tensor& y, double p) {
@@ -23,7 +25,8 @@ TEST(Dropout, KeepsOneMinusPAndScalesTheRest) {
     const auto y = hash_dropout(x, p, /*training=*/true);
     expect_rate(y, p);
     const auto kept = y != 0;
-    EXPECT_TRUE(torch::equal(y.masked_select(kept), (x * static_cast<float>(1 / (1 - p))).masked_select(kept)));
+    EXPECT_TRUE(torch::equal(y.masked_select(kept),
+                             (x * static_cast<float>(1 / (1 - p))).masked_select(kept)));
   }
 }
 
@@ -45,7 +48,8 @@ TEST(Dropout, MasksAreIndependentAcrossElementsAndCalls) {
   EXPECT_FALSE(torch::equal(a, b));
   // Neighbours and the same element in two calls: both kept with probability 1/4.
   const double n = static_cast<double>(a.numel() - 1), tolerance = 5 * std::sqrt(0.25 * 0.75 / n);
-  const auto neighbours = a.slice(0, 0, -1).logical_and(a.slice(0, 1)).to(torch::kDouble).mean().item<double>();
+  const auto neighbours =
+      a.slice(0, 0, -1).logical_and(a.slice(0, 1)).to(torch::kDouble).mean().item<double>();
   EXPECT_NEAR(neighbours, 0.25, tolerance);
   EXPECT_NEAR(a.logical_and(b).to(torch::kDouble).mean().item<double>(), 0.25, tolerance);
 }
@@ -72,7 +76,8 @@ TEST(Dropout, BackwardAppliesTheForwardMask) {
   const auto y = hash_dropout(x, 0.2, true);
   const auto g = torch::randn({32, 77});
   y.backward(g);
-  const auto expected = torch::where(y.detach() != 0, g * static_cast<float>(1 / 0.8), torch::zeros_like(g));
+  const auto expected =
+      torch::where(y.detach() != 0, g * static_cast<float>(1 / 0.8), torch::zeros_like(g));
   EXPECT_TRUE(torch::equal(x.grad(), expected));
 }
 

@@ -1,8 +1,8 @@
-#include <fstream>
-#include <set>
-
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bert/checkpoint/load.h"
 #include "bert/model/bert_model.h"
@@ -78,8 +78,10 @@ TEST_F(BertModelTest, InitialisationFollowsBert) {
   EXPECT_NEAR(w.slice(0, 1).std().item<double>(), 0.02, 0.001);
   EXPECT_EQ(w[0].abs().sum().item<double>(), 0.0);  // padding row
   for (const auto& [name, t] : state_dict(*model)) {
-    if (name.find("LayerNorm.weight") != std::string::npos) EXPECT_TRUE(torch::all(t == 1).item<bool>()) << name;
-    if (name.find("bias") != std::string::npos) EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
+    if (name.find("LayerNorm.weight") != std::string::npos)
+      EXPECT_TRUE(torch::all(t == 1).item<bool>()) << name;
+    if (name.find("bias") != std::string::npos)
+      EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
   }
 }
 
@@ -87,7 +89,8 @@ TEST_F(BertModelTest, ReturnsEveryHiddenStateAndAttention) {
   BertModel model(tiny_config());
   model->eval();
   const auto ids = torch::randint(5, 99, {2, 7});
-  const auto out = model->forward(ids, {}, {}, {/*output_hidden_states=*/true, /*output_attentions=*/true});
+  const auto out =
+      model->forward(ids, {}, {}, {/*output_hidden_states=*/true, /*output_attentions=*/true});
   ASSERT_EQ(out.hidden_states.size(), 3u);
   ASSERT_EQ(out.attentions.size(), 2u);
   EXPECT_TRUE(torch::equal(out.hidden_states.back(), out.last_hidden_state));

@@ -1,8 +1,8 @@
 // Parity with Hugging Face transformers v4.31 on the golden fixture (see its README for the
 // tolerances: they pass fp32 noise and catch LayerNorm-eps, GELU and mask bugs).
-#include <fstream>
-
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
@@ -47,10 +47,13 @@ class ParityTest : public ::testing::TestWithParam<const char*> {
   void expect_base_outputs(const BertModelOutput& out) const {
     for (int i = 0; i < 3; ++i) {
       const auto name = "hidden_states." + std::to_string(i);
-      EXPECT_LT(testing::max_abs_diff(out.hidden_states[i], fixture_.base.at(name)), kHiddenAtol) << name;
+      EXPECT_LT(testing::max_abs_diff(out.hidden_states[i], fixture_.base.at(name)), kHiddenAtol)
+          << name;
     }
-    EXPECT_LT(testing::max_abs_diff(out.last_hidden_state, fixture_.base.at("last_hidden_state")), kHiddenAtol);
-    EXPECT_LT(testing::max_abs_diff(out.pooler_output, fixture_.base.at("pooler_output")), kHiddenAtol);
+    EXPECT_LT(testing::max_abs_diff(out.last_hidden_state, fixture_.base.at("last_hidden_state")),
+              kHiddenAtol);
+    EXPECT_LT(testing::max_abs_diff(out.pooler_output, fixture_.base.at("pooler_output")),
+              kHiddenAtol);
   }
   Fixture fixture_;
 };
@@ -62,8 +65,8 @@ TEST_P(ParityTest, BertModelMatchesHf) {
   model->eval();
   torch::NoGradGuard no_grad;
   const auto& in = fixture_.inputs;
-  const auto out = model->forward(in.at("input_ids"), in.at("attention_mask"), in.at("token_type_ids"),
-                                  {/*output_hidden_states=*/true});
+  const auto out = model->forward(in.at("input_ids"), in.at("attention_mask"),
+                                  in.at("token_type_ids"), {/*output_hidden_states=*/true});
   expect_base_outputs(out);
 }
 
@@ -80,8 +83,8 @@ TEST_P(ParityTest, BertModelFromTaskCheckpointStripsPrefix) {
   model->eval();
   torch::NoGradGuard no_grad;
   const auto& in = fixture_.inputs;
-  expect_base_outputs(model->forward(in.at("input_ids"), in.at("attention_mask"),
-                                     in.at("token_type_ids"), {true}));
+  expect_base_outputs(
+      model->forward(in.at("input_ids"), in.at("attention_mask"), in.at("token_type_ids"), {true}));
 }
 
 TEST_P(ParityTest, PreTrainingHeadsMatchHf) {
@@ -93,14 +96,16 @@ TEST_P(ParityTest, PreTrainingHeadsMatchHf) {
   model->eval();
   torch::NoGradGuard no_grad;
   const auto& in = fixture_.inputs;
-  const auto out = model->forward(in.at("input_ids"), in.at("attention_mask"), in.at("token_type_ids"),
-                                  {/*output_hidden_states=*/true});
+  const auto out = model->forward(in.at("input_ids"), in.at("attention_mask"),
+                                  in.at("token_type_ids"), {/*output_hidden_states=*/true});
   expect_base_outputs(out.encoder);
   const auto& ref = fixture_.pretraining;
   EXPECT_LT(testing::max_abs_diff(out.prediction_logits, ref.at("prediction_logits")), kLogitsAtol);
-  EXPECT_LT(testing::max_abs_diff(out.seq_relationship_logits, ref.at("seq_relationship_logits")), kLogitsAtol);
+  EXPECT_LT(testing::max_abs_diff(out.seq_relationship_logits, ref.at("seq_relationship_logits")),
+            kLogitsAtol);
 
-  const auto loss = BertForPreTrainingImpl::loss(out, in.at("mlm_labels"), in.at("next_sentence_label"));
+  const auto loss =
+      BertForPreTrainingImpl::loss(out, in.at("mlm_labels"), in.at("next_sentence_label"));
   for (const auto& [name, value] : {std::pair{"loss", loss.total}, std::pair{"mlm_loss", loss.mlm},
                                     std::pair{"nsp_loss", loss.nsp}}) {
     const double expected = ref.at(name).item<double>();
@@ -108,7 +113,8 @@ TEST_P(ParityTest, PreTrainingHeadsMatchHf) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BothFormats, ParityTest,
+INSTANTIATE_TEST_SUITE_P(BothFormats,
+                         ParityTest,
                          ::testing::Values("model.safetensors", "pytorch_model.bin"),
                          [](const auto& info) {
                            return std::string(info.param) == "model.safetensors" ? "safetensors"

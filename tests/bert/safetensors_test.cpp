@@ -1,8 +1,9 @@
-#include <random>
+#include "bert/checkpoint/safetensors.h"
 
 #include <gtest/gtest.h>
 
-#include "bert/checkpoint/safetensors.h"
+#include <random>
+
 #include "bert/common/error.h"
 #include "tests/support/test_support.h"
 
@@ -62,7 +63,8 @@ TEST_F(SafetensorsTest, RoundTripIsBitExactForEveryDtype) {
 }
 
 TEST_F(SafetensorsTest, LayoutFollowsTheSpec) {
-  const auto bytes = safetensors_bytes({{"b", torch::zeros({2}, torch::kHalf)}, {"a", torch::zeros({1})}});
+  const auto bytes =
+      safetensors_bytes({{"b", torch::zeros({2}, torch::kHalf)}, {"a", torch::zeros({1})}});
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   EXPECT_EQ(n % 8, 0u);  // header padded to 8 bytes
@@ -93,7 +95,8 @@ TEST_F(SafetensorsTest, MappedTensorsCanBeModifiedWithoutTouchingTheFile) {
     auto x = reader.get("x");
     x.mul_(3);
   }
-  EXPECT_TRUE(torch::equal(SafetensorsReader(dir.path() / "m.safetensors").get("x"), torch::ones({4})));
+  EXPECT_TRUE(
+      torch::equal(SafetensorsReader(dir.path() / "m.safetensors").get("x"), torch::ones({4})));
 }
 
 TEST(SafetensorsMalformedTest, TruncatedBelowEightBytes) {
@@ -103,20 +106,24 @@ TEST(SafetensorsMalformedTest, TruncatedBelowEightBytes) {
 TEST(SafetensorsMalformedTest, HeaderLengthLargerThanFile) {
   std::string bytes = header_file("{}", "");
   bytes[0] = '\x40';  // 64-byte header claimed, 2 present
-  EXPECT_NE(error_for(bytes).find("header length 64 is larger than the file allows"), std::string::npos);
+  EXPECT_NE(error_for(bytes).find("header length 64 is larger than the file allows"),
+            std::string::npos);
   std::string huge(8, '\xff');
   EXPECT_NE(error_for(huge + "{}").find("header length"), std::string::npos);
 }
 
 TEST(SafetensorsMalformedTest, HeaderIsNotJson) {
-  EXPECT_NE(error_for(header_file("{\"a\": ", "")).find("header is not valid JSON"), std::string::npos);
+  EXPECT_NE(error_for(header_file("{\"a\": ", "")).find("header is not valid JSON"),
+            std::string::npos);
 }
 
 TEST(SafetensorsMalformedTest, OffsetsPastTheEnd) {
-  const auto bytes = header_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0'));
+  const auto bytes = header_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                                 std::string(8, '\0'));
   const auto message = error_for(bytes);
   EXPECT_NE(message.find("tensor 'w'"), std::string::npos) << message;
-  EXPECT_NE(message.find("past the end of the data section (8 bytes)"), std::string::npos) << message;
+  EXPECT_NE(message.find("past the end of the data section (8 bytes)"), std::string::npos)
+      << message;
 }
 
 TEST(SafetensorsMalformedTest, TruncatedDataOfARealFile) {
@@ -127,13 +134,16 @@ TEST(SafetensorsMalformedTest, TruncatedDataOfARealFile) {
 }
 
 TEST(SafetensorsMalformedTest, UnknownDtype) {
-  const auto bytes = header_file(R"({"w":{"dtype":"F8_E9","shape":[1],"data_offsets":[0,1]}})", "x");
+  const auto bytes =
+      header_file(R"({"w":{"dtype":"F8_E9","shape":[1],"data_offsets":[0,1]}})", "x");
   EXPECT_NE(error_for(bytes).find("unknown or unsupported dtype 'F8_E9'"), std::string::npos);
 }
 
 TEST(SafetensorsMalformedTest, SizeDoesNotMatchShape) {
-  const auto bytes = header_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, 'x'));
-  EXPECT_NE(error_for(bytes).find("8 bytes for shape [3] of F32 (12 bytes expected)"), std::string::npos);
+  const auto bytes =
+      header_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, 'x'));
+  EXPECT_NE(error_for(bytes).find("8 bytes for shape [3] of F32 (12 bytes expected)"),
+            std::string::npos);
 }
 
 TEST(SafetensorsMalformedTest, OverlappingTensors) {
@@ -147,16 +157,19 @@ TEST(SafetensorsMalformedTest, NegativeOrFractionalShapeAndReversedOffsets) {
   EXPECT_NE(error_for(header_file(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""))
                 .find("non-integer or negative"),
             std::string::npos);
-  EXPECT_NE(error_for(header_file(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", "xxxx"))
-                .find("reversed"),
-            std::string::npos);
-  EXPECT_NE(error_for(header_file(R"({"w":{"dtype":"F32","shape":[1]}})", "xxxx")).find("expected {dtype"),
+  EXPECT_NE(
+      error_for(header_file(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", "xxxx"))
+          .find("reversed"),
+      std::string::npos);
+  EXPECT_NE(error_for(header_file(R"({"w":{"dtype":"F32","shape":[1]}})", "xxxx"))
+                .find("expected {dtype"),
             std::string::npos);
 }
 
 TEST(SafetensorsMalformedTest, RandomCorruptionNeverCrashes) {
   // Flip bytes all over a valid file: every outcome is a clean read or a CheckpointError.
-  const auto good = safetensors_bytes({{"a", torch::ones({3, 3})}, {"b", torch::zeros({5}, torch::kLong)}});
+  const auto good =
+      safetensors_bytes({{"a", torch::ones({3, 3})}, {"b", torch::zeros({5}, torch::kLong)}});
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     std::string bytes = good;
@@ -172,7 +185,8 @@ TEST(SafetensorsMalformedTest, MissingFileNamesThePath) {
     SafetensorsReader reader("/nonexistent/x.safetensors");
     FAIL();
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/x.safetensors: cannot open"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/x.safetensors: cannot open"),
+              std::string::npos);
   }
 }
 

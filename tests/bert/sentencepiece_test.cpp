@@ -8,7 +8,8 @@ namespace bert::tok {
 namespace {
 
 TEST(SentencePieceTest, EncodesWithOffsetsIntoTheOriginalText) {
-  const auto model = testing::shared_dir() / "data" / "sentencepiece" / "sentencepiece_test_model.model";
+  const auto model =
+      testing::shared_dir() / "data" / "sentencepiece" / "sentencepiece_test_model.model";
   BERTFT_REQUIRE_PATH(model);
   SentencePieceTokenizer spm(model);
   EXPECT_EQ(spm.vocab_size(), 1000);
@@ -36,7 +37,8 @@ TEST(SentencePieceTest, EncodesWithOffsetsIntoTheOriginalText) {
 }
 
 TEST(SentencePieceTest, HfTestModelAndBadFile) {
-  const auto model = testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  const auto model =
+      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
   BERTFT_REQUIRE_PATH(model);
   SentencePieceTokenizer spm(model);
   EXPECT_EQ(spm.vocab_size(), 1000);
@@ -47,7 +49,8 @@ TEST(SentencePieceTest, HfTestModelAndBadFile) {
     SentencePieceTokenizer bad(dir.path() / "bad.model");
     FAIL();
   } catch (const TokenizerError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.model: cannot load sentencepiece model"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("bad.model: cannot load sentencepiece model"),
+              std::string::npos);
   }
 }
 

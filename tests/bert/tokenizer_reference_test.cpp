@@ -1,12 +1,12 @@
 // Differential test against Hugging Face's own tokenizer (the Rust `tokenizers` core through
 // its Node binding, installed from npm by scripts/setup.sh). Thousands of real and adversarial
 // texts are encoded by both; ids, tokens, offsets and type ids must be identical.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
-#include <random>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "bert/tokenizer/unicode.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -36,24 +36,62 @@ struct Input {
 
 std::vector<Input> adversarial_inputs() {
   std::vector<Input> in = {
-      {"Hello, world!"}, {""}, {"   "}, {"\t\n\r"}, {"a\x01" "b\x7f" "c"}, {"zero\u200bwidth\u200djoin"},
-      {"soft\u00adhyphen"}, {"nbsp\u00a0here\u3000ideographic\u2009thin"}, {"line\u2028sep\u2029para\u0085nel"},
-      {"Café naïve résumé Ångström"}, {"cafe\u0301 decomposed"}, {"ÉCOLE ÉLÉMENTAIRE"}, {"İstanbul ılık"},
-      {"straße STRASSE ß"}, {"ﬁnance ﬂow"}, {"Ωmega ΣΊΣΥΦΟΣ σ ς"}, {"日本語のテキスト"}, {"中文字符和English混合"},
-      {"한국어 텍스트"}, {"😀 emoji 👍🏽 family 👨‍👩‍👧 flags 🇩🇪"}, {"x😀y"}, {"math 𝒳𝓎 𝟘𝟙"}, {"CJK ext 𠀀𠀁 𪜀"},
-      {"[CLS] [SEP] [MASK] [PAD] [UNK] inside"}, {"a[SEP]b[MASK]c"}, {"[sep] [Mask] [CLS"}, {"[[CLS]]"},
-      {"don't stop-believing... (really?) {yes} <no> \"quoted\" `tick`"}, {"$100 +5% a=b^c|d~e@f#g&h*i"},
-      {"«guillemets» „quotes“ ‘single’ — dash – en … ellipsis ¿qué? ¡sí!"}, {"١٢٣ عربى النص"}, {"עברית טקסט"},
-      {"हिन्दी पाठ"}, {"ไทย"}, {"\ufeffBOM at start"}, {"replacement \ufffd char"}, {"private \ue000 use"},
-      {"combining a\u0300\u0301\u0302 stacked"}, {"variation \u2764\ufe0f select"}, {"tab\tsep\tvalues"},
-      {std::string(101, 'a')}, {std::string(100, 'a')}, {"x" + std::string(150, 'b') + " y"},
-      {std::string(60, 'q') + "é" + std::string(60, 'q')}, {"supercalifragilisticexpialidocious antidisestablishmentarianism"},
-      {"The quick brown fox.", std::string("Jumps over the lazy dog!")}, {"[CLS]", std::string("[SEP]")},
-      {"", std::string("only pair")}, {"Ünïcödé pair", std::string("日本 😀 x")},
+      {"Hello, world!"},
+      {""},
+      {"   "},
+      {"\t\n\r"},
+      {"a\x01"
+       "b\x7f"
+       "c"},
+      {"zero\u200bwidth\u200djoin"},
+      {"soft\u00adhyphen"},
+      {"nbsp\u00a0here\u3000ideographic\u2009thin"},
+      {"line\u2028sep\u2029para\u0085nel"},
+      {"Café naïve résumé Ångström"},
+      {"cafe\u0301 decomposed"},
+      {"ÉCOLE ÉLÉMENTAIRE"},
+      {"İstanbul ılık"},
+      {"straße STRASSE ß"},
+      {"ﬁnance ﬂow"},
+      {"Ωmega ΣΊΣΥΦΟΣ σ ς"},
+      {"日本語のテキスト"},
+      {"中文字符和English混合"},
+      {"한국어 텍스트"},
+      {"😀 emoji 👍🏽 family 👨‍👩‍👧 flags 🇩🇪"},
+      {"x😀y"},
+      {"math 𝒳𝓎 𝟘𝟙"},
+      {"CJK ext 𠀀𠀁 𪜀"},
+      {"[CLS] [SEP] [MASK] [PAD] [UNK] inside"},
+      {"a[SEP]b[MASK]c"},
+      {"[sep] [Mask] [CLS"},
+      {"[[CLS]]"},
+      {"don't stop-believing... (really?) {yes} <no> \"quoted\" `tick`"},
+      {"$100 +5% a=b^c|d~e@f#g&h*i"},
+      {"«guillemets» „quotes“ ‘single’ — dash – en … ellipsis ¿qué? ¡sí!"},
+      {"١٢٣ عربى النص"},
+      {"עברית טקסט"},
+      {"हिन्दी पाठ"},
+      {"ไทย"},
+      {"\ufeffBOM at start"},
+      {"replacement \ufffd char"},
+      {"private \ue000 use"},
+      {"combining a\u0300\u0301\u0302 stacked"},
+      {"variation \u2764\ufe0f select"},
+      {"tab\tsep\tvalues"},
+      {std::string(101, 'a')},
+      {std::string(100, 'a')},
+      {"x" + std::string(150, 'b') + " y"},
+      {std::string(60, 'q') + "é" + std::string(60, 'q')},
+      {"supercalifragilisticexpialidocious antidisestablishmentarianism"},
+      {"The quick brown fox.", std::string("Jumps over the lazy dog!")},
+      {"[CLS]", std::string("[SEP]")},
+      {"", std::string("only pair")},
+      {"Ünïcödé pair", std::string("日本 😀 x")},
   };
   for (int i = 0; i < 40; ++i) {  // random mixtures of tricky characters
-    static const char32_t pool[] = {U'a', U'Z', U' ', U'\t', 0x301, 0x308, U'é', U'.', U'\'', 0x4E2D, 0x1F600,
-                                    0x200B, 0x0, 0x7, 0xA0, U'-', U'[', U']', U'#', 0x130, 0xDF, 0x3000};
+    static const char32_t pool[] = {U'a',  U'Z',   U' ',    U'\t',  0x301, 0x308, U'é', U'.',
+                                    U'\'', 0x4E2D, 0x1F600, 0x200B, 0x0,   0x7,   0xA0, U'-',
+                                    U'[',  U']',   U'#',    0x130,  0xDF,  0x3000};
     std::mt19937 rng(static_cast<uint32_t>(i));
     std::string s;
     for (int k = 0; k < 40; ++k) s += utf8(pool[rng() % std::size(pool)]);
@@ -120,7 +158,8 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
                      (lowercase ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
   BERTFT_REQUIRE_PATH(vocab);
   if (!fs::exists(node_modules() / "tokenizers"))
-    GTEST_SKIP() << "HF tokenizers not installed at " << node_modules() << " (scripts/setup.sh installs it)";
+    GTEST_SKIP() << "HF tokenizers not installed at " << node_modules()
+                 << " (scripts/setup.sh installs it)";
   if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node not found";
 
   WordPieceOptions options;
@@ -144,11 +183,10 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
       in << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
     }
   }
-  const std::string command = "BERTFT_NODE_MODULES='" + node_modules().string() + "' node '" +
-                              BERTFT_SOURCE_DIR + "/tools/hf_tokenizer_ref/encode.js' '" +
-                              (dir.path() / "tokenizer.json").string() + "' '" +
-                              (dir.path() / "in.jsonl").string() + "' '" +
-                              (dir.path() / "out.jsonl").string() + "'";
+  const std::string command =
+      "BERTFT_NODE_MODULES='" + node_modules().string() + "' node '" + BERTFT_SOURCE_DIR +
+      "/tools/hf_tokenizer_ref/encode.js' '" + (dir.path() / "tokenizer.json").string() + "' '" +
+      (dir.path() / "in.jsonl").string() + "' '" + (dir.path() / "out.jsonl").string() + "'";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 
   std::ifstream out(dir.path() / "out.jsonl");
@@ -168,8 +206,9 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
                       ref["offsets"] == offsets && ref["token_type_ids"] == json(e.type_ids);
     if (!same && ++mismatches <= 10) {
       ADD_FAILURE() << "input " << i - 1 << ": " << json(input.text).dump(-1, ' ', true)
-                    << "\n  hf:     " << ref["tokens"].dump(-1, ' ', true) << " " << ref["offsets"].dump()
-                    << "\n  bertft: " << json(e.tokens).dump(-1, ' ', true) << " " << offsets.dump();
+                    << "\n  hf:     " << ref["tokens"].dump(-1, ' ', true) << " "
+                    << ref["offsets"].dump() << "\n  bertft: " << json(e.tokens).dump(-1, ' ', true)
+                    << " " << offsets.dump();
     }
   }
   EXPECT_EQ(i, inputs.size());
@@ -178,7 +217,9 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
   RecordProperty("tokens", static_cast<int>(tokens));
 }
 
-INSTANTIATE_TEST_SUITE_P(CasedAndUncased, TokenizerReferenceTest, ::testing::Values(false, true),
+INSTANTIATE_TEST_SUITE_P(CasedAndUncased,
+                         TokenizerReferenceTest,
+                         ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "uncased" : "cased"; });
 
 }  // namespace

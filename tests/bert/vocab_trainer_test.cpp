@@ -1,13 +1,14 @@
 // Vocabulary training: WordPiece merges as HF's trainer makes them, a vocabulary that covers its
 // corpus, and SentencePiece models from libsentencepiece's trainer with BERT's special tokens.
-#include <fstream>
+#include "bert/tokenizer/vocab_trainer.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
 #include "bert/tokenizer/sentencepiece_model.h"
-#include "bert/tokenizer/vocab_trainer.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "tests/support/test_support.h"
 
@@ -31,7 +32,8 @@ std::vector<std::string> pieces(const Tokenizer& t, const std::string& text) {
 }
 
 TEST(WordPieceTrainer, MergesTheMostFrequentPairsFirst) {
-  const std::vector<std::string> texts = {"low low low low lower lower newest newest newest widest", "low, newest!"};
+  const std::vector<std::string> texts = {"low low low low lower lower newest newest newest widest",
+                                          "low, newest!"};
   WordPieceTrainerOptions options;
   options.vocab_size = 26;
   const auto vocab = train_wordpiece(texts, options);
@@ -86,9 +88,11 @@ TEST(WordPieceTrainer, TrainedVocabularyCoversItsCorpus) {
 TEST(SentencePieceTrainer, UnigramAndBpeModelsWithBertSpecialTokens) {
   testing::TempDir dir;
   std::string corpus;
-  const char* words[] = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma"};
+  const char* words[] = {"alpha", "beta",  "gamma", "delta",  "epsilon",
+                         "zeta",  "theta", "kappa", "lambda", "sigma"};
   for (int i = 0; i < 2000; ++i)
-    corpus += std::string(words[i % 10]) + " " + words[(i * 7) % 10] + " " + words[(i * 3 + 1) % 10] + ".\n";
+    corpus += std::string(words[i % 10]) + " " + words[(i * 7) % 10] + " " +
+              words[(i * 3 + 1) % 10] + ".\n";
   testing::write_bytes(dir.path() / "corpus.txt", corpus);
   for (const auto* type : {"unigram", "bpe"}) {
     const auto prefix = (dir.path() / type).string();
@@ -106,7 +110,8 @@ TEST(SentencePieceTrainer, UnigramAndBpeModelsWithBertSpecialTokens) {
     for (const auto id : e.ids) EXPECT_NE(id, 1) << type;  // no [UNK]
   }
   const std::vector<fs::path> inputs = {dir.path() / "corpus.txt"};
-  EXPECT_THROW(train_sentencepiece(inputs, (dir.path() / "x").string(), 60, "word2vec"), TokenizerError);
+  EXPECT_THROW(train_sentencepiece(inputs, (dir.path() / "x").string(), 60, "word2vec"),
+               TokenizerError);
 }
 
 }  // namespace

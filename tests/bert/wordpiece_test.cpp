@@ -1,7 +1,8 @@
+#include "bert/tokenizer/wordpiece.h"
+
 #include <gtest/gtest.h>
 
 #include "bert/common/error.h"
-#include "bert/tokenizer/wordpiece.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tok {
@@ -73,7 +74,10 @@ TEST_F(RealVocabTest, PunctuationIsSplitIncludingUnicode) {
 }
 
 TEST_F(RealVocabTest, ControlCharactersAreRemovedAndWhitespaceSplits) {
-  EXPECT_EQ(pieces(*cased_, "hel\x01\x7f" "lo"), (Tokens{"hello"}));
+  EXPECT_EQ(pieces(*cased_,
+                   "hel\x01\x7f"
+                   "lo"),
+            (Tokens{"hello"}));
   EXPECT_EQ(pieces(*cased_, "zero\u200bwidth"), pieces(*cased_, "zerowidth"));  // Cf removed
   EXPECT_EQ(pieces(*cased_, "a\u00a0b\u3000c\td"), (Tokens{"a", "b", "c", "d"}));
   const auto e = cased_->encode("hel\u200blo");
@@ -159,7 +163,8 @@ TEST_F(RealVocabTest, PaddingAndAttentionMask) {
   EXPECT_EQ(e.ids, (std::vector<int64_t>{101, 8790, 102, 0, 0, 0}));
   EXPECT_EQ(e.attention_mask, (std::vector<int64_t>{1, 1, 1, 0, 0, 0}));
   o.padding = Padding::kLongest;
-  const auto batch = cased_->encode_batch({{"Hi", std::nullopt}, {"Hi there you", std::nullopt}}, o);
+  const auto batch =
+      cased_->encode_batch({{"Hi", std::nullopt}, {"Hi there you", std::nullopt}}, o);
   EXPECT_EQ(batch[0].size(), batch[1].size());
   EXPECT_EQ(batch[0].attention_mask, (std::vector<int64_t>{1, 1, 1, 0, 0}));
 }
@@ -167,12 +172,14 @@ TEST_F(RealVocabTest, PaddingAndAttentionMask) {
 TEST_F(RealVocabTest, BatchEqualsSequentialOnManyThreads) {
   std::vector<std::pair<std::string, std::optional<std::string>>> inputs;
   for (int i = 0; i < 500; ++i)
-    inputs.emplace_back("Sentence number " + std::to_string(i) + " – naïve 中文!",
-                        i % 2 ? std::optional<std::string>("pair " + std::to_string(i)) : std::nullopt);
+    inputs.emplace_back(
+        "Sentence number " + std::to_string(i) + " – naïve 中文!",
+        i % 2 ? std::optional<std::string>("pair " + std::to_string(i)) : std::nullopt);
   const auto batch = cased_->encode_batch(inputs, {}, 4);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto e = inputs[i].second ? cased_->encode(inputs[i].first, std::string_view(*inputs[i].second))
-                                    : cased_->encode(inputs[i].first);
+    const auto e = inputs[i].second
+                       ? cased_->encode(inputs[i].first, std::string_view(*inputs[i].second))
+                       : cased_->encode(inputs[i].first);
     ASSERT_EQ(batch[i].ids, e.ids) << i;
     ASSERT_EQ(batch[i].offsets, e.offsets) << i;
   }
@@ -227,7 +234,8 @@ TEST(WordPieceVocabTest, DuplicateTokenNamesBothLines) {
     WordPieceTokenizer::from_file(dir.path() / "vocab.txt", o);
     FAIL();
   } catch (const TokenizerError& e) {
-    EXPECT_NE(std::string(e.what()).find("vocab.txt:4: duplicate token 'ab' (first on line 2)"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("vocab.txt:4: duplicate token 'ab' (first on line 2)"),
+              std::string::npos);
   }
   EXPECT_THROW(WordPieceTokenizer::from_file(dir.path() / "missing.txt", o), TokenizerError);
 }

@@ -1,11 +1,12 @@
 // Readers parse the real datasets in ../shared/data with the published counts, and stop on
 // malformed input with file:line and what was expected.
-#include <map>
+#include "data/readers.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "bert/common/error.h"
-#include "data/readers.h"
 #include "data/table.h"
 #include "tasks/metrics/span_f1.h"
 #include "tests/support/test_support.h"
@@ -15,7 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path data_dir() { return testing::shared_dir() / "data"; }
+fs::path data_dir() {
+  return testing::shared_dir() / "data";
+}
 
 DataSpec spec_of(const fs::path& path) {
   DataSpec s;
@@ -63,12 +66,18 @@ TEST_P(GlueReaderTest, ReadsEverySplitWithOfficialCounts) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Glue, GlueReaderTest,
+INSTANTIATE_TEST_SUITE_P(Glue,
+                         GlueReaderTest,
                          ::testing::Values(GlueCase{"CoLA", 8551, 1043, 1063, false, "1", 6023},
                                            GlueCase{"SST-2", 67349, 872, 1821, false, "1", 37569},
                                            GlueCase{"MRPC", 3668, 408, 1725, true, "1", 2474},
                                            GlueCase{"STS-B", 5749, 1500, 1379, true, "5.000", -1}),
-                         [](const auto& info) { return std::string(info.param.dir == std::string("SST-2") ? "SST2" : info.param.dir == std::string("STS-B") ? "STSB" : info.param.dir); });
+                         [](const auto& info) {
+                           return std::string(info.param.dir == std::string("SST-2") ? "SST2"
+                                              : info.param.dir == std::string("STS-B")
+                                                  ? "STSB"
+                                                  : info.param.dir);
+                         });
 
 TEST(GlueReader, KeepsQuotesAndFirstRowsExactly) {
   const auto dir = data_dir() / "glue";
@@ -92,25 +101,34 @@ TEST(GlueReader, PresetsForTheTasksNotInSharedData) {
     testing::write_bytes(dir.path() / task / "dev.tsv", text);
     return dir.path() / task / "dev.tsv";
   };
-  const auto qqp = read_text_examples(spec_of(write("QQP", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
-                                                         "7\t1\t2\tHow?\tWhy?\t0\n")));
+  const auto qqp =
+      read_text_examples(spec_of(write("QQP",
+                                       "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                                       "7\t1\t2\tHow?\tWhy?\t0\n")));
   EXPECT_EQ(qqp[0].id, "7");
   EXPECT_EQ(qqp[0].text_b.value(), "Why?");
   EXPECT_EQ(qqp[0].label.value(), "0");
   const auto mnli = read_text_examples(spec_of(write(
-      "MNLI", "index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2\tlabel1\tlabel2\t"
-              "label3\tlabel4\tlabel5\tgold_label\n"
-              "0\t1\t1e\tfiction\tx\tx\tx\tx\tA man sleeps.\tA man rests.\tentailment\tentailment\t"
-              "neutral\tentailment\tentailment\tentailment\n")));
+      "MNLI",
+      "index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2\tlabel1\tlabel2\t"
+      "label3\tlabel4\tlabel5\tgold_label\n"
+      "0\t1\t1e\tfiction\tx\tx\tx\tx\tA man sleeps.\tA man rests.\tentailment\tentailment\t"
+      "neutral\tentailment\tentailment\tentailment\n")));
   EXPECT_EQ(mnli[0].text_a, "A man sleeps.");
   EXPECT_EQ(mnli[0].label.value(), "entailment");
-  const auto qnli = read_text_examples(spec_of(write("QNLI", "index\tquestion\tsentence\tlabel\n0\tQ?\tS.\tnot_entailment\n")));
+  const auto qnli = read_text_examples(
+      spec_of(write("QNLI", "index\tquestion\tsentence\tlabel\n0\tQ?\tS.\tnot_entailment\n")));
   EXPECT_EQ(qnli[0].label.value(), "not_entailment");
-  const auto rte = read_text_examples(spec_of(write("RTE", "index\tsentence1\tsentence2\tlabel\n3\tA.\tB.\tentailment\n")));
+  const auto rte = read_text_examples(
+      spec_of(write("RTE", "index\tsentence1\tsentence2\tlabel\n3\tA.\tB.\tentailment\n")));
   EXPECT_EQ(rte[0].id, "3");
-  DataSpec named = spec_of(write("renamed", "index\tsentence1\tsentence2\tlabel\n3\tA.\tB.\tentailment\n"));
+  DataSpec named =
+      spec_of(write("renamed", "index\tsentence1\tsentence2\tlabel\n3\tA.\tB.\tentailment\n"));
   named.format = DataFormat::kGlue;
-  EXPECT_NE(testing::error_message([&] { read_text_examples(named); }).find("'renamed' is not a GLUE task"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] {
+              read_text_examples(named);
+            }).find("'renamed' is not a GLUE task"),
+            std::string::npos);
   named.glue_task = "wnli";
   EXPECT_EQ(read_text_examples(named).size(), 1u);
 }
@@ -127,7 +145,8 @@ TEST(SquadReader, ReadsV11AndV20WithOfficialCounts) {
     answers += e.answers.size();
     EXPECT_FALSE(e.is_impossible);
     for (const auto& a : e.answers)  // byte offsets agree with the character offsets
-      ASSERT_EQ(e.context.compare(static_cast<size_t>(a.byte_start), a.text.size(), a.text), 0) << e.where;
+      ASSERT_EQ(e.context.compare(static_cast<size_t>(a.byte_start), a.text.size(), a.text), 0)
+          << e.where;
   }
   EXPECT_EQ(answers, 34726u);
   const auto v2 = read_squad(spec_of(dir / "dev-v2.0.json"), &version);
@@ -149,8 +168,9 @@ TEST(ConllReader, ReadsCoNLL2003WithPublishedCounts) {
     const char* file;
     size_t sentences, tokens, documents, entities;
   };
-  for (const auto& s : {Split{"train.txt", 14041, 203621, 946, 23499}, Split{"valid.txt", 3250, 51362, 216, 5942},
-                        Split{"test.txt", 3453, 46435, 231, 5648}}) {
+  for (const auto& s :
+       {Split{"train.txt", 14041, 203621, 946, 23499}, Split{"valid.txt", 3250, 51362, 216, 5942},
+        Split{"test.txt", 3453, 46435, 231, 5648}}) {
     const auto sentences = read_conll(spec_of(dir / s.file));
     size_t tokens = 0;
     std::vector<std::vector<std::string>> tags;
@@ -179,7 +199,9 @@ class MalformedInputTest : public ::testing::Test {
 TEST_F(MalformedInputTest, TsvRowWithWrongFieldCountNamesLine) {
   const auto path = write("bad.tsv", "sentence\tlabel\nfine\t1\nmissing label\n");
   const auto message = testing::error_message([&] { read_text_examples(spec_of(path)); });
-  EXPECT_NE(message.find(path.string() + ":3: expected 2 fields (as the header), got 1"), std::string::npos) << message;
+  EXPECT_NE(message.find(path.string() + ":3: expected 2 fields (as the header), got 1"),
+            std::string::npos)
+      << message;
   DataSpec lenient = spec_of(path);
   lenient.skip_malformed = true;
   EXPECT_EQ(read_text_examples(lenient).size(), 1u);
@@ -188,16 +210,19 @@ TEST_F(MalformedInputTest, TsvRowWithWrongFieldCountNamesLine) {
 TEST_F(MalformedInputTest, InvalidUtf8IsReportedNotReplaced) {
   const auto path = write("bad.tsv", "sentence\tlabel\nab\xC3(\t1\n");
   const auto message = testing::error_message([&] { read_text_examples(spec_of(path)); });
-  EXPECT_NE(message.find(path.string() + ":2:3: invalid UTF-8 (byte 0xC3)"), std::string::npos) << message;
+  EXPECT_NE(message.find(path.string() + ":2:3: invalid UTF-8 (byte 0xC3)"), std::string::npos)
+      << message;
 }
 
 TEST_F(MalformedInputTest, MissingColumnListsTheColumns) {
   DataSpec spec = spec_of(write("x.tsv", "review\tstars\ngood\t5\n"));
   spec.columns = {{"text_a", "text"}};
   const auto message = testing::error_message([&] { read_text_examples(spec); });
-  EXPECT_NE(message.find("no column 'text' (columns: 'review', 'stars')"), std::string::npos) << message;
+  EXPECT_NE(message.find("no column 'text' (columns: 'review', 'stars')"), std::string::npos)
+      << message;
   spec.columns = {{"txet_a", "review"}};
-  EXPECT_NE(testing::error_message([&] { read_text_examples(spec); }).find("unknown role 'txet_a'"), std::string::npos);
+  EXPECT_NE(testing::error_message([&] { read_text_examples(spec); }).find("unknown role 'txet_a'"),
+            std::string::npos);
   spec.columns = {{"text_a", "review"}, {"label", "stars"}};
   const auto examples = read_text_examples(spec);
   ASSERT_EQ(examples.size(), 1u);
@@ -205,42 +230,54 @@ TEST_F(MalformedInputTest, MissingColumnListsTheColumns) {
 }
 
 TEST_F(MalformedInputTest, CsvQuotingAndJsonl) {
-  const auto csv = write("x.csv", "id,text,label\n7,\"a, \"\"quoted\"\"\nline\",pos\r\n8,plain,neg\n");
+  const auto csv =
+      write("x.csv", "id,text,label\n7,\"a, \"\"quoted\"\"\nline\",pos\r\n8,plain,neg\n");
   const auto rows = read_text_examples(spec_of(csv));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].id, "7");
   EXPECT_EQ(rows[0].text_a, "a, \"quoted\"\nline");
   EXPECT_EQ(rows[1].where, csv.string() + ":4");
-  const auto jsonl = write("x.jsonl", "{\"text\": \"one\", \"label\": 1}\n\n{\"text\": \"two\", \"text_b\": \"b\", \"label\": 0}\n");
+  const auto jsonl = write("x.jsonl",
+                           "{\"text\": \"one\", \"label\": 1}\n\n{\"text\": \"two\", \"text_b\": "
+                           "\"b\", \"label\": 0}\n");
   const auto j = read_text_examples(spec_of(jsonl));
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[0].label.value(), "1");
   EXPECT_FALSE(j[0].text_b.has_value());
   EXPECT_EQ(j[1].text_b.value(), "b");
   const auto bad = write("bad.jsonl", "{\"text\": \"one\"}\n{\"text\": \n");
-  EXPECT_NE(testing::error_message([&] { read_text_examples(spec_of(bad)); }).find(bad.string() + ":2: not valid JSON"),
+  EXPECT_NE(testing::error_message([&] {
+              read_text_examples(spec_of(bad));
+            }).find(bad.string() + ":2: not valid JSON"),
             std::string::npos);
 }
 
 TEST_F(MalformedInputTest, SwagCsvBuildsChoicesLikeRunSwag) {
-  const auto path = write("val.csv",
-                          ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
-                          "0,v1,5,\"The cook stirs.\",The cook stirs.,He,gold,adds salt.,sleeps.,flies away.,sings.,0\n"
-                          "1,v2,6,x,A dog runs.,It,gold,barks.,\"reads, slowly.\",swims.,cooks.,3\n");
+  const auto path = write(
+      "val.csv",
+      ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,"
+      "label\n"
+      "0,v1,5,\"The cook stirs.\",The cook stirs.,He,gold,adds salt.,sleeps.,flies away.,sings.,0\n"
+      "1,v2,6,x,A dog runs.,It,gold,barks.,\"reads, slowly.\",swims.,cooks.,3\n");
   const auto examples = read_choice_examples(spec_of(path));
   ASSERT_EQ(examples.size(), 2u);
   EXPECT_EQ(examples[0].id, "v1/5");
   EXPECT_EQ(examples[0].context, "The cook stirs.");
-  EXPECT_EQ(examples[0].choices, (std::vector<std::string>{"He adds salt.", "He sleeps.", "He flies away.", "He sings."}));
+  EXPECT_EQ(examples[0].choices, (std::vector<std::string>{"He adds salt.", "He sleeps.",
+                                                           "He flies away.", "He sings."}));
   EXPECT_EQ(examples[1].choices[1], "It reads, slowly.");
   EXPECT_EQ(examples[1].label.value(), 3);
   const auto bad = write("bad.csv", "sent1,sent2,ending0,ending1,label\nA,B,c,d,2\n");
-  EXPECT_NE(testing::error_message([&] { read_choice_examples(spec_of(bad)); }).find(bad.string() + ":2: label '2' is not a choice index 0..1"),
+  EXPECT_NE(testing::error_message([&] {
+              read_choice_examples(spec_of(bad));
+            }).find(bad.string() + ":2: label '2' is not a choice index 0..1"),
             std::string::npos);
 }
 
 TEST_F(MalformedInputTest, ConllColumnsAndDocuments) {
-  const auto path = write("x.conll", "-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\n-DOCSTART- -X- O\n\nPeter NNP B-PER\n");
+  const auto path = write(
+      "x.conll",
+      "-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\n-DOCSTART- -X- O\n\nPeter NNP B-PER\n");
   const auto sentences = read_conll(spec_of(path));
   ASSERT_EQ(sentences.size(), 2u);
   EXPECT_EQ(sentences[0].words, (std::vector<std::string>{"EU", "rejects"}));
@@ -252,7 +289,9 @@ TEST_F(MalformedInputTest, ConllColumnsAndDocuments) {
   pos.columns = {{"tag", "1"}};
   EXPECT_EQ(read_conll(pos)[0].tags, (std::vector<std::string>{"NNP", "VBZ"}));
   const auto bad = write("bad.conll", "EU NNP B-ORG\nrejects O\n");
-  EXPECT_NE(testing::error_message([&] { read_conll(spec_of(bad)); }).find(bad.string() + ":2: expected 3 columns (as the first line), got 2"),
+  EXPECT_NE(testing::error_message([&] {
+              read_conll(spec_of(bad));
+            }).find(bad.string() + ":2: expected 3 columns (as the first line), got 2"),
             std::string::npos);
 }
 
@@ -261,13 +300,19 @@ TEST_F(MalformedInputTest, SquadStructureErrorsNameTheJsonPath) {
     {"context": "abc def", "qas": [{"id": "q1", "question": "?", "answers": [{"text": "def", "answer_start": 4}]},
                                    {"id": "q2", "answers": []}]}]}]})");
   const auto message = testing::error_message([&] { read_squad(spec_of(path)); });
-  EXPECT_NE(message.find("data[0].paragraphs[0].qas[1]: missing string 'question'"), std::string::npos) << message;
+  EXPECT_NE(message.find("data[0].paragraphs[0].qas[1]: missing string 'question'"),
+            std::string::npos)
+      << message;
   const auto out_of_range = write("r.json", R"({"data": [{"paragraphs": [{"context": "é", "qas": [
     {"id": "q", "question": "?", "answers": [{"text": "x", "answer_start": 9}]}]}]}]})");
-  EXPECT_NE(testing::error_message([&] { read_squad(spec_of(out_of_range)); }).find("answer_start 9 outside the context (1 characters)"),
+  EXPECT_NE(testing::error_message([&] {
+              read_squad(spec_of(out_of_range));
+            }).find("answer_start 9 outside the context (1 characters)"),
             std::string::npos);
   const auto syntax = write("j.json", "{\"data\": [\n  {\"paragraphs\": ]\n}");
-  EXPECT_NE(testing::error_message([&] { read_squad(spec_of(syntax)); }).find(syntax.string() + ":2"), std::string::npos);
+  EXPECT_NE(
+      testing::error_message([&] { read_squad(spec_of(syntax)); }).find(syntax.string() + ":2"),
+      std::string::npos);
 }
 
 }  // namespace

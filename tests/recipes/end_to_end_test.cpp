@@ -2,12 +2,12 @@
 // an interrupted trial that a rerun resumes (nothing finished is redone, the resumed weights
 // equal an uninterrupted run's), the leaderboard, a failing trial recorded while the sweep
 // goes on, and exported models that reload with identical outputs.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <fstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
@@ -24,7 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-fs::path data_dir() { return testing::shared_dir() / "data"; }
+fs::path data_dir() {
+  return testing::shared_dir() / "data";
+}
 
 class EndToEndTest : public ::testing::Test {
  protected:
@@ -33,18 +35,23 @@ class EndToEndTest : public ::testing::Test {
     tok::WordPieceOptions options;
     options.normalizer.lowercase = false;
     options.normalizer.strip_accents = false;
-    const auto tokenizer = tok::WordPieceTokenizer::from_file(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
+    const auto tokenizer = tok::WordPieceTokenizer::from_file(
+        data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
     BertConfig config;
-    config.vocab_size(tokenizer->vocab_size()).hidden_size(32).num_hidden_layers(2).num_attention_heads(2)
-        .intermediate_size(64).max_position_embeddings(128);
+    config.vocab_size(tokenizer->vocab_size())
+        .hidden_size(32)
+        .num_hidden_layers(2)
+        .num_attention_heads(2)
+        .intermediate_size(64)
+        .max_position_embeddings(128);
     write_random_model(dir_.path() / "model", config, *tokenizer, 0);
   }
 
   /// Runs the binary with `args` (output to a log in the temp dir); returns its exit code.
   int bertft(const std::string& args, const std::string& env = "") {
     const auto log = dir_.path() / "cli.log";
-    const std::string command = env + " " + (fs::path(BERTFT_BINARY_DIR) / "bertft").string() + " " + args + " > " +
-                                log.string() + " 2>&1";
+    const std::string command = env + " " + (fs::path(BERTFT_BINARY_DIR) / "bertft").string() +
+                                " " + args + " > " + log.string() + " 2>&1";
     const int status = std::system(command.c_str());
     last_log_ = read_file(log);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -52,20 +59,24 @@ class EndToEndTest : public ::testing::Test {
 
   fs::path recipe(const std::string& name, const std::string& body) {
     const auto path = dir_.path() / (name + ".yaml");
-    testing::write_bytes(path, "model:\n  pretrained: " + (dir_.path() / "model").string() + "\n" + body +
-                                   "output:\n  dir: " + (dir_.path() / "runs" / name).string() + "\n");
+    testing::write_bytes(path,
+                         "model:\n  pretrained: " + (dir_.path() / "model").string() + "\n" + body +
+                             "output:\n  dir: " + (dir_.path() / "runs" / name).string() + "\n");
     return path;
   }
 
   /// Outputs of the exported model and of a model holding the trial's best weights, on `data`.
-  void expect_export_reloads_identically(const fs::path& exported, const fs::path& trial, const fs::path& data) {
+  void expect_export_reloads_identically(const fs::path& exported,
+                                         const fs::path& trial,
+                                         const fs::path& data) {
     auto m = load_finetuned(exported);
     data::DataSpec spec;
     spec.path = data;
     spec.limit = 32;
     const auto features = m.adapter->featurize(m.adapter->read(spec), *m.tokenizer, false);
     auto reference = m.adapter->build_model(m.config);
-    load_state_dict(*reference, SafetensorsReader(trial / "best" / "model.safetensors").read_all(), "trial");
+    load_state_dict(*reference, SafetensorsReader(trial / "best" / "model.safetensors").read_all(),
+                    "trial");
     const tasks::Trainer trainer(tasks::TrainerOptions{});
     const auto a = trainer.predict(*m.adapter, m.model, *features);
     const auto b = trainer.predict(*m.adapter, reference, *features);
@@ -82,15 +93,23 @@ class EndToEndTest : public ::testing::Test {
 TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
   const auto mrpc = data_dir() / "glue" / "MRPC";
-  const auto path = recipe("mrpc",
-                           "task: {type: sequence_classification, max_seq_length: 64}\n"
-                           "data:\n  train: {path: " + (mrpc / "train.tsv").string() + ", limit: 64}\n"
-                           "  dev: {path: " + (mrpc / "dev.tsv").string() + ", limit: 32}\n"
-                           "training: {epochs: 2, batch_size: 16, log_every: 2}\n"
-                           "sweep:\n  grid: {learning_rate: [1.0e-3, 5.0e-4]}\n  seeds: [1, 2]\n");
+  const auto path =
+      recipe("mrpc",
+             "task: {type: sequence_classification, max_seq_length: 64}\n"
+             "data:\n  train: {path: " +
+                 (mrpc / "train.tsv").string() +
+                 ", limit: 64}\n"
+                 "  dev: {path: " +
+                 (mrpc / "dev.tsv").string() +
+                 ", limit: 32}\n"
+                 "training: {epochs: 2, batch_size: 16, log_every: 2}\n"
+                 "sweep:\n  grid: {learning_rate: [1.0e-3, 5.0e-4]}\n  seeds: [1, 2]\n");
   const auto runs = dir_.path() / "runs" / "mrpc";
   // A crash after the first epoch's checkpoint of one trial: the sweep goes on without it.
-  ASSERT_EQ(bertft("--threads 2 sweep " + path.string() + " --jobs 2", "BERTFT_INTERRUPT=lr1.0e-3_seed2:3"), 1) << last_log_;
+  ASSERT_EQ(bertft("--threads 2 sweep " + path.string() + " --jobs 2",
+                   "BERTFT_INTERRUPT=lr1.0e-3_seed2:3"),
+            1)
+      << last_log_;
   auto board = json::parse(read_file(runs / "leaderboard.json"));
   EXPECT_FALSE(board["complete"]);
   EXPECT_EQ(board["done"], 3);
@@ -117,33 +136,39 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
   EXPECT_TRUE(board["complete"]);
   EXPECT_EQ(board["settings"].size(), 2u);
   EXPECT_EQ(board["settings"][0]["done"], 2);
-  for (const auto* file : {"leaderboard.md", "leaderboard.csv", "leaderboard.svg", "best_model/config.json",
-                           "best_model/model.safetensors", "best_model/vocab.txt", "best_model/bertft_task.yaml"})
+  for (const auto* file :
+       {"leaderboard.md", "leaderboard.csv", "leaderboard.svg", "best_model/config.json",
+        "best_model/model.safetensors", "best_model/vocab.txt", "best_model/bertft_task.yaml"})
     EXPECT_TRUE(fs::exists(runs / file)) << file;
 
   // Resumed == uninterrupted: the same trial run through in one go (same thread count).
   const auto fresh = dir_.path() / "fresh";
-  ASSERT_EQ(bertft("--threads 1 train " + (interrupted / "recipe.yaml").string() + " --out " + fresh.string() +
-                   " --cache " + (runs / "cache").string()),
+  ASSERT_EQ(bertft("--threads 1 train " + (interrupted / "recipe.yaml").string() + " --out " +
+                   fresh.string() + " --cache " + (runs / "cache").string()),
             0)
       << last_log_;
-  const auto resumed_weights = SafetensorsReader(interrupted / "best" / "model.safetensors").read_all();
+  const auto resumed_weights =
+      SafetensorsReader(interrupted / "best" / "model.safetensors").read_all();
   const auto fresh_weights = SafetensorsReader(fresh / "best" / "model.safetensors").read_all();
   ASSERT_EQ(resumed_weights.size(), fresh_weights.size());
-  for (const auto& [name, tensor] : fresh_weights) EXPECT_TRUE(torch::equal(tensor, resumed_weights.at(name))) << name;
+  for (const auto& [name, tensor] : fresh_weights)
+    EXPECT_TRUE(torch::equal(tensor, resumed_weights.at(name))) << name;
 
   const auto best = runs / "trials" / board["best"]["trial"].get<std::string>();
   expect_export_reloads_identically(runs / "best_model", best, mrpc / "dev.tsv");
   // predict and eval on the exported model.
-  ASSERT_EQ(bertft("predict --model " + (runs / "best_model").string() + " --data " + (mrpc / "dev.tsv").string() +
-                   " --out " + (dir_.path() / "pred.jsonl").string()),
+  ASSERT_EQ(bertft("predict --model " + (runs / "best_model").string() + " --data " +
+                   (mrpc / "dev.tsv").string() + " --out " + (dir_.path() / "pred.jsonl").string()),
             0)
       << last_log_;
   const auto predictions = read_file(dir_.path() / "pred.jsonl");
   EXPECT_EQ(std::count(predictions.begin(), predictions.end(), '\n'), 408);
-  ASSERT_EQ(bertft("eval --model " + (runs / "best_model").string() + " --recipe " + path.string()), 0) << last_log_;
+  ASSERT_EQ(bertft("eval --model " + (runs / "best_model").string() + " --recipe " + path.string()),
+            0)
+      << last_log_;
   const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
-  EXPECT_NEAR(eval["metrics"]["f1"].get<double>(), json::parse(read_file(best / "result.json"))["main"].get<double>(), 1e-12);
+  EXPECT_NEAR(eval["metrics"]["f1"].get<double>(),
+              json::parse(read_file(best / "result.json"))["main"].get<double>(), 1e-12);
 }
 
 TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
@@ -151,24 +176,34 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
   const auto conll = data_dir() / "conll2003";
   const auto path = recipe("conll",
                            "task: {type: token_classification, max_seq_length: 64}\n"
-                           "data:\n  train: {path: " + (conll / "train.txt").string() + ", limit: 48}\n"
-                           "  dev: {path: " + (conll / "valid.txt").string() + ", limit: 24}\n"
-                           "training: {epochs: 1, batch_size: 16, learning_rate: 1.0e-3}\n"
-                           "sweep:\n  grid: {task.max_seq_length: [64, 512]}\n");
+                           "data:\n  train: {path: " +
+                               (conll / "train.txt").string() +
+                               ", limit: 48}\n"
+                               "  dev: {path: " +
+                               (conll / "valid.txt").string() +
+                               ", limit: 24}\n"
+                               "training: {epochs: 1, batch_size: 16, learning_rate: 1.0e-3}\n"
+                               "sweep:\n  grid: {task.max_seq_length: [64, 512]}\n");
   const auto runs = dir_.path() / "runs" / "conll";
   ASSERT_EQ(bertft("sweep " + path.string()), 1) << last_log_;
   const auto board = json::parse(read_file(runs / "leaderboard.json"));
   EXPECT_EQ(board["done"], 1);
-  const auto failed = json::parse(read_file(runs / "trials" / "max_seq_length512_seed42" / "result.json"));
+  const auto failed =
+      json::parse(read_file(runs / "trials" / "max_seq_length512_seed42" / "result.json"));
   EXPECT_EQ(failed["status"], "failed");
-  EXPECT_NE(failed["error"].get<std::string>().find("exceeds the model's max_position_embeddings 128"), std::string::npos);
-  EXPECT_NE(read_file(runs / "leaderboard.md").find("| max_seq_length512_seed42 | failed |"), std::string::npos);
+  EXPECT_NE(
+      failed["error"].get<std::string>().find("exceeds the model's max_position_embeddings 128"),
+      std::string::npos);
+  EXPECT_NE(read_file(runs / "leaderboard.md").find("| max_seq_length512_seed42 | failed |"),
+            std::string::npos);
   // Export takes the best finished trial even though the sweep is incomplete.
-  ASSERT_EQ(bertft("export " + runs.string() + " --out " + (dir_.path() / "ner").string()), 0) << last_log_;
+  ASSERT_EQ(bertft("export " + runs.string() + " --out " + (dir_.path() / "ner").string()), 0)
+      << last_log_;
   const auto config = json::parse(read_file(dir_.path() / "ner" / "config.json"));
   EXPECT_EQ(config["architectures"][0], "BertForTokenClassification");
   EXPECT_EQ(config["id2label"].size(), 9u);
-  expect_export_reloads_identically(dir_.path() / "ner", runs / "trials" / "max_seq_length64_seed42", conll / "valid.txt");
+  expect_export_reloads_identically(
+      dir_.path() / "ner", runs / "trials" / "max_seq_length64_seed42", conll / "valid.txt");
 }
 
 }  // namespace

@@ -2,13 +2,13 @@
 // corpus, a tiny BERT from scratch, instance shards, a few hundred MLM + NSP steps that reach a
 // held-out MLM accuracy far above the unigram guess, export as BertForPreTraining, and a
 // fine-tuning recipe that starts from the result.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <map>
-#include <random>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
+#include <random>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
@@ -42,9 +42,14 @@ class GeneratedLanguage {
     const auto& t = topics_[static_cast<size_t>(topic)];
     const auto pick = [&](const std::vector<std::string>& v) { return v[rng_() % v.size()]; };
     switch (rng_() % 3) {
-      case 0: return "the " + pick(t.adjectives) + " " + pick(t.nouns) + " " + pick(t.verbs) + " near the " + pick(t.nouns) + " .";
-      case 1: return "a " + pick(t.nouns) + " and a " + pick(t.nouns) + " " + pick(t.verbs) + " with the " + pick(t.adjectives) + " " + pick(t.nouns) + " .";
-      default: return "the " + pick(t.nouns) + " " + pick(t.verbs) + " .";
+      case 0:
+        return "the " + pick(t.adjectives) + " " + pick(t.nouns) + " " + pick(t.verbs) +
+               " near the " + pick(t.nouns) + " .";
+      case 1:
+        return "a " + pick(t.nouns) + " and a " + pick(t.nouns) + " " + pick(t.verbs) +
+               " with the " + pick(t.adjectives) + " " + pick(t.nouns) + " .";
+      default:
+        return "the " + pick(t.nouns) + " " + pick(t.verbs) + " .";
     }
   }
   /// Documents of 6-10 sentences on one topic, blank lines between them.
@@ -89,7 +94,8 @@ class PretrainingEndToEnd : public ::testing::Test {
  protected:
   int bertft(const std::string& args) {
     const auto log = dir_.path() / "cli.log";
-    const std::string command = "OMP_WAIT_POLICY=passive " + (fs::path(BERTFT_BINARY_DIR) / "bertft").string() +
+    const std::string command = "OMP_WAIT_POLICY=passive " +
+                                (fs::path(BERTFT_BINARY_DIR) / "bertft").string() +
                                 " --threads 1 " + args + " > " + log.string() + " 2>&1";
     const int status = std::system(command.c_str());
     last_log_ = read_file(log);
@@ -108,15 +114,25 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
   testing::write_bytes(path("cls_dev.tsv"), language.classification(64));
   const auto p = [&](const std::string& name) { return path(name).string(); };
 
-  ASSERT_EQ(bertft("vocab " + p("train.txt") + " --out " + p("vocab") + " --vocab-size 400 --lowercase"), 0) << last_log_;
-  ASSERT_EQ(bertft("new-model --vocab " + p("vocab/vocab.txt") + " --lowercase --out " + p("scratch") +
-                   " --hidden 64 --layers 2 --heads 2 --intermediate 128 --max-positions 64"),
+  ASSERT_EQ(
+      bertft("vocab " + p("train.txt") + " --out " + p("vocab") + " --vocab-size 400 --lowercase"),
+      0)
+      << last_log_;
+  ASSERT_EQ(
+      bertft("new-model --vocab " + p("vocab/vocab.txt") + " --lowercase --out " + p("scratch") +
+             " --hidden 64 --layers 2 --heads 2 --intermediate 128 --max-positions 64"),
+      0)
+      << last_log_;
+  const std::string shard_flags = " --vocab " + p("vocab/vocab.txt") +
+                                  " --lowercase --max-seq-length 64 --max-predictions-per-seq 10";
+  ASSERT_EQ(bertft("pretrain-data " + p("train.txt") + shard_flags +
+                   " --dupe-factor 2 --dynamic-masking --out " + p("shards")),
             0)
       << last_log_;
-  const std::string shard_flags = " --vocab " + p("vocab/vocab.txt") + " --lowercase --max-seq-length 64 --max-predictions-per-seq 10";
-  ASSERT_EQ(bertft("pretrain-data " + p("train.txt") + shard_flags + " --dupe-factor 2 --dynamic-masking --out " + p("shards")), 0)
+  ASSERT_EQ(bertft("pretrain-data " + p("held.txt") + shard_flags + " --dupe-factor 1 --out " +
+                   p("held")),
+            0)
       << last_log_;
-  ASSERT_EQ(bertft("pretrain-data " + p("held.txt") + shard_flags + " --dupe-factor 1 --out " + p("held")), 0) << last_log_;
 
   // The unigram guess: always predicting the most frequent masked token of the held-out set.
   std::map<int32_t, int64_t> counts;
@@ -130,12 +146,18 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
   const double unigram = static_cast<double>(most) / static_cast<double>(masked);
 
   testing::write_bytes(path("pretrain.yaml"),
-                       "model: {pretrained: " + p("scratch") + "}\n"
-                       "task: {type: pretraining}\n"
-                       "data: {train: " + p("shards") + ", dev: " + p("held") + "}\n"
-                       "training: {epochs: 12, batch_size: 32, learning_rate: 6.0e-3, warmup_ratio: 0.05, eval_every: 100}\n"
-                       "output: {dir: " + p("runs") + "}\n");
-  ASSERT_EQ(bertft("train " + p("pretrain.yaml") + " --out " + p("pretrained_run")), 0) << last_log_;
+                       "model: {pretrained: " + p("scratch") +
+                           "}\n"
+                           "task: {type: pretraining}\n"
+                           "data: {train: " +
+                           p("shards") + ", dev: " + p("held") +
+                           "}\n"
+                           "training: {epochs: 12, batch_size: 32, learning_rate: 6.0e-3, "
+                           "warmup_ratio: 0.05, eval_every: 100}\n"
+                           "output: {dir: " +
+                           p("runs") + "}\n");
+  ASSERT_EQ(bertft("train " + p("pretrain.yaml") + " --out " + p("pretrained_run")), 0)
+      << last_log_;
   const auto result = json::parse(read_file(path("pretrained_run") / "result.json"));
   const double accuracy = result["metrics"]["mlm_accuracy"];
   RecordProperty("mlm_accuracy", std::to_string(accuracy));
@@ -146,20 +168,26 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
 
   // Export as BertForPreTraining in HF layout; the strict loader takes every key.
   ASSERT_EQ(bertft("export " + p("pretrained_run") + " --out " + p("pretrained")), 0) << last_log_;
-  EXPECT_EQ(json::parse(read_file(path("pretrained") / "config.json"))["architectures"][0], "BertForPreTraining");
+  EXPECT_EQ(json::parse(read_file(path("pretrained") / "config.json"))["architectures"][0],
+            "BertForPreTraining");
   ASSERT_EQ(bertft("inspect " + p("pretrained") + " --strict"), 0) << last_log_;
   EXPECT_NE(last_log_.find("loaded as  BertForPreTraining"), std::string::npos) << last_log_;
 
   // Fine-tune through a recipe from the pre-trained model.
   testing::write_bytes(path("finetune.yaml"),
-                       "model: {pretrained: " + p("pretrained") + "}\n"
-                       "task: {type: sequence_classification, max_seq_length: 32}\n"
-                       "data: {train: " + p("cls_train.tsv") + ", dev: " + p("cls_dev.tsv") + "}\n"
-                       "training: {epochs: 10, batch_size: 16, learning_rate: 1.0e-3}\n"
-                       "output: {dir: " + p("runs") + "}\n");
+                       "model: {pretrained: " + p("pretrained") +
+                           "}\n"
+                           "task: {type: sequence_classification, max_seq_length: 32}\n"
+                           "data: {train: " +
+                           p("cls_train.tsv") + ", dev: " + p("cls_dev.tsv") +
+                           "}\n"
+                           "training: {epochs: 10, batch_size: 16, learning_rate: 1.0e-3}\n"
+                           "output: {dir: " +
+                           p("runs") + "}\n");
   ASSERT_EQ(bertft("train " + p("finetune.yaml") + " --out " + p("finetuned")), 0) << last_log_;
   const auto finetuned = json::parse(read_file(path("finetuned") / "result.json"));
-  RecordProperty("finetuned_accuracy", std::to_string(finetuned["metrics"]["accuracy"].get<double>()));
+  RecordProperty("finetuned_accuracy",
+                 std::to_string(finetuned["metrics"]["accuracy"].get<double>()));
   EXPECT_GE(finetuned["metrics"]["accuracy"].get<double>(), 0.9) << finetuned.dump(1);
 }
 
@@ -173,15 +201,22 @@ namespace {
 // embeddings grow (old rows unchanged, new rows the mean), the strict loader takes the result,
 // old-token outputs are unchanged and a new token is one piece.
 TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
-  testing::write_bytes(path("vocab.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n##s\n.\n");
+  testing::write_bytes(path("vocab.txt"),
+                       "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n##s\n.\n");
   const auto p = [&](const std::string& name) { return path(name).string(); };
-  ASSERT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("base") + " --hidden 32 --layers 1 --heads 2 "
+  ASSERT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("base") +
+                   " --hidden 32 --layers 1 --heads 2 "
                    "--intermediate 64 --max-positions 32"),
             0)
       << last_log_;
   testing::write_bytes(path("domain.txt"), "cat\nkinase\n##ase\nenzyme\n");
-  ASSERT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") + " --out " + p("grown")), 0) << last_log_;
-  EXPECT_NE(last_log_.find("3 tokens added (1 already present), vocabulary 10 -> 13"), std::string::npos) << last_log_;
+  ASSERT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
+                   " --out " + p("grown")),
+            0)
+      << last_log_;
+  EXPECT_NE(last_log_.find("3 tokens added (1 already present), vocabulary 10 -> 13"),
+            std::string::npos)
+      << last_log_;
   EXPECT_EQ(json::parse(read_file(path("grown") / "config.json"))["vocab_size"], 13);
   ASSERT_EQ(bertft("inspect " + p("grown") + " --strict"), 0) << last_log_;
   EXPECT_NE(last_log_.find("13 entries"), std::string::npos) << last_log_;
@@ -201,7 +236,8 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   torch::NoGradGuard no_grad;
   const auto ids = torch::tensor({2, 5, 6, 7, 9, 3}, torch::kLong).view({1, 6});
   const auto a = base->forward(ids), b = grown->forward(ids);
-  EXPECT_TRUE(torch::allclose(a.prediction_logits, b.prediction_logits.narrow(2, 0, 10), 1e-6, 1e-6));
+  EXPECT_TRUE(
+      torch::allclose(a.prediction_logits, b.prediction_logits.narrow(2, 0, 10), 1e-6, 1e-6));
   EXPECT_TRUE(torch::equal(a.seq_relationship_logits, b.seq_relationship_logits));
   const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(path("grown")), 13);
   const auto e = tokenizer->encode("the kinase");

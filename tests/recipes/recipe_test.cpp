@@ -1,17 +1,18 @@
 // Recipes: every problem of a broken recipe is reported at once with file:line:col and key;
 // --set overrides; the shipped recipes validate; sweeps expand deterministically; the
 // leaderboard's statistics.
-#include <cstdlib>
-#include <fstream>
+#include "recipes/runner/recipe.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/new_model.h"
-#include "recipes/runner/recipe.h"
 #include "recipes/runner/sweep.h"
 #include "tests/support/test_support.h"
 
@@ -23,7 +24,8 @@ using json = nlohmann::json;
 
 /// A tiny random model with a 12-entry vocabulary in `dir`.
 void write_tiny_model(const fs::path& dir) {
-  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e", "f", "g"};
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a",
+                                    "b",     "c",     "d",     "e",     "f",      "g"};
   tok::WordPieceOptions options;
   options.check_casing = tok::CasingCheck::kOff;
   const tok::WordPieceTokenizer tokenizer(vocab, options);
@@ -46,12 +48,17 @@ class RecipeTest : public ::testing::Test {
   }
   std::string good() const {
     const auto d = dir_.path().string();
-    return "model:\n  pretrained: " + d + "/model\n"
+    return "model:\n  pretrained: " + d +
+           "/model\n"
            "task:\n  type: sequence_classification\n  max_seq_length: 16\n"
-           "data:\n  train: " + d + "/train.tsv\n  dev: {path: " + d + "/dev.tsv}\n"
+           "data:\n  train: " +
+           d + "/train.tsv\n  dev: {path: " + d +
+           "/dev.tsv}\n"
            "training:\n  epochs: 1\n  batch_size: 2\n"
-           "sweep:\n  grid:\n    learning_rate: [1.0e-3, 5.0e-4]\n    epochs: [1, 2]\n  seeds: [1, 2]\n"
-           "output:\n  dir: " + d + "/runs\n";
+           "sweep:\n  grid:\n    learning_rate: [1.0e-3, 5.0e-4]\n    epochs: [1, 2]\n  seeds: [1, "
+           "2]\n"
+           "output:\n  dir: " +
+           d + "/runs\n";
   }
   testing::TempDir dir_;
 };
@@ -87,45 +94,56 @@ TEST_F(RecipeTest, AGoodRecipeExpandsItsGridTimesSeeds) {
 
 TEST_F(RecipeTest, SetOverridesAnyKeyAndIsNamedInErrors) {
   const auto path = write(good());
-  const auto recipe = load_recipe(path, {"training.learning_rate=3e-5", "task.max_seq_length=32", "sweep.seeds=[7]"});
+  const auto recipe = load_recipe(
+      path, {"training.learning_rate=3e-5", "task.max_seq_length=32", "sweep.seeds=[7]"});
   EXPECT_DOUBLE_EQ(recipe.training.learning_rate, 3e-5);
   EXPECT_EQ(recipe.task["max_seq_length"].as<int>(), 32);
   EXPECT_EQ(expand_sweep(recipe).size(), 4u);
   const auto e = problems_of([&] { load_recipe(path, {"training.batch_size=0"}); });
-  EXPECT_NE(e.find("training.batch_size: must be > 0, got 0 (from --set training.batch_size=0)"), std::string::npos) << e;
+  EXPECT_NE(e.find("training.batch_size: must be > 0, got 0 (from --set training.batch_size=0)"),
+            std::string::npos)
+      << e;
   const auto e2 = problems_of([&] { load_recipe(path, {"training.learning_rat=1"}); });
   EXPECT_NE(e2.find("did you mean 'learning_rate'"), std::string::npos) << e2;
   EXPECT_NE(e2.find("(from --set training.learning_rat=1)"), std::string::npos) << e2;
-  EXPECT_NE(problems_of([&] { load_recipe(path, {"novalue"}); }).find("expected key=value"), std::string::npos);
+  EXPECT_NE(problems_of([&] { load_recipe(path, {"novalue"}); }).find("expected key=value"),
+            std::string::npos);
 }
 
 // Each broken line of one recipe is reported, all together, with its line, column and key.
 TEST_F(RecipeTest, BrokenRecipeNamesEveryLineAndKey) {
   const auto d = dir_.path().string();
   const auto path = write(
-      "model:\n"                                                    // 1
-      "  pretrained: " + d + "/model\n"                             // 2
-      "task:\n"                                                     // 3
-      "  type: sequence_clasification\n"                            // 4
-      "data:\n"                                                     // 5
-      "  train: {path: " + d + "/missing.tsv}\n"                   // 6
-      "  dev: {path: " + d + "/dev.tsv, fromat: glue}\n"           // 7
-      "training:\n"                                                 // 8
-      "  epochs: three\n"                                           // 9
-      "  learning_rat: 1.0e-3\n"                                    // 10
-      "  warmup_ratio: 1.5\n"                                       // 11
-      "  precision: fp8\n"                                          // 12
-      "sweep:\n"                                                    // 13
-      "  grid:\n"                                                   // 14
-      "    learning_rate: [5.0e-5, fast]\n"                         // 15
-      "    lr: [1, 2]\n"                                            // 16
-      "trainig: {}\n");                                             // 17
+      "model:\n"  // 1
+      "  pretrained: " +
+      d +
+      "/model\n"                          // 2
+      "task:\n"                           // 3
+      "  type: sequence_clasification\n"  // 4
+      "data:\n"                           // 5
+      "  train: {path: " +
+      d +
+      "/missing.tsv}\n"  // 6
+      "  dev: {path: " +
+      d +
+      "/dev.tsv, fromat: glue}\n"            // 7
+      "training:\n"                          // 8
+      "  epochs: three\n"                    // 9
+      "  learning_rat: 1.0e-3\n"             // 10
+      "  warmup_ratio: 1.5\n"                // 11
+      "  precision: fp8\n"                   // 12
+      "sweep:\n"                             // 13
+      "  grid:\n"                            // 14
+      "    learning_rate: [5.0e-5, fast]\n"  // 15
+      "    lr: [1, 2]\n"                     // 16
+      "trainig: {}\n");                      // 17
   const auto e = problems_of([&] { load_recipe(path); });
   const auto f = path.string();
   const auto dev_line = "  dev: {path: " + d + "/dev.tsv, fromat: glue}";
   const auto fromat_column = std::to_string(dev_line.find("fromat") + 1);
   for (const auto& expected : {
-           f + ":4:3: task.type: unknown task 'sequence_clasification' (did you mean 'sequence_classification'?)",
+           f + ":4:3: task.type: unknown task 'sequence_clasification' (did you mean "
+               "'sequence_classification'?)",
            f + ":6:11: data.train.path: no such file: " + d + "/missing.tsv",
            f + ":7:" + fromat_column + ": data.dev: unknown key 'fromat' (did you mean 'format'?)",
            f + ":9:3: training.epochs: expected an integer, got 'three'",
@@ -148,8 +166,11 @@ TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
   auto text = good();
   text.replace(text.find("pretrained: ") + 12, 0, "${BERTFT_TEST_UNSET}");
   const auto e2 = problems_of([&] { load_recipe(write(text)); });
-  EXPECT_NE(e2.find("recipe.yaml:2:3: model.pretrained: environment variable BERTFT_TEST_UNSET is not set"),
-            std::string::npos) << e2;
+  EXPECT_NE(
+      e2.find(
+          "recipe.yaml:2:3: model.pretrained: environment variable BERTFT_TEST_UNSET is not set"),
+      std::string::npos)
+      << e2;
   ::setenv("BERTFT_TEST_SET", dir_.path().c_str(), 1);
   auto text3 = good();
   text3.replace(text3.find("pretrained: ") + 12, dir_.path().string().size(), "${BERTFT_TEST_SET}");
@@ -178,14 +199,20 @@ TEST_F(RecipeTest, ShippedRecipesValidate) {
 TEST(Leaderboard, MeanAndSampleStdOverSeedsBestSettingAndFailures) {
   testing::TempDir dir;
   json plan = {{"name", "t"}, {"trials", json::array()}};
-  const auto add = [&](const std::string& name, const std::string& lr, const std::string& seed, const json& result) {
-    const json hyperparameters = json::array({json::array({"learning_rate", lr}), json::array({"seed", seed})});
+  const auto add = [&](const std::string& name, const std::string& lr, const std::string& seed,
+                       const json& result) {
+    const json hyperparameters =
+        json::array({json::array({"learning_rate", lr}), json::array({"seed", seed})});
     plan["trials"].push_back({{"name", name}, {"hyperparameters", hyperparameters}});
     fs::create_directories(dir.path() / "trials" / name);
-    if (!result.is_null()) write_file_atomic(dir.path() / "trials" / name / "result.json", result.dump());
+    if (!result.is_null())
+      write_file_atomic(dir.path() / "trials" / name / "result.json", result.dump());
   };
   const auto done = [](double f1, double acc) {
-    return json{{"status", "done"}, {"main_metric", "f1"}, {"main", f1}, {"metrics", {{"f1", f1}, {"accuracy", acc}}},
+    return json{{"status", "done"},
+                {"main_metric", "f1"},
+                {"main", f1},
+                {"metrics", {{"f1", f1}, {"accuracy", acc}}},
                 {"losses", {0.7, 0.5, 0.3}}};
   };
   add("a1", "1e-3", "1", done(0.80, 0.7));
@@ -211,7 +238,9 @@ TEST(Leaderboard, MeanAndSampleStdOverSeedsBestSettingAndFailures) {
   EXPECT_NE(md.find("| 2 | 1e-3 | 2/2 | 0.8500 ± 0.0707 | 0.7500 | 0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| b2 | failed | - | boom |"), std::string::npos) << md;
   const auto csv = read_file(dir.path() / "leaderboard.csv");
-  EXPECT_NE(csv.find("trial,learning_rate,seed,status,f1,accuracy,setting_mean,setting_std\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("trial,learning_rate,seed,status,f1,accuracy,setting_mean,setting_std\n"),
+            std::string::npos)
+      << csv;
   EXPECT_NE(csv.find("b3,5e-4,3,pending,,,0.86,0\n"), std::string::npos) << csv;
   const auto svg = read_file(dir.path() / "leaderboard.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);

@@ -18,8 +18,13 @@ std::filesystem::path hf_fixture_dir() {
 
 BertConfig tiny_config() {
   BertConfig c;
-  c.vocab_size(99).hidden_size(32).num_hidden_layers(2).num_attention_heads(4)
-      .intermediate_size(37).max_position_embeddings(64).initializer_range(0.08);
+  c.vocab_size(99)
+      .hidden_size(32)
+      .num_hidden_layers(2)
+      .num_attention_heads(4)
+      .intermediate_size(37)
+      .max_position_embeddings(64)
+      .initializer_range(0.08);
   return c;
 }
 

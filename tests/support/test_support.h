@@ -1,11 +1,11 @@
 #pragma once
 
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include "bert/model/bert_config.h"
 
@@ -17,9 +17,9 @@ std::filesystem::path shared_dir();
 std::filesystem::path hf_fixture_dir();
 
 /// Skips the calling test cleanly when `path` does not exist.
-#define BERTFT_REQUIRE_PATH(path)                                                    \
-  do {                                                                               \
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "not found: " << (path);    \
+#define BERTFT_REQUIRE_PATH(path)                                                \
+  do {                                                                           \
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "not found: " << (path); \
   } while (0)
 
 /// Seeds torch in the constructor so every test starts from the same random state.

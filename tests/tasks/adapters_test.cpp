@@ -1,9 +1,9 @@
 // Adapters on real data: feature conversion round-trips (QA answers, NER words through
 // windows), labels, long-input policies, collation; the registry and its errors.
-#include <set>
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -21,20 +21,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path data_dir() { return testing::shared_dir() / "data"; }
+fs::path data_dir() {
+  return testing::shared_dir() / "data";
+}
 
 const tok::Tokenizer& cased_tokenizer() {
   static const auto tokenizer = [] {
     tok::WordPieceOptions options;
     options.normalizer.lowercase = false;
     options.normalizer.strip_accents = false;
-    return tok::WordPieceTokenizer::from_file(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
+    return tok::WordPieceTokenizer::from_file(
+        data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
   }();
   return *tokenizer;
 }
 
 std::unique_ptr<TaskAdapter> make_task(const std::string& type, const std::string& options_yaml) {
-  return TaskRegistry::global().create(type, YamlReader(YAML::Load(options_yaml), "recipe.yaml", "task"));
+  return TaskRegistry::global().create(type,
+                                       YamlReader(YAML::Load(options_yaml), "recipe.yaml", "task"));
 }
 
 data::DataSpec spec_of(const fs::path& path) {
@@ -50,23 +54,35 @@ std::vector<int64_t> all_indices(const FeatureSet& set) {
 }
 
 TEST(TaskRegistry, ListsBuiltinsAndSuggestsOnTypos) {
-  EXPECT_EQ(TaskRegistry::global().names(),
-            (std::vector<std::string>{"sequence_classification", "multiple_choice", "question_answering",
-                                      "token_classification", "pretraining"}));
+  EXPECT_EQ(
+      TaskRegistry::global().names(),
+      (std::vector<std::string>{"sequence_classification", "multiple_choice", "question_answering",
+                                "token_classification", "pretraining"}));
   const auto message = testing::error_message([] { make_task("sequence_clasification", "{}"); });
-  EXPECT_NE(message.find("unknown task 'sequence_clasification' (did you mean 'sequence_classification'?)"),
-            std::string::npos) << message;
+  EXPECT_NE(message.find(
+                "unknown task 'sequence_clasification' (did you mean 'sequence_classification'?)"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("available: sequence_classification, multiple_choice"), std::string::npos);
 }
 
 TEST(TaskRegistry, OptionErrorsNameLineKeyAndFix) {
-  const auto reader = YamlReader::load_string("task:\n  max_seq_lenght: 64\n  doc_stride: many\n", "r.yaml").child("task");
-  const auto message = testing::error_message([&] { TaskRegistry::global().create("question_answering", reader); });
-  EXPECT_NE(message.find("r.yaml:2:3: task: unknown key 'max_seq_lenght' (did you mean 'max_seq_length'?)"),
-            std::string::npos) << message;
-  EXPECT_NE(message.find("r.yaml:3:3: task.doc_stride: expected an integer, got 'many'"), std::string::npos) << message;
-  const auto e2 = testing::error_message([] { make_task("token_classification", "{tag_scheme: bio}"); });
-  EXPECT_NE(e2.find("unknown value 'bio'; expected one of: iob1, iob2, iobes"), std::string::npos) << e2;
+  const auto reader =
+      YamlReader::load_string("task:\n  max_seq_lenght: 64\n  doc_stride: many\n", "r.yaml")
+          .child("task");
+  const auto message =
+      testing::error_message([&] { TaskRegistry::global().create("question_answering", reader); });
+  EXPECT_NE(message.find(
+                "r.yaml:2:3: task: unknown key 'max_seq_lenght' (did you mean 'max_seq_length'?)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("r.yaml:3:3: task.doc_stride: expected an integer, got 'many'"),
+            std::string::npos)
+      << message;
+  const auto e2 =
+      testing::error_message([] { make_task("token_classification", "{tag_scheme: bio}"); });
+  EXPECT_NE(e2.find("unknown value 'bio'; expected one of: iob1, iob2, iobes"), std::string::npos)
+      << e2;
 }
 
 // A task added from outside the library, without touching anything else: it predicts whether
@@ -83,7 +99,8 @@ class ToyParityAdapter final : public TaskAdapter {
   std::string architecture() const override { return "BertForSequenceClassification"; }
   YAML::Node options() const override { return YAML::Node(YAML::NodeType::Map); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec&) override { return nullptr; }
-  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples, const tok::Tokenizer&,
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                        const tok::Tokenizer&,
                                         bool) const override {
     auto set = std::make_shared<FeatureSet>();
     set->examples = examples;
@@ -110,16 +127,19 @@ class ToyParityAdapter final : public TaskAdapter {
     b.labels = torch::tensor(labels);
     return b;
   }
-  nlohmann::json predict(const FeatureSet&, const std::vector<torch::Tensor>& outputs) const override {
+  nlohmann::json predict(const FeatureSet&,
+                         const std::vector<torch::Tensor>& outputs) const override {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& o : outputs) out.push_back(o.argmax().item<int64_t>());
     return out;
   }
-  Evaluation evaluate(const FeatureSet& set, const std::vector<torch::Tensor>& outputs) const override {
+  Evaluation evaluate(const FeatureSet& set,
+                      const std::vector<torch::Tensor>& outputs) const override {
     Evaluation ev;
     ev.predictions = predict(set, outputs);
     size_t correct = 0;
-    for (size_t i = 0; i < outputs.size(); ++i) correct += ev.predictions[i].get<int64_t>() == set.features[i].label;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      correct += ev.predictions[i].get<int64_t>() == set.features[i].label;
     ev.metrics["accuracy"] = static_cast<double>(correct) / static_cast<double>(outputs.size());
     ev.main_metric = "accuracy";
     return ev;
@@ -131,7 +151,10 @@ TEST(TaskRegistry, AToyAdapterPlugsInFromATestFile) {
   if (!TaskRegistry::global().find("toy_parity"))
     TaskRegistry::global().add({"toy_parity", "even/odd length (test)", &ToyParityAdapter::create});
   auto adapter = make_task("toy_parity", "{width: 4}");
-  EXPECT_NE(testing::error_message([] { make_task("toy_parity", "{widht: 4}"); }).find("did you mean 'width'"), std::string::npos);
+  EXPECT_NE(testing::error_message([] {
+              make_task("toy_parity", "{widht: 4}");
+            }).find("did you mean 'width'"),
+            std::string::npos);
   torch::manual_seed(0);
   const auto features = adapter->featurize(nullptr, cased_tokenizer(), true);
   auto model = adapter->build_model(testing::tiny_config());
@@ -195,13 +218,16 @@ void expect_cache_round_trip(const TaskAdapter& adapter, const FeatureSet& featu
   }
   const auto bytes = read_file(path);
   testing::write_bytes(path, bytes.substr(0, bytes.size() - 3));
-  const auto message = testing::error_message([&] { load_features(path, adapter, features.examples); });
+  const auto message =
+      testing::error_message([&] { load_features(path, adapter, features.examples); });
   EXPECT_NE(message.find(path.string()), std::string::npos) << message;
 }
 
 class RealDataTest : public ::testing::Test {
  protected:
-  void SetUp() override { BERTFT_REQUIRE_PATH(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt"); }
+  void SetUp() override {
+    BERTFT_REQUIRE_PATH(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt");
+  }
 };
 
 TEST_F(RealDataTest, SequenceClassificationOnMrpc) {
@@ -222,7 +248,8 @@ TEST_F(RealDataTest, SequenceClassificationOnMrpc) {
 
   // Perfect logits give perfect scores through the whole evaluation path.
   std::vector<torch::Tensor> outputs;
-  for (const auto& f : features->features) outputs.push_back(torch::one_hot(torch::tensor(f.label), 2).to(torch::kFloat));
+  for (const auto& f : features->features)
+    outputs.push_back(torch::one_hot(torch::tensor(f.label), 2).to(torch::kFloat));
   const auto ev = adapter->evaluate(*features, outputs);
   EXPECT_DOUBLE_EQ(ev.metrics.at("accuracy"), 1.0);
   EXPECT_DOUBLE_EQ(ev.metrics.at("f1"), 1.0);
@@ -232,13 +259,15 @@ TEST_F(RealDataTest, SequenceClassificationOnMrpc) {
 
 TEST_F(RealDataTest, LongInputsAreWindowedAndAveragedOrTruncatedWithACount) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "SST-2" / "dev.tsv");
-  auto adapter = make_task("sequence_classification", "{max_seq_length: 16, long_inputs: windows, window_stride: 4}");
+  auto adapter = make_task("sequence_classification",
+                           "{max_seq_length: 16, long_inputs: windows, window_stride: 4}");
   auto dev = adapter->read(spec_of(data_dir() / "glue" / "SST-2" / "dev.tsv"));
   adapter->fit_labels(*dev);
   const auto features = adapter->featurize(dev, cased_tokenizer(), true);
   EXPECT_GT(features->features.size(), 872u * 2);
   std::vector<torch::Tensor> outputs;
-  for (const auto& f : features->features) outputs.push_back(torch::one_hot(torch::tensor(f.label), 2).to(torch::kFloat));
+  for (const auto& f : features->features)
+    outputs.push_back(torch::one_hot(torch::tensor(f.label), 2).to(torch::kFloat));
   EXPECT_DOUBLE_EQ(adapter->evaluate(*features, outputs).metrics.at("accuracy"), 1.0);
 
   auto truncating = make_task("sequence_classification", "{max_seq_length: 16}");
@@ -256,9 +285,12 @@ TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {
   adapter->fit_labels(*train);
   EXPECT_EQ(adapter->labels(), (std::vector<std::string>{"neg", "pos"}));
   const auto dev = adapter->read(spec_of(dir.path() / "dev.tsv"));
-  const auto message = testing::error_message([&] { adapter->featurize(dev, cased_tokenizer(), false); });
-  EXPECT_NE(message.find((dir.path() / "dev.tsv").string() + ":3: label 'maybe' was not seen in training (labels: neg, pos)"),
-            std::string::npos) << message;
+  const auto message =
+      testing::error_message([&] { adapter->featurize(dev, cased_tokenizer(), false); });
+  EXPECT_NE(message.find((dir.path() / "dev.tsv").string() +
+                         ":3: label 'maybe' was not seen in training (labels: neg, pos)"),
+            std::string::npos)
+      << message;
 }
 
 TEST_F(RealDataTest, RegressionOnStsb) {
@@ -281,7 +313,9 @@ TEST_F(RealDataTest, RegressionOnStsb) {
 
 /// Maps every answerable example's gold span back through token offsets.
 void expect_answers_round_trip(const fs::path& file, int64_t max_seq_length, int64_t doc_stride) {
-  auto adapter = make_task("question_answering", fmt::format("{{max_seq_length: {}, doc_stride: {}}}", max_seq_length, doc_stride));
+  auto adapter =
+      make_task("question_answering",
+                fmt::format("{{max_seq_length: {}, doc_stride: {}}}", max_seq_length, doc_stride));
   const auto examples = adapter->read(spec_of(file));
   const auto features = adapter->featurize(examples, cased_tokenizer(), /*training=*/true);
   const auto& qa = dynamic_cast<const QaFeatureSet&>(*features);
@@ -301,7 +335,8 @@ void expect_answers_round_trip(const fs::path& file, int64_t max_seq_length, int
     examples_with_span.insert(feature.example);
     const auto begin = qa.offsets[f][static_cast<size_t>(feature.start_position)].first;
     const auto end = qa.offsets[f][static_cast<size_t>(feature.end_position)].second;
-    const auto text = e.context.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+    const auto text =
+        e.context.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
     if (!qa.answer_aligned[f]) {
       // The answer starts or ends inside a word piece (e.g. "Denver" in "Denver's" is fine, but
       // an annotated "1990" of "1990s" is not): the span is the covering pieces.
@@ -317,14 +352,17 @@ void expect_answers_round_trip(const fs::path& file, int64_t max_seq_length, int
   size_t answerable = 0;
   for (const auto& e : items) answerable += !e.is_impossible;
   EXPECT_LE(examples_with_span.size(), answerable);
-  EXPECT_GE(static_cast<double>(examples_with_span.size()), 0.999 * static_cast<double>(answerable));
+  EXPECT_GE(static_cast<double>(examples_with_span.size()),
+            0.999 * static_cast<double>(answerable));
   if (max_seq_length >= 384) {
     EXPECT_EQ(examples_with_span.size(), answerable);
   }
-  std::cout << "[ info ] " << file.filename().string() << ": " << answered << " answer spans, " << exact
-            << " map back exactly, " << unaligned << " inside word pieces, " << answerable - examples_with_span.size()
+  std::cout << "[ info ] " << file.filename().string() << ": " << answered << " answer spans, "
+            << exact << " map back exactly, " << unaligned << " inside word pieces, "
+            << answerable - examples_with_span.size()
             << " questions without a window holding their answer\n";
-  EXPECT_LT(static_cast<double>(unaligned), 0.01 * static_cast<double>(answered)) << unaligned << " of " << answered;
+  EXPECT_LT(static_cast<double>(unaligned), 0.01 * static_cast<double>(answered))
+      << unaligned << " of " << answered;
   EXPECT_GT(exact, 0u);
 }
 
@@ -340,7 +378,8 @@ TEST_F(RealDataTest, SquadAnswersMapBackToTheirTextV20ShortWindows) {
 
 TEST_F(RealDataTest, SquadPostProcessingPicksTheBestValidSpanAndNullAnswers) {
   testing::TempDir dir;
-  testing::write_bytes(dir.path() / "s.json", R"({"version": "v2.0", "data": [{"title": "T", "paragraphs": [
+  testing::write_bytes(dir.path() / "s.json",
+                       R"({"version": "v2.0", "data": [{"title": "T", "paragraphs": [
     {"context": "Ada Lovelace wrote the first program in 1843.", "qas": [
       {"id": "q1", "question": "Who wrote it?", "answers": [{"text": "Ada Lovelace", "answer_start": 0}], "is_impossible": false},
       {"id": "q2", "question": "Who read it?", "answers": [], "is_impossible": true}]}]}]})");
@@ -422,7 +461,8 @@ TEST_F(RealDataTest, ConllFirstSubTokenLabelledAndContextUnlabelled) {
   // tokens from neighbouring sentences never are.
   for (size_t i = 0; i < items.size(); ++i) {
     size_t words_with_tokens = 0;
-    for (const auto& w : items[i].words) words_with_tokens += !cased_tokenizer().tokenize(w).empty();
+    for (const auto& w : items[i].words)
+      words_with_tokens += !cased_tokenizer().tokenize(w).empty();
     ASSERT_EQ(labelled[i], words_with_tokens) << items[i].where;
   }
   EXPECT_GT(with_context, features->features.size() / 2);  // most inputs filled with context
@@ -431,9 +471,11 @@ TEST_F(RealDataTest, ConllFirstSubTokenLabelledAndContextUnlabelled) {
 TEST_F(RealDataTest, MultipleChoiceFeaturesAndModel) {
   testing::TempDir dir;
   testing::write_bytes(dir.path() / "swag.csv",
-                       "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+                       "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,"
+                       "ending2,ending3,label\n"
                        "v,1,x,A chef slices onions.,She,gen,cries.,flies.,swims.,sleeps.,0\n"
-                       "v,2,x,The car stops.,The driver,gen,gets out.,melts.,barks.,sings a long song about rain.,0\n");
+                       "v,2,x,The car stops.,The driver,gen,gets out.,melts.,barks.,sings a long "
+                       "song about rain.,0\n");
   auto adapter = make_task("multiple_choice", "{max_seq_length: 16}");
   const auto examples = adapter->read(spec_of(dir.path() / "swag.csv"));
   const auto features = adapter->featurize(examples, cased_tokenizer(), true);

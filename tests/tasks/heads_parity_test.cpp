@@ -20,11 +20,13 @@ class HeadParityTest : public ::testing::Test {
   void SetUp() override {
     BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "outputs_heads.safetensors");
     inputs_ = SafetensorsReader(testing::hf_fixture_dir() / "inputs.safetensors").read_all();
-    outputs_ = SafetensorsReader(testing::hf_fixture_dir() / "outputs_heads.safetensors").read_all();
+    outputs_ =
+        SafetensorsReader(testing::hf_fixture_dir() / "outputs_heads.safetensors").read_all();
   }
 
   /// The adapter `type` with the fixture model `name` loaded strictly, in eval mode.
-  std::pair<std::unique_ptr<TaskAdapter>, TaskModel> load(const std::string& type, const std::string& name) {
+  std::pair<std::unique_ptr<TaskAdapter>, TaskModel> load(const std::string& type,
+                                                          const std::string& name) {
     const auto dir = testing::hf_fixture_dir() / "models" / name;
     const auto config = BertConfig::from_file(dir / "config.json");
     auto adapter = TaskRegistry::global().create(type, YamlReader(YAML::Node(), "test"));
@@ -100,7 +102,8 @@ TEST_F(HeadParityTest, MultipleChoice) {
 }
 
 TEST_F(HeadParityTest, GradientsAfterBackwardMatchHf) {
-  const auto train = SafetensorsReader(testing::hf_fixture_dir() / "train_seqcls3.safetensors").read_all();
+  const auto train =
+      SafetensorsReader(testing::hf_fixture_dir() / "train_seqcls3.safetensors").read_all();
   auto [adapter, model] = load("sequence_classification", "seqcls3");
   auto b = batch();
   b.labels = inputs_.at("seq_cls_labels");
@@ -121,9 +124,11 @@ TEST_F(HeadParityTest, GradientsAfterBackwardMatchHf) {
 }
 
 TEST_F(HeadParityTest, StateDictKeysAreHfs) {
-  for (const auto& [type, name] : {std::pair<const char*, const char*>{"sequence_classification", "seqcls3"},
-                                   {"token_classification", "tokcls9"}, {"question_answering", "qa"},
-                                   {"multiple_choice", "mc2"}}) {
+  for (const auto& [type, name] :
+       {std::pair<const char*, const char*>{"sequence_classification", "seqcls3"},
+        {"token_classification", "tokcls9"},
+        {"question_answering", "qa"},
+        {"multiple_choice", "mc2"}}) {
     auto [adapter, model] = load(type, name);
     const auto hf = read_weights(testing::hf_fixture_dir() / "models" / name / "model.safetensors");
     const auto ours = state_dict(*model);

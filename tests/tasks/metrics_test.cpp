@@ -1,8 +1,8 @@
 // Metrics against hand-computed cases and the values published in the reference tools'
 // documentation (scikit-learn, scipy, seqeval, the SQuAD scripts).
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "tasks/metrics/classification.h"
 #include "tasks/metrics/regression.h"
@@ -46,9 +46,9 @@ TEST(RegressionMetrics, PublishedScipyExamples) {
 TEST(SquadMetric, OfficialNormalisation) {
   EXPECT_EQ(normalize_answer("The  Denver Broncos!"), "denver broncos");
   EXPECT_EQ(normalize_answer("an apple, a day"), "apple day");
-  EXPECT_EQ(normalize_answer("theater"), "theater");  // articles only as whole words
+  EXPECT_EQ(normalize_answer("theater"), "theater");             // articles only as whole words
   EXPECT_EQ(normalize_answer("Élan\u00A0VITAL"), "élan vital");  // Unicode lower-case and spaces
-  EXPECT_EQ(normalize_answer("“quoted”"), "“quoted”");            // only ASCII punctuation goes
+  EXPECT_EQ(normalize_answer("“quoted”"), "“quoted”");           // only ASCII punctuation goes
   EXPECT_EQ(normalize_answer("1,000"), "1000");
 }
 
@@ -63,7 +63,8 @@ TEST(SquadMetric, ExactMatchAndTokenF1) {
 }
 
 TEST(SquadMetric, V11TakesTheBestGoldAnswer) {
-  const std::vector<SquadGold> gold = {{"q1", {"Denver Broncos", "Broncos"}, false}, {"q2", {"1976"}, false}};
+  const std::vector<SquadGold> gold = {{"q1", {"Denver Broncos", "Broncos"}, false},
+                                       {"q2", {"1976"}, false}};
   const auto s = score_squad(gold, {{"q1", "the Broncos"}, {"q2", "in 1976 AD"}}, "1.1");
   EXPECT_DOUBLE_EQ(s["exact_match"].get<double>(), 50.0);
   // q1 F1 = 1; q2: pred {in, 1976, ad} vs {1976} -> 0.5
@@ -74,18 +75,19 @@ TEST(SquadMetric, V11TakesTheBestGoldAnswer) {
 }
 
 TEST(SquadMetric, V20SplitsAndBestThreshold) {
-  const std::vector<SquadGold> gold = {{"a", {"Paris"}, false}, {"b", {}, true}, {"c", {"blue sky"}, false},
-                                       {"d", {}, true}};
-  const std::map<std::string, std::string> preds = {{"a", "Paris"}, {"b", ""}, {"c", "sky"}, {"d", "London"}};
+  const std::vector<SquadGold> gold = {
+      {"a", {"Paris"}, false}, {"b", {}, true}, {"c", {"blue sky"}, false}, {"d", {}, true}};
+  const std::map<std::string, std::string> preds = {
+      {"a", "Paris"}, {"b", ""}, {"c", "sky"}, {"d", "London"}};
   const auto s = score_squad(gold, preds, "v2.0");
-  EXPECT_DOUBLE_EQ(s["exact"].get<double>(), 50.0);                    // a, b
+  EXPECT_DOUBLE_EQ(s["exact"].get<double>(), 50.0);                         // a, b
   EXPECT_NEAR(s["f1"].get<double>(), 100.0 * (1 + 1 + 2.0 / 3) / 4, 1e-9);  // c: P 1, R 1/2
   EXPECT_DOUBLE_EQ(s["HasAns_exact"].get<double>(), 50.0);
   EXPECT_EQ(s["HasAns_total"].get<int>(), 2);
   EXPECT_DOUBLE_EQ(s["NoAns_exact"].get<double>(), 50.0);
-  // No-answer scores: answering only questions with na_prob <= t. Sorted: a 0.1, c 0.3, d 0.6, b 0.9.
-  // start = 2 (both NoAns right); +a 1 -> 3 (t 0.1); +c: exact 0, F1 2/3 -> 3.67 (t 0.3);
-  // +d -1 (answered a NoAns question); +b 0 (its prediction is empty).
+  // No-answer scores: answering only questions with na_prob <= t. Sorted: a 0.1, c 0.3, d 0.6, b
+  // 0.9. start = 2 (both NoAns right); +a 1 -> 3 (t 0.1); +c: exact 0, F1 2/3 -> 3.67 (t 0.3); +d
+  // -1 (answered a NoAns question); +b 0 (its prediction is empty).
   const std::map<std::string, double> na = {{"a", 0.1}, {"b", 0.9}, {"c", 0.3}, {"d", 0.6}};
   const auto t = score_squad(gold, preds, "v2.0", &na);
   EXPECT_DOUBLE_EQ(t["best_exact"].get<double>(), 75.0);
@@ -96,8 +98,10 @@ TEST(SquadMetric, V20SplitsAndBestThreshold) {
 
 TEST(EntityMetric, SeqevalDocumentationExamples) {
   // HF datasets' seqeval metric card, "Partial match": overall P = R = F1 = 0.5, accuracy 0.8.
-  const Tags references = {{"O", "O", "O", "B-MISC", "I-MISC", "I-MISC", "O"}, {"B-PER", "I-PER", "O"}};
-  const Tags predictions = {{"O", "O", "B-MISC", "I-MISC", "I-MISC", "I-MISC", "O"}, {"B-PER", "I-PER", "O"}};
+  const Tags references = {{"O", "O", "O", "B-MISC", "I-MISC", "I-MISC", "O"},
+                           {"B-PER", "I-PER", "O"}};
+  const Tags predictions = {{"O", "O", "B-MISC", "I-MISC", "I-MISC", "I-MISC", "O"},
+                            {"B-PER", "I-PER", "O"}};
   const auto s = score_entities(references, predictions);
   EXPECT_DOUBLE_EQ(s.overall.precision(), 0.5);
   EXPECT_DOUBLE_EQ(s.overall.recall(), 0.5);
@@ -122,7 +126,8 @@ TEST(EntityMetric, ConllevalChunkRulesForIob1AndIobes) {
   EXPECT_EQ(lenient_entities({{"S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"}}),
             (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 3}, {"LOC", 4, 4}}));
   // A type change inside an entity ends it (conlleval).
-  EXPECT_EQ(lenient_entities({{"B-PER", "I-LOC"}}), (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 1}}));
+  EXPECT_EQ(lenient_entities({{"B-PER", "I-LOC"}}),
+            (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 1}}));
 }
 
 TEST(EntityMetric, StrictModeDropsIllFormedEntities) {
@@ -139,17 +144,22 @@ TEST(EntityMetric, StrictModeDropsIllFormedEntities) {
 TEST(EntityMetric, TagSchemeConversionKeepsEntities) {
   const std::vector<std::string> iob1 = {"I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-LOC", "I-LOC"};
   const auto iob2 = convert_tags(iob1, TagScheme::kIob1, TagScheme::kIob2);
-  EXPECT_EQ(iob2, (std::vector<std::string>{"B-PER", "I-PER", "B-PER", "O", "B-LOC", "I-LOC", "I-LOC"}));
+  EXPECT_EQ(iob2,
+            (std::vector<std::string>{"B-PER", "I-PER", "B-PER", "O", "B-LOC", "I-LOC", "I-LOC"}));
   const auto iobes = convert_tags(iob2, TagScheme::kIob2, TagScheme::kIobes);
-  EXPECT_EQ(iobes, (std::vector<std::string>{"B-PER", "E-PER", "S-PER", "O", "B-LOC", "I-LOC", "E-LOC"}));
+  EXPECT_EQ(iobes,
+            (std::vector<std::string>{"B-PER", "E-PER", "S-PER", "O", "B-LOC", "I-LOC", "E-LOC"}));
   EXPECT_EQ(convert_tags(iobes, TagScheme::kIobes, TagScheme::kIob1), iob1);
 }
 
 TEST(EntityMetric, ConllevalReportFormat) {
   const auto s = score_entities({{"B-PER", "O"}}, {{"B-PER", "B-LOC"}});
   const auto report = conlleval_report(s);
-  EXPECT_NE(report.find("processed 2 tokens with 1 phrases; found: 2 phrases; correct: 1."), std::string::npos) << report;
-  EXPECT_NE(report.find("precision:  50.00%; recall: 100.00%; FB1:  66.67"), std::string::npos) << report;
+  EXPECT_NE(report.find("processed 2 tokens with 1 phrases; found: 2 phrases; correct: 1."),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("precision:  50.00%; recall: 100.00%; FB1:  66.67"), std::string::npos)
+      << report;
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // AdamW groups, steps and the linear schedule against HF's recorded Trainer behaviour.
-#include <fstream>
-#include <limits>
+#include "tasks/training/optimizer.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "bert/checkpoint/load.h"
@@ -10,9 +12,8 @@
 #include "bert/checkpoint/safetensors.h"
 #include "tasks/registry.h"
 #include "tasks/training/loss_scaler.h"
-#include "tasks/training/optimizer.h"
-#include "tasks/training/trainer.h"
 #include "tasks/training/schedule.h"
+#include "tasks/training/trainer.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tasks {
@@ -26,8 +27,10 @@ nlohmann::json manifest() {
 TEST(Optimizer, NoDecayGroupIsHfs) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "manifest.json");
   const auto m = manifest()["training"];
-  for (const auto& name : m["decay_param_names"]) EXPECT_FALSE(is_no_decay_parameter(name.get<std::string>())) << name;
-  for (const auto& name : m["no_decay_param_names"]) EXPECT_TRUE(is_no_decay_parameter(name.get<std::string>())) << name;
+  for (const auto& name : m["decay_param_names"])
+    EXPECT_FALSE(is_no_decay_parameter(name.get<std::string>())) << name;
+  for (const auto& name : m["no_decay_param_names"])
+    EXPECT_TRUE(is_no_decay_parameter(name.get<std::string>())) << name;
 }
 
 TEST(Optimizer, LinearScheduleMatchesHf) {
@@ -35,7 +38,8 @@ TEST(Optimizer, LinearScheduleMatchesHf) {
   const auto values = manifest()["lr_schedule"]["values"];
   const LinearSchedule schedule(5e-5, 10, 100);
   ASSERT_EQ(values.size(), 101u);
-  for (size_t k = 0; k < values.size(); ++k) EXPECT_NEAR(schedule.at(static_cast<int64_t>(k)), values[k].get<double>(), 1e-12) << k;
+  for (size_t k = 0; k < values.size(); ++k)
+    EXPECT_NEAR(schedule.at(static_cast<int64_t>(k)), values[k].get<double>(), 1e-12) << k;
   EXPECT_EQ(warmup_steps_for(1000, 0.1, -1), 100);
   EXPECT_EQ(warmup_steps_for(1001, 0.1, -1), 101);
   EXPECT_EQ(warmup_steps_for(1000, 0.1, 7), 7);
@@ -47,10 +51,12 @@ TEST(Optimizer, ThreeAdamWStepsMatchTorchAdamW) {
   const auto train = SafetensorsReader(dir / "train_seqcls3.safetensors").read_all();
   const auto inputs = SafetensorsReader(dir / "inputs.safetensors").read_all();
   const auto config = BertConfig::from_file(dir / "models" / "seqcls3" / "config.json");
-  auto adapter = TaskRegistry::global().create("sequence_classification", YamlReader(YAML::Node(), "test"));
+  auto adapter =
+      TaskRegistry::global().create("sequence_classification", YamlReader(YAML::Node(), "test"));
   adapter->set_labels(config.id2label());
   auto model = adapter->build_model(config);
-  load_state_dict(*model, read_weights(dir / "models" / "seqcls3" / "model.safetensors"), "seqcls3");
+  load_state_dict(*model, read_weights(dir / "models" / "seqcls3" / "model.safetensors"),
+                  "seqcls3");
   model->eval();
   Batch batch;
   batch.input_ids = inputs.at("input_ids");
@@ -65,7 +71,8 @@ TEST(Optimizer, ThreeAdamWStepsMatchTorchAdamW) {
   for (int step = 1; step <= 3; ++step) {
     optimizer->zero_grad();
     const auto loss = adapter->loss(model->forward(batch), batch);
-    EXPECT_NEAR(loss.item<double>(), losses[step - 1].item<double>(), 1e-6 * std::abs(losses[step - 1].item<double>()));
+    EXPECT_NEAR(loss.item<double>(), losses[step - 1].item<double>(),
+                1e-6 * std::abs(losses[step - 1].item<double>()));
     loss.backward();
     optimizer->step();
     size_t compared = 0;
@@ -112,7 +119,8 @@ TEST(LossScaler, Fp16NeedsCuda) {
   ErrorList errors;
   o.validate(YamlReader(YAML::Load("{precision: fp16}"), "r.yaml", "training"), errors);
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors.messages()[0].find("fp16 needs a CUDA device"), std::string::npos) << errors.messages()[0];
+  EXPECT_NE(errors.messages()[0].find("fp16 needs a CUDA device"), std::string::npos)
+      << errors.messages()[0];
 }
 
 }  // namespace
@@ -126,19 +134,25 @@ namespace {
 // over several steps, and its state round-trips through torch::save / load.
 TEST(FusedAdamW, MatchesTorchAdamWAndRoundTripsItsState) {
   torch::manual_seed(3);
-  torch::nn::Sequential a(torch::nn::Linear(37, 53), torch::nn::LayerNorm(torch::nn::LayerNormOptions({53})));
-  torch::nn::Sequential b(torch::nn::Linear(37, 53), torch::nn::LayerNorm(torch::nn::LayerNormOptions({53})));
+  torch::nn::Sequential a(torch::nn::Linear(37, 53),
+                          torch::nn::LayerNorm(torch::nn::LayerNormOptions({53})));
+  torch::nn::Sequential b(torch::nn::Linear(37, 53),
+                          torch::nn::LayerNorm(torch::nn::LayerNormOptions({53})));
   {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < a->parameters().size(); ++i) b->parameters()[i].copy_(a->parameters()[i]);
+    for (size_t i = 0; i < a->parameters().size(); ++i)
+      b->parameters()[i].copy_(a->parameters()[i]);
   }
   AdamWSettings settings{1e-2, 0.1, 0.9, 0.999, 1e-8};
   auto fused = make_adamw(*a, settings);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : b->named_parameters()) (is_no_decay_parameter(p.key()) ? no_decay : decay).push_back(p.value());
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.1)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.0)));
+  for (const auto& p : b->named_parameters())
+    (is_no_decay_parameter(p.key()) ? no_decay : decay).push_back(p.value());
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(1e-2).weight_decay(0.1)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(1e-2).weight_decay(0.0)));
   torch::optim::AdamW reference(std::move(groups), torch::optim::AdamWOptions(1e-2));
   for (int step = 0; step < 5; ++step) {
     // The same gradients for both (Adam divides by sqrt(v), so it would amplify the last-bit
@@ -155,7 +169,9 @@ TEST(FusedAdamW, MatchesTorchAdamWAndRoundTripsItsState) {
   }
   for (size_t i = 0; i < a->parameters().size(); ++i) {
     const auto p = b->parameters()[i];
-    EXPECT_LE(testing::max_abs_diff(a->parameters()[i], p), 1e-7 * (1.0 + p.abs().max().item<double>())) << i;
+    EXPECT_LE(testing::max_abs_diff(a->parameters()[i], p),
+              1e-7 * (1.0 + p.abs().max().item<double>()))
+        << i;
     EXPECT_FALSE(torch::equal(p, torch::zeros_like(p)));
   }
   testing::TempDir dir;

@@ -1,17 +1,17 @@
 // Pre-training data: the corpus reader, instance creation and masking against the
 // specification on real text (SQuAD's Wikipedia paragraphs), whole-word masking, shards.
-#include <set>
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/safetensors.h"
 #include "bert/common/file_util.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "data/corpus.h"
 #include "data/text_file.h"
-#include "bert/checkpoint/load.h"
-#include "bert/checkpoint/pretrained_dir.h"
-#include "bert/checkpoint/safetensors.h"
 #include "tasks/pretraining/adapter.h"
 #include "tasks/pretraining/instances.h"
 #include "tasks/registry.h"
@@ -22,7 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path data_dir() { return testing::shared_dir() / "data"; }
+fs::path data_dir() {
+  return testing::shared_dir() / "data";
+}
 
 /// SQuAD v1.1 dev paragraphs as a corpus file: one sentence per line (split after ". ", "? ",
 /// "! " before an upper-case letter), a blank line between paragraphs.
@@ -34,7 +36,8 @@ fs::path squad_corpus(const fs::path& dir) {
       const std::string text = paragraph["context"];
       size_t start = 0;
       for (size_t i = 0; i + 2 < text.size(); ++i) {
-        if ((text[i] == '.' || text[i] == '?' || text[i] == '!') && text[i + 1] == ' ' && std::isupper(static_cast<unsigned char>(text[i + 2]))) {
+        if ((text[i] == '.' || text[i] == '?' || text[i] == '!') && text[i + 1] == ' ' &&
+            std::isupper(static_cast<unsigned char>(text[i + 2]))) {
           corpus += text.substr(start, i + 1 - start) + "\n";
           start = i + 2;
         }
@@ -53,11 +56,13 @@ class PretrainingDataTest : public ::testing::Test {
     tok::WordPieceOptions options;
     options.normalizer.lowercase = false;
     options.normalizer.strip_accents = false;
-    tokenizer_ = tok::WordPieceTokenizer::from_file(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
+    tokenizer_ = tok::WordPieceTokenizer::from_file(
+        data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
   }
   std::vector<TokenizedDocument> corpus() {
     static std::vector<TokenizedDocument> documents;
-    if (documents.empty()) documents = tokenize_corpus(data::read_corpus(squad_corpus(dir_.path())), *tokenizer_);
+    if (documents.empty())
+      documents = tokenize_corpus(data::read_corpus(squad_corpus(dir_.path())), *tokenizer_);
     return documents;
   }
   testing::TempDir dir_;
@@ -71,9 +76,12 @@ TEST(Corpus, BlankLinesSeparateDocumentsAndJsonlHoldsOnePerLine) {
   ASSERT_EQ(docs.size(), 3u);
   EXPECT_EQ(docs[0].sentences, (std::vector<std::string>{"One.", "Two."}));
   EXPECT_EQ(docs[2].where, (dir.path() / "c.txt").string() + ":7");
-  testing::write_bytes(dir.path() / "c.jsonl", "{\"text\": \"A.\\nB.\"}\n\n{\"text\": \"C.\"}\n{\"txt\": 1}\n");
+  testing::write_bytes(dir.path() / "c.jsonl",
+                       "{\"text\": \"A.\\nB.\"}\n\n{\"text\": \"C.\"}\n{\"txt\": 1}\n");
   const auto message = testing::error_message([&] { data::read_corpus(dir.path() / "c.jsonl"); });
-  EXPECT_NE(message.find("c.jsonl:4: a corpus JSON line needs a string \"text\""), std::string::npos) << message;
+  EXPECT_NE(message.find("c.jsonl:4: a corpus JSON line needs a string \"text\""),
+            std::string::npos)
+      << message;
 }
 
 // The instance statistics the issue specifies: IsNext 50% +- 2, masked 15% +- 0.5, of which
@@ -117,10 +125,12 @@ TEST_F(PretrainingDataTest, WholeWordMaskingMasksEveryPieceOfAWord) {
   PretrainingDataOptions options;
   options.dupe_factor = 1;
   options.whole_word_mask = true;
-  const auto instances = create_instances(documents, options, tokenizer_->special_tokens(), tokenizer_->vocab_size());
+  const auto instances =
+      create_instances(documents, options, tokenizer_->special_tokens(), tokenizer_->vocab_size());
   int64_t continuations = 0;
   for (const auto& instance : instances) {
-    const std::set<int32_t> masked(instance.masked_positions.begin(), instance.masked_positions.end());
+    const std::set<int32_t> masked(instance.masked_positions.begin(),
+                                   instance.masked_positions.end());
     for (const auto p : masked) {
       // A masked continuation piece has its word's previous piece masked too ...
       if (!instance.word_start[static_cast<size_t>(p)]) {
@@ -206,9 +216,11 @@ TEST_F(PretrainingDataTest, DynamicMaskingFromTheRecipeRemasksStaticShards) {
   const auto& want = instances[0];
   ASSERT_EQ(stored.masked_positions.size(0), static_cast<int64_t>(want.masked_positions.size()));
   for (size_t k = 0; k < want.masked_positions.size(); ++k)
-    EXPECT_EQ(stored.masked_positions[static_cast<int64_t>(k)][1].item<int64_t>(), want.masked_positions[k]);
+    EXPECT_EQ(stored.masked_positions[static_cast<int64_t>(k)][1].item<int64_t>(),
+              want.masked_positions[k]);
 
-  auto dynamic = TaskRegistry::global().create("pretraining", YamlReader(YAML::Load("{dynamic_masking: true}"), "t"));
+  auto dynamic = TaskRegistry::global().create(
+      "pretraining", YamlReader(YAML::Load("{dynamic_masking: true}"), "t"));
   const auto features = dynamic->featurize(dynamic->read(spec), *tokenizer_, true);
   const auto first = dynamic->collate(*features, {0}), second = dynamic->collate(*features, {0});
   EXPECT_FALSE(torch::equal(first.masked_positions, second.masked_positions));
@@ -217,7 +229,8 @@ TEST_F(PretrainingDataTest, DynamicMaskingFromTheRecipeRemasksStaticShards) {
     original[static_cast<size_t>(want.masked_positions[k])] = want.masked_labels[k];
   const auto ids = first.input_ids[0];
   std::set<int64_t> masked;
-  for (int64_t k = 0; k < first.masked_positions.size(0); ++k) masked.insert(first.masked_positions[k][1].item<int64_t>());
+  for (int64_t k = 0; k < first.masked_positions.size(0); ++k)
+    masked.insert(first.masked_positions[k][1].item<int64_t>());
   for (size_t t = 0; t < original.size(); ++t)
     if (!masked.count(static_cast<int64_t>(t))) {
       EXPECT_EQ(ids[static_cast<int64_t>(t)].item<int64_t>(), original[t]) << t;
@@ -237,7 +250,8 @@ TEST(PretrainingParity, LossAndMaskedLogitsMatchHf) {
   auto model = adapter->build_model(config);
   LoadOptions options;
   options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
-  const auto report = load_state_dict(*model, read_weights(dir / "model.safetensors"), "pretraining", options);
+  const auto report =
+      load_state_dict(*model, read_weights(dir / "model.safetensors"), "pretraining", options);
   EXPECT_TRUE(report.clean()) << report.summary();
   model->eval();
 
@@ -247,16 +261,20 @@ TEST(PretrainingParity, LossAndMaskedLogitsMatchHf) {
   batch.token_type_ids = inputs.at("token_type_ids").to(torch::kLong);
   const auto mlm_labels = inputs.at("mlm_labels").to(torch::kLong);
   batch.masked_positions = torch::nonzero(mlm_labels != -100);  // row-major: (row, position)
-  const auto masked_labels = mlm_labels.index({batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
+  const auto masked_labels =
+      mlm_labels.index({batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
   batch.labels = torch::cat({masked_labels, inputs.at("next_sentence_label").to(torch::kLong)});
   batch.feature_indices = {0, 1, 2};
   ASSERT_EQ(batch.masked_positions.size(0), 8);
   torch::NoGradGuard no_grad;
   const auto logits = model->forward(batch);
-  const auto expected_mlm = outputs.at("prediction_logits").index(
-      {batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
+  const auto expected_mlm =
+      outputs.at("prediction_logits")
+          .index({batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
   EXPECT_LT(testing::max_abs_diff(logits.narrow(0, 0, 8), expected_mlm), 1e-5);
-  EXPECT_LT(testing::max_abs_diff(logits.narrow(0, 8, 3).narrow(1, 0, 2), outputs.at("seq_relationship_logits")), 1e-5);
+  EXPECT_LT(testing::max_abs_diff(logits.narrow(0, 8, 3).narrow(1, 0, 2),
+                                  outputs.at("seq_relationship_logits")),
+            1e-5);
   EXPECT_NEAR(adapter->loss(logits, batch).item<double>(), outputs.at("loss").item<double>(), 1e-5);
 }
 

@@ -1,16 +1,17 @@
 // The generic Trainer learns a small generated task, is reproducible for a seed, keeps the
 // best weights and logs JSONL.
+#include "tasks/training/trainer.h"
+
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <random>
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "tasks/registry.h"
-#include "tasks/training/trainer.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tasks {
@@ -30,7 +31,8 @@ std::string generated_tsv(int rows, unsigned seed) {
     const int n = 3 + static_cast<int>(rng() % 6);
     for (int i = 0; i < n; ++i) words.push_back(kFiller[rng() % kFiller.size()]);
     const auto& pool = positive ? kPositive : kNegative;
-    words.insert(words.begin() + static_cast<long>(rng() % (words.size() + 1)), pool[rng() % pool.size()]);
+    words.insert(words.begin() + static_cast<long>(rng() % (words.size() + 1)),
+                 pool[rng() % pool.size()]);
     std::string sentence;
     for (const auto& w : words) sentence += (sentence.empty() ? "" : " ") + w;
     out += sentence + "\t" + (positive ? "pos" : "neg") + "\n";
@@ -42,7 +44,8 @@ class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-    for (const auto* list : {&kPositive, &kNegative, &kFiller}) vocab.insert(vocab.end(), list->begin(), list->end());
+    for (const auto* list : {&kPositive, &kNegative, &kFiller})
+      vocab.insert(vocab.end(), list->begin(), list->end());
     tok::WordPieceOptions options;
     options.check_casing = tok::CasingCheck::kOff;
     tokenizer_ = std::make_unique<tok::WordPieceTokenizer>(vocab, options);
@@ -56,8 +59,11 @@ class TrainerTest : public ::testing::Test {
     TrainResult result;
     TaskModel model;
   };
-  Run train(TrainerOptions options, const std::filesystem::path& out = {}, std::function<bool(int64_t)> interrupt = {}) {
-    adapter_ = TaskRegistry::global().create("sequence_classification", YamlReader(YAML::Load("{max_seq_length: 16}"), "t"));
+  Run train(TrainerOptions options,
+            const std::filesystem::path& out = {},
+            std::function<bool(int64_t)> interrupt = {}) {
+    adapter_ = TaskRegistry::global().create("sequence_classification",
+                                             YamlReader(YAML::Load("{max_seq_length: 16}"), "t"));
     data::DataSpec spec;
     spec.path = dir_.path() / "train.tsv";
     const auto train_examples = adapter_->read(spec);
@@ -102,7 +108,8 @@ TEST_F(TrainerTest, LearnsAndKeepsTheBestWeightsWithAJsonlLog) {
   Trainer trainer(fast());
   EXPECT_DOUBLE_EQ(trainer.evaluate(*adapter_, run.model, *dev_).main(), run.result.best.main());
   const auto saved = SafetensorsReader(out / "best" / "model.safetensors").read_all();
-  for (const auto& [name, tensor] : state_dict(*run.model)) EXPECT_TRUE(torch::equal(saved.at(name), tensor)) << name;
+  for (const auto& [name, tensor] : state_dict(*run.model))
+    EXPECT_TRUE(torch::equal(saved.at(name), tensor)) << name;
   std::ifstream log(out / "metrics.jsonl");
   int train_lines = 0, dev_lines = 0;
   for (std::string line; std::getline(log, line);) {
@@ -117,10 +124,12 @@ TEST_F(TrainerTest, SameSeedSameWeightsBitForBit) {
   auto options = fast();
   options.epochs = 1;
   const auto a = train(options), b = train(options);
-  for (const auto& [name, tensor] : state_dict(*a.model)) EXPECT_TRUE(torch::equal(tensor, state_dict(*b.model).at(name))) << name;
+  for (const auto& [name, tensor] : state_dict(*a.model))
+    EXPECT_TRUE(torch::equal(tensor, state_dict(*b.model).at(name))) << name;
   options.seed = 7;
   const auto c = train(options);
-  EXPECT_FALSE(torch::equal(state_dict(*a.model).at("classifier.weight"), state_dict(*c.model).at("classifier.weight")));
+  EXPECT_FALSE(torch::equal(state_dict(*a.model).at("classifier.weight"),
+                            state_dict(*c.model).at("classifier.weight")));
 }
 
 TEST_F(TrainerTest, Bf16AccumulationAndEarlyStopping) {
@@ -158,7 +167,8 @@ TEST_F(TrainerTest, EvaluationCadence) {
   EXPECT_EQ(count_dev(dir_.path() / "every5"), (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
   options.eval_each_epoch = true;
   train(options, dir_.path() / "every5_and_epochs");
-  EXPECT_EQ(count_dev(dir_.path() / "every5_and_epochs"), (std::vector<int64_t>{5, 10, 15, 16, 20, 25, 30, 32}));
+  EXPECT_EQ(count_dev(dir_.path() / "every5_and_epochs"),
+            (std::vector<int64_t>{5, 10, 15, 16, 20, 25, 30, 32}));
 }
 
 // A run stopped after a checkpoint (mid-epoch and at an epoch's end) and resumed ends with the
@@ -181,7 +191,8 @@ TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
     EXPECT_EQ(second.result.best_step, whole.result.best_step);
     EXPECT_DOUBLE_EQ(second.result.best.main(), whole.result.best.main());
     for (const auto& [name, tensor] : state_dict(*whole.model))
-      EXPECT_TRUE(torch::equal(tensor, state_dict(*second.model).at(name))) << name << " after a stop at " << stop_at;
+      EXPECT_TRUE(torch::equal(tensor, state_dict(*second.model).at(name)))
+          << name << " after a stop at " << stop_at;
     // One resumable checkpoint is kept (keep_checkpoints: 1), and each step is logged once.
     int step_dirs = 0;
     for (const auto& entry : std::filesystem::directory_iterator(out / "checkpoints"))
@@ -191,7 +202,8 @@ TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
     std::set<std::pair<std::string, int64_t>> seen;
     for (std::string line; std::getline(log, line);) {
       const auto j = nlohmann::json::parse(line);
-      EXPECT_TRUE(seen.emplace(j["split"].get<std::string>(), j["step"].get<int64_t>()).second) << line;
+      EXPECT_TRUE(seen.emplace(j["split"].get<std::string>(), j["step"].get<int64_t>()).second)
+          << line;
     }
   }
 }
