@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "bert/common/error.h"
@@ -25,25 +26,39 @@ const TaskInfo* TaskRegistry::find(const std::string& name) const {
   return nullptr;
 }
 
+const TaskInfo* TaskRegistry::find_by_architecture(const std::string& architecture) const {
+  for (const auto& t : tasks_)
+    if (std::find(t.architectures.begin(), t.architectures.end(), architecture) !=
+        t.architectures.end())
+      return &t;
+  return nullptr;
+}
+
 std::vector<std::string> TaskRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& t : tasks_) out.push_back(t.name);
   return out;
 }
 
+std::string TaskRegistry::joined_names(const std::string& separator) const {
+  std::string all;
+  for (const auto& n : names()) all += (all.empty() ? "" : separator) + n;
+  return all;
+}
+
+const TaskInfo& TaskRegistry::get(const std::string& name, const std::string& where) const {
+  if (const auto* info = find(name)) return *info;
+  const auto guess = nearest_key(name, names());
+  throw ConfigError(fmt::format("{}: unknown task '{}'{}; available: {}", where, name,
+                                guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess),
+                                joined_names()));
+}
+
 std::unique_ptr<TaskAdapter> TaskRegistry::create(const std::string& name,
                                                   const YamlReader& options) const {
-  const auto* info = find(name);
-  if (!info) {
-    std::string all;
-    for (const auto& n : names()) all += (all.empty() ? "" : ", ") + n;
-    const auto guess = nearest_key(name, names());
-    throw ConfigError(fmt::format("{}: unknown task '{}'{}; available: {}", options.where(), name,
-                                  guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess),
-                                  all));
-  }
+  const auto& info = get(name, options.where());
   ErrorList errors;
-  auto adapter = info->create(options, errors);
+  auto adapter = info.create(options, errors);
   errors.throw_if_any();
   return adapter;
 }
@@ -58,16 +73,11 @@ TaskRegistry& TaskRegistry::global() {
 }
 
 void register_builtin_tasks(TaskRegistry& r) {
-  r.add({"sequence_classification", "one text or a text pair -> label, or score (num_labels: 1)",
-         &SequenceClassificationAdapter::create});
-  r.add({"multiple_choice", "context + N candidate endings -> choice (SWAG)",
-         &MultipleChoiceAdapter::create});
-  r.add({"question_answering", "extractive answer span (SQuAD v1.1 / v2.0)",
-         &QuestionAnsweringAdapter::create});
-  r.add({"token_classification", "a tag per word (NER; IOB1 / IOB2 / IOBES)",
-         &TokenClassificationAdapter::create});
-  r.add({"pretraining", "BERT's MLM + NSP pre-training over instance shards (bertft pretrain-data)",
-         &PretrainingAdapter::create});
+  r.add(SequenceClassificationAdapter::info());
+  r.add(MultipleChoiceAdapter::info());
+  r.add(QuestionAnsweringAdapter::info());
+  r.add(TokenClassificationAdapter::info());
+  r.add(PretrainingAdapter::info());
 }
 
 }  // namespace bert::tasks

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "tasks/registry.h"
+
 namespace bert::tasks {
 
 int64_t Feature::length() const {
@@ -81,6 +83,17 @@ Batch TaskAdapter::collate(const FeatureSet& set, const std::vector<int64_t>& in
   out.token_type_ids = types;
   if (token_labels) out.labels = token_label_tensor;
   return out;
+}
+
+std::string TaskAdapter::architecture() const {
+  const auto* info = TaskRegistry::global().find(type());
+  TORCH_CHECK(info && !info->architectures.empty(), type(),
+              ": no HF architecture registered for this task (TaskInfo::architectures)");
+  return info->architectures.front();
+}
+
+metrics::MetricGoal TaskAdapter::main_metric_goal() const {
+  return metrics::metric_goal(main_metric());
 }
 
 void TaskAdapter::configure_export(BertConfig& config) const {

@@ -14,6 +14,7 @@
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/tokenizer.h"
 #include "data/data_spec.h"
+#include "tasks/metrics/metric_info.h"
 
 /// The fine-tuning layer's contract: one TaskAdapter per task family, chosen by name from the
 /// recipe (`task.type`), owning everything task-specific so the Trainer stays generic.
@@ -123,10 +124,14 @@ class TaskAdapter {
 
   /// The registry name (`task.type`).
   virtual std::string type() const = 0;
-  /// The HF class this task exports as ("BertForSequenceClassification", ...).
-  virtual std::string architecture() const = 0;
+  /// The HF class this task exports as ("BertForSequenceClassification", ...). Default: the
+  /// first of the task's `architectures` in TaskRegistry::global().
+  virtual std::string architecture() const;
   /// The task options as given (after defaults), for resolved recipes and export metadata.
   virtual YAML::Node options() const = 0;
+  /// The longest input (tokens per row) featurize() builds, 0 when the task sets none; a
+  /// recipe checks it against the model's max_position_embeddings.
+  virtual int64_t max_seq_length() const { return 0; }
 
   /// Reads one split. May record facts of the dataset (GLUE task, SQuAD version) that later
   /// steps use as defaults. Throws DataError / ConfigError.
@@ -163,6 +168,10 @@ class TaskAdapter {
   virtual TaskModel build_model(const BertConfig& config) const = 0;
   /// Scalar loss of a batch's logits, as the matching HF model computes it.
   virtual torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const = 0;
+  /// True when loss() is a cross-entropy over the last dimension of the logits with `labels`
+  /// of the leading dimensions (kIgnoreIndex skipped), so that the Trainer may smooth it
+  /// (training.label_smoothing, HF's LabelSmoother).
+  virtual bool supports_label_smoothing() const { return false; }
   /// Stores each row of `logits` (CPU, float32, trimmed to the row's real length for per-token
   /// outputs) at outputs[feature index]. `outputs` must have features.size() entries.
   virtual void gather(const Batch& batch,
@@ -175,8 +184,11 @@ class TaskAdapter {
   /// Predictions plus the task's official metrics (needs labelled features).
   virtual Evaluation evaluate(const FeatureSet& features,
                               const std::vector<torch::Tensor>& outputs) const = 0;
-  /// Name of the metric that selects the best checkpoint (higher is better).
+  /// Name of the metric that selects the best checkpoint.
   virtual std::string main_metric() const = 0;
+  /// Whether a larger or a smaller main_metric() is better. Default: the metric table's
+  /// direction (tasks/metrics/metric_info.h).
+  virtual metrics::MetricGoal main_metric_goal() const;
 
  protected:
   /// The common start of evaluate(): checks that `features` are labelled and returns an

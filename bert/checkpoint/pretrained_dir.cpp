@@ -32,7 +32,7 @@ PretrainedDir PretrainedDir::find(const fs::path& dir) {
   }
   if (fs::exists(dir / "tokenizer_config.json")) d.tokenizer_config = dir / "tokenizer_config.json";
   const std::pair<const char*, WeightsFormat> candidates[] = {
-      {"model.safetensors", WeightsFormat::kSafetensors},
+      {kSafetensorsWeightsFile, WeightsFormat::kSafetensors},
       {"model.safetensors.index.json", WeightsFormat::kSafetensorsSharded},
       {"pytorch_model.bin", WeightsFormat::kTorchBin},
       {"pytorch_model.bin.index.json", WeightsFormat::kTorchBinSharded},
@@ -110,7 +110,7 @@ void save_weights(const fs::path& dir, const TensorMap& tensors, int64_t max_sha
   int64_t total = 0;
   for (const auto& [name, t] : tensors) total += t.numel() * t.element_size();
   if (max_shard_bytes <= 0 || total <= max_shard_bytes) {
-    save_safetensors(dir / "model.safetensors", tensors);
+    save_safetensors(dir / kSafetensorsWeightsFile, tensors);
     return;
   }
   std::vector<TensorMap> shards(1);

@@ -12,6 +12,9 @@
 
 namespace bert {
 
+/// The HF file name of unsharded safetensors weights.
+inline constexpr const char* kSafetensorsWeightsFile = "model.safetensors";
+
 enum class WeightsFormat {
   kSafetensors,         ///< model.safetensors
   kSafetensorsSharded,  ///< model.safetensors.index.json + shards

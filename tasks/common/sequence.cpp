@@ -1,5 +1,7 @@
 #include "tasks/common/sequence.h"
 
+#include <fmt/format.h>
+
 #include "bert/common/error.h"
 
 namespace bert {
@@ -13,6 +15,15 @@ const std::vector<std::pair<const char*, tok::Truncation>>& EnumNames<tok::Trunc
 }  // namespace bert
 
 namespace bert::tasks {
+
+void check_max_seq_length(const YamlReader& reader,
+                          int64_t value,
+                          ErrorList& errors,
+                          int64_t minimum) {
+  if (value < minimum || value > kMaxSeqLength)
+    errors.add(fmt::format("{}: must be in [{}, {}], got {}", reader.where("max_seq_length"),
+                           minimum, kMaxSeqLength, value));
+}
 
 std::vector<int64_t> piece_ids(const std::vector<tok::Piece>& pieces) {
   std::vector<int64_t> ids;

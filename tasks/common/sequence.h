@@ -10,6 +10,19 @@
 
 namespace bert::tasks {
 
+/// The bounds of every task's max_seq_length: room for [CLS], [SEP] and a few tokens at
+/// least, and at most what instance shards can store (16-bit lengths). A task may ask for more
+/// room (question answering: the question and the context).
+inline constexpr int64_t kMinSeqLength = 8;
+inline constexpr int64_t kMaxSeqLength = 65535;
+
+/// Adds "where: max_seq_length must be in [minimum, kMaxSeqLength], got N" to `errors` when
+/// `value` is out of bounds (`reader` locates the key).
+void check_max_seq_length(const YamlReader& reader,
+                          int64_t value,
+                          ErrorList& errors,
+                          int64_t minimum = kMinSeqLength);
+
 /// Ids of pieces.
 std::vector<int64_t> piece_ids(const std::vector<tok::Piece>& pieces);
 

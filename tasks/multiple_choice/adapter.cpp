@@ -6,6 +6,7 @@
 #include "bert/common/log.h"
 #include "data/readers.h"
 #include "tasks/common/heads.h"
+#include "tasks/common/sequence.h"
 #include "tasks/metrics/classification.h"
 
 namespace bert::tasks {
@@ -16,11 +17,24 @@ using ChoiceExamples = Examples<data::ChoiceExample>;
 
 }  // namespace
 
+TaskInfo MultipleChoiceAdapter::info() {
+  TaskInfo info;
+  info.name = "multiple_choice";
+  info.description = "context + N candidate endings -> choice (SWAG)";
+  info.create = &create;
+  info.architectures = {"BertForMultipleChoice"};
+  info.metrics = {"accuracy"};
+  info.score_formats =
+      "one choice index per line, or JSONL with \"label\" and an optional \"id\"; --data: SWAG CSV";
+  info.score = &score;
+  return info;
+}
+
 std::unique_ptr<TaskAdapter> MultipleChoiceAdapter::create(const YamlReader& reader,
                                                            ErrorList& errors) {
   MultipleChoiceOptions o;
   read_struct(reader, o, errors);
-  if (o.max_seq_length < 8) errors.add(reader.where("max_seq_length") + ": must be >= 8");
+  check_max_seq_length(reader, o.max_seq_length, errors);
   return std::make_unique<MultipleChoiceAdapter>(o);
 }
 

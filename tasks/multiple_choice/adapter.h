@@ -6,6 +6,7 @@
 #include "bert/common/yaml.h"
 #include "data/example.h"
 #include "tasks/common/sequence.h"
+#include "tasks/registry.h"
 #include "tasks/task_adapter.h"
 
 namespace bert::tasks {
@@ -28,9 +29,14 @@ class MultipleChoiceAdapter final : public TaskAdapter {
  public:
   explicit MultipleChoiceAdapter(MultipleChoiceOptions options) : options_(options) {}
   static std::unique_ptr<TaskAdapter> create(const YamlReader& options, ErrorList& errors);
+  /// This task's registry entry (names, HF architectures, metrics, scorer).
+  static TaskInfo info();
+  /// `bertft score --task multiple_choice`.
+  static ScoreReport score(const ScoreRequest& request);
 
   std::string type() const override { return "multiple_choice"; }
-  std::string architecture() const override { return "BertForMultipleChoice"; }
+  int64_t max_seq_length() const override { return options_.max_seq_length; }
+  bool supports_label_smoothing() const override { return true; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
   std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,

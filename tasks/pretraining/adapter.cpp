@@ -82,6 +82,16 @@ torch::Tensor PretrainingModelImpl::forward(const Batch& batch) {
   return torch::cat({mlm, padded}, 0);
 }
 
+TaskInfo PretrainingAdapter::info() {
+  TaskInfo info;
+  info.name = "pretraining";
+  info.description = "BERT's MLM + NSP pre-training over instance shards (bertft pretrain-data)";
+  info.create = &create;
+  info.architectures = {"BertForPreTraining"};
+  info.metrics = {"mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"};
+  return info;
+}
+
 std::unique_ptr<TaskAdapter> PretrainingAdapter::create(const YamlReader& options,
                                                         ErrorList& errors) {
   PretrainingOptions o;

@@ -9,6 +9,7 @@
 
 #include "bert/model/pretraining.h"
 #include "tasks/pretraining/instances.h"
+#include "tasks/registry.h"
 #include "tasks/task_adapter.h"
 
 namespace bert::tasks {
@@ -105,9 +106,10 @@ class PretrainingAdapter final : public TaskAdapter {
  public:
   explicit PretrainingAdapter(PretrainingOptions options) : options_(std::move(options)) {}
   static std::unique_ptr<TaskAdapter> create(const YamlReader& options, ErrorList& errors);
+  /// This task's registry entry (names, HF architectures, metrics, scorer).
+  static TaskInfo info();
 
   std::string type() const override { return "pretraining"; }
-  std::string architecture() const override { return "BertForPreTraining"; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
   std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,

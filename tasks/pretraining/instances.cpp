@@ -10,6 +10,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "tasks/common/sequence.h"
 
 namespace bert::tasks {
 namespace {
@@ -145,8 +146,9 @@ void put(std::ostream& out, T value) {
 
 void PretrainingDataOptions::validate() const {
   std::vector<std::string> problems;
-  if (max_seq_length < 8 || max_seq_length > 65535)
-    problems.push_back("max_seq_length must be in [8, 65535]");
+  if (max_seq_length < kMinSeqLength || max_seq_length > kMaxSeqLength)
+    problems.push_back(
+        fmt::format("max_seq_length must be in [{}, {}]", kMinSeqLength, kMaxSeqLength));
   if (max_predictions_per_seq < 1) problems.push_back("max_predictions_per_seq must be >= 1");
   if (masked_lm_prob <= 0 || masked_lm_prob >= 1)
     problems.push_back("masked_lm_prob must be in (0, 1)");

@@ -43,11 +43,26 @@ std::vector<int64_t> top_indices(const float* values, int64_t size, int64_t n) {
 
 }  // namespace
 
+TaskInfo QuestionAnsweringAdapter::info() {
+  TaskInfo info;
+  info.name = "question_answering";
+  info.description = "extractive answer span (SQuAD v1.1 / v2.0)";
+  info.create = &create;
+  info.architectures = {"BertForQuestionAnswering"};
+  info.metrics = {"exact",        "f1",        "best_exact",  "best_f1",
+                  "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"};
+  info.score_formats =
+      "SQuAD JSON {question id: answer text} (+ --na-probs {id: probability} for v2.0); --data: "
+      "SQuAD JSON";
+  info.score = &score;
+  return info;
+}
+
 std::unique_ptr<TaskAdapter> QuestionAnsweringAdapter::create(const YamlReader& reader,
                                                               ErrorList& errors) {
   QuestionAnsweringOptions o;
   read_struct(reader, o, errors);
-  if (o.max_seq_length < 16) errors.add(reader.where("max_seq_length") + ": must be >= 16");
+  check_max_seq_length(reader, o.max_seq_length, errors, /*minimum=*/16);  // question + context
   // Defaults that do not fit a short max_seq_length shrink with it; explicit values are checked.
   if (!reader.has("max_query_length"))
     o.max_query_length = std::min(o.max_query_length, o.max_seq_length / 2);

@@ -8,6 +8,7 @@
 
 #include "bert/common/yaml.h"
 #include "data/example.h"
+#include "tasks/registry.h"
 #include "tasks/task_adapter.h"
 
 namespace bert::tasks {
@@ -68,9 +69,13 @@ class QuestionAnsweringAdapter final : public TaskAdapter {
  public:
   explicit QuestionAnsweringAdapter(QuestionAnsweringOptions options) : options_(options) {}
   static std::unique_ptr<TaskAdapter> create(const YamlReader& options, ErrorList& errors);
+  /// This task's registry entry (names, HF architectures, metrics, scorer).
+  static TaskInfo info();
+  /// `bertft score --task question_answering`.
+  static ScoreReport score(const ScoreRequest& request);
 
   std::string type() const override { return "question_answering"; }
-  std::string architecture() const override { return "BertForQuestionAnswering"; }
+  int64_t max_seq_length() const override { return options_.max_seq_length; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
   std::shared_ptr<FeatureSet> new_feature_set() const override {

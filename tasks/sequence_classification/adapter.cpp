@@ -43,13 +43,30 @@ SequenceClassificationAdapter::SequenceClassificationAdapter(SequenceClassificat
   if (!options_.labels.empty()) labels_ = LabelMap(options_.labels);
 }
 
+TaskInfo SequenceClassificationAdapter::info() {
+  TaskInfo info;
+  info.name = "sequence_classification";
+  info.description = "one text or a text pair -> label, or score (num_labels: 1)";
+  info.create = &create;
+  info.architectures = {"BertForSequenceClassification"};
+  info.options_from_config = [](const BertConfig& config) {
+    YAML::Node options(YAML::NodeType::Map);
+    if (config.problem_type() && *config.problem_type() == "regression") options["num_labels"] = 1;
+    return options;
+  };
+  info.metrics = {"accuracy", "f1", "macro_f1", "mcc", "pearson", "spearman", "mse"};
+  info.score_formats =
+      "one label per line (a score with --regression), or JSONL with \"label\", \"prediction\" or "
+      "\"score\" and an optional \"id\"; --data: GLUE TSV, CSV, TSV or JSONL";
+  info.score = &score;
+  return info;
+}
+
 std::unique_ptr<TaskAdapter> SequenceClassificationAdapter::create(const YamlReader& reader,
                                                                    ErrorList& errors) {
   SequenceClassificationOptions o;
   read_struct(reader, o, errors);
-  if (o.max_seq_length < 8 || o.max_seq_length > 100000)
-    errors.add(reader.where("max_seq_length") + ": must be in [8, 100000], got " +
-               std::to_string(o.max_seq_length));
+  check_max_seq_length(reader, o.max_seq_length, errors);
   if (o.num_labels < 0) errors.add(reader.where("num_labels") + ": must be >= 0");
   if (o.num_labels == 1 && !o.labels.empty())
     errors.add(reader.where("labels") + ": a regression task (num_labels: 1) has no label names");

@@ -10,6 +10,7 @@
 #include "data/glue.h"
 #include "tasks/common/label_map.h"
 #include "tasks/common/sequence.h"
+#include "tasks/registry.h"
 #include "tasks/task_adapter.h"
 
 namespace bert::tasks {
@@ -57,9 +58,14 @@ class SequenceClassificationAdapter final : public TaskAdapter {
  public:
   explicit SequenceClassificationAdapter(SequenceClassificationOptions options);
   static std::unique_ptr<TaskAdapter> create(const YamlReader& options, ErrorList& errors);
+  /// This task's registry entry (names, HF architectures, metrics, scorer).
+  static TaskInfo info();
+  /// `bertft score --task sequence_classification`.
+  static ScoreReport score(const ScoreRequest& request);
 
   std::string type() const override { return "sequence_classification"; }
-  std::string architecture() const override { return "BertForSequenceClassification"; }
+  int64_t max_seq_length() const override { return options_.max_seq_length; }
+  bool supports_label_smoothing() const override { return !regression(); }
   YAML::Node options() const override;
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
   void fit_labels(const ExampleSet& train) override;

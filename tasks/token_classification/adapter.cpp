@@ -25,11 +25,25 @@ TokenClassificationAdapter::TokenClassificationAdapter(TokenClassificationOption
   if (!options_.labels.empty()) labels_ = LabelMap(options_.labels);
 }
 
+TaskInfo TokenClassificationAdapter::info() {
+  TaskInfo info;
+  info.name = "token_classification";
+  info.description = "a tag per word (NER; IOB1 / IOB2 / IOBES)";
+  info.create = &create;
+  info.architectures = {"BertForTokenClassification"};
+  info.metrics = {"f1", "precision", "recall", "accuracy"};
+  info.score_formats =
+      "conlleval input: one token per line, gold and predicted tags as the last two columns "
+      "(--data: CoNLL, optional check)";
+  info.score = &score;
+  return info;
+}
+
 std::unique_ptr<TaskAdapter> TokenClassificationAdapter::create(const YamlReader& reader,
                                                                 ErrorList& errors) {
   TokenClassificationOptions o;
   read_struct(reader, o, errors);
-  if (o.max_seq_length < 8) errors.add(reader.where("max_seq_length") + ": must be >= 8");
+  check_max_seq_length(reader, o.max_seq_length, errors);
   if (!reader.has("window_stride"))
     o.window_stride = std::min(o.window_stride, (o.max_seq_length - 2) / 4);
   if (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 2)

@@ -10,6 +10,7 @@
 #include "data/example.h"
 #include "tasks/common/label_map.h"
 #include "tasks/metrics/span_f1.h"
+#include "tasks/registry.h"
 #include "tasks/task_adapter.h"
 
 namespace bert::tasks {
@@ -66,9 +67,14 @@ class TokenClassificationAdapter final : public TaskAdapter {
  public:
   explicit TokenClassificationAdapter(TokenClassificationOptions options);
   static std::unique_ptr<TaskAdapter> create(const YamlReader& options, ErrorList& errors);
+  /// This task's registry entry (names, HF architectures, metrics, scorer).
+  static TaskInfo info();
+  /// `bertft score --task token_classification`.
+  static ScoreReport score(const ScoreRequest& request);
 
   std::string type() const override { return "token_classification"; }
-  std::string architecture() const override { return "BertForTokenClassification"; }
+  int64_t max_seq_length() const override { return options_.max_seq_length; }
+  bool supports_label_smoothing() const override { return true; }
   YAML::Node options() const override { return write_struct(options_); }
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
   std::shared_ptr<FeatureSet> new_feature_set() const override {

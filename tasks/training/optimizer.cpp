@@ -1,9 +1,11 @@
 #include "tasks/training/optimizer.h"
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 
 #include <cmath>
 
+#include "bert/common/error.h"
 #include "bert/common/strings.h"
 #include "tasks/training/adamw_kernel.h"
 
@@ -82,8 +84,11 @@ bool is_no_decay_parameter(const std::string& name) {
   return ends_with(name, "bias") || name.find("LayerNorm.") != std::string::npos;
 }
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
-                                                const AdamWSettings& s) {
+namespace {
+
+/// HF's two groups: weight decay for the rest, none for is_no_decay_parameter().
+std::vector<torch::optim::OptimizerParamGroup> decay_groups(const torch::nn::Module& model,
+                                                            const AdamWSettings& s) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& p : model.named_parameters()) {
     if (!p.value().requires_grad()) continue;
@@ -98,14 +103,48 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, options(s.weight_decay));
   groups.emplace_back(no_decay, options(0.0));
-  return std::make_unique<FusedAdamW>(
-      std::move(groups),
-      torch::optim::AdamWOptions(s.learning_rate).betas({s.beta1, s.beta2}).eps(s.eps));
+  return groups;
+}
+
+torch::optim::AdamWOptions defaults(const AdamWSettings& s) {
+  return torch::optim::AdamWOptions(s.learning_rate).betas({s.beta1, s.beta2}).eps(s.eps);
+}
+
+}  // namespace
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
+                                                const AdamWSettings& s) {
+  return std::make_unique<FusedAdamW>(decay_groups(model, s), defaults(s));
+}
+
+const std::vector<OptimizerFactory>& optimizer_factories() {
+  static const std::vector<OptimizerFactory> factories = {
+      {"adamw", "AdamW with decoupled weight decay, fused update (torch.optim.AdamW's arithmetic)",
+       [](const torch::nn::Module& model, const AdamWSettings& s) {
+         return std::unique_ptr<torch::optim::Optimizer>(make_adamw(model, s));
+       }},
+      {"adamw_torch", "LibTorch's own AdamW (unfused; a reference for the fused one)",
+       [](const torch::nn::Module& model, const AdamWSettings& s) {
+         return std::unique_ptr<torch::optim::Optimizer>(
+             std::make_unique<torch::optim::AdamW>(decay_groups(model, s), defaults(s)));
+       }},
+  };
+  return factories;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
+                                                        const torch::nn::Module& model,
+                                                        const AdamWSettings& settings) {
+  std::string names;
+  for (const auto& f : optimizer_factories()) {
+    if (f.name == name) return f.create(model, settings);
+    names += (names.empty() ? "" : ", ") + f.name;
+  }
+  throw ConfigError(fmt::format("unknown optimizer '{}'; expected one of: {}", name, names));
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
-  for (auto& group : optimizer.param_groups())
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(learning_rate);
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
 }
 
 }  // namespace bert::tasks

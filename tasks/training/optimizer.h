@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +27,26 @@ bool is_no_decay_parameter(const std::string& name);
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model,
                                                 const AdamWSettings& settings);
 
-/// Sets the learning rate of every parameter group.
+/// One optimizer a recipe can name (`training.optimizer`): the extension point for others.
+struct OptimizerFactory {
+  std::string name;
+  std::string description;
+  std::function<std::unique_ptr<torch::optim::Optimizer>(const torch::nn::Module&,
+                                                         const AdamWSettings&)>
+      create;
+};
+
+/// Every optimizer by name: "adamw" (make_adamw, the default) and "adamw_torch" (LibTorch's own
+/// AdamW, unfused, same groups: a reference for the fused kernel). A new optimizer is one entry.
+const std::vector<OptimizerFactory>& optimizer_factories();
+
+/// The optimizer `name` over `model`'s trainable parameters; throws ConfigError listing the
+/// names for an unknown one.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
+                                                        const torch::nn::Module& model,
+                                                        const AdamWSettings& settings);
+
+/// Sets the learning rate of every parameter group (any optimizer).
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);
 
 }  // namespace bert::tasks

@@ -1,0 +1,86 @@
+#include "tasks/training/train_state.h"
+
+#include <fmt/format.h>
+
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/safetensors.h"
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+#include "tasks/training/training_dir.h"
+
+namespace bert::tasks {
+namespace {
+
+using json = nlohmann::json;
+
+/// The default generators whose state a checkpoint keeps (dropout draws from them).
+std::vector<at::Generator> generators(const torch::Device& device) {
+  std::vector<at::Generator> out = {at::detail::getDefaultCPUGenerator()};
+  if (device.is_cuda()) out.push_back(at::globalContext().defaultGenerator(device));
+  return out;
+}
+
+}  // namespace
+
+json TrainState::to_json() const {
+  json j = json::object();
+  visit(*this, [&](const char* name, const auto& value) { j[name] = value; });
+  return j;
+}
+
+TrainState TrainState::from_json(const json& j, const std::string& source) {
+  if (!j.is_object() || !j.contains("step"))
+    throw CheckpointError(source + ": not a training state (no \"step\")");
+  TrainState state;
+  visit(state, [&](const char* name, auto& value) {
+    if (!j.contains(name)) return;
+    try {
+      j.at(name).get_to(value);
+    } catch (const json::exception& e) {
+      throw CheckpointError(fmt::format("{}: \"{}\": {}", source, name, e.what()));
+    }
+  });
+  return state;
+}
+
+void save_checkpoint(const std::filesystem::path& dir,
+                     const TrainState& state,
+                     const torch::nn::Module& model,
+                     torch::optim::Optimizer& optimizer,
+                     const torch::Device& device) {
+  const CheckpointFiles files{dir};
+  std::filesystem::create_directories(dir);
+  save_safetensors(files.weights(), state_dict(model));
+  torch::save(optimizer, files.optimizer().string());
+  std::vector<torch::Tensor> rng;
+  for (auto& g : generators(device)) rng.push_back(g.get_state());
+  torch::save(rng, files.rng().string());
+  write_file_atomic(files.state(), state.to_json().dump(1));
+}
+
+TrainState load_checkpoint(const std::filesystem::path& dir,
+                           torch::nn::Module& model,
+                           torch::optim::Optimizer& optimizer,
+                           const torch::Device& device) {
+  const CheckpointFiles files{dir};
+  const auto state_text = read_file(files.state());
+  json j;
+  try {
+    j = json::parse(state_text);
+  } catch (const json::exception& e) {
+    throw CheckpointError(fmt::format("{}: {}", files.state().string(), e.what()));
+  }
+  auto state = TrainState::from_json(j, files.state().string());
+  load_state_dict(model, read_weights(files.weights()), files.weights().string());
+  torch::load(optimizer, files.optimizer().string());
+  std::vector<torch::Tensor> rng;
+  torch::load(rng, files.rng().string());
+  auto gens = generators(device);
+  if (rng.size() != gens.size())
+    throw CheckpointError(files.rng().string() + ": RNG state of another device");
+  for (size_t i = 0; i < gens.size(); ++i) gens[i].set_state(rng[i]);
+  return state;
+}
+
+}  // namespace bert::tasks
