@@ -10,7 +10,9 @@
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/tokenizer/factory.h"
+#include "data/text_file.h"
 #include "recipes/runner/recipe.h"
+#include "recipes/runner/run_dir.h"
 #include "recipes/runner/trial.h"
 #include "tasks/registry.h"
 #include "tasks/training/trainer.h"
@@ -45,73 +47,76 @@ std::unique_ptr<tasks::TaskAdapter> create_task(const YAML::Node& task, const st
   return tasks::TaskRegistry::global().create(type, reader);
 }
 
-/// The task of an HF directory without bertft_task.yaml, from its config.
+/// The task of an HF directory without bertft_task.yaml: the registry's task for its
+/// config.json's architecture, with the options that config implies.
 YAML::Node task_from_config(const BertConfig& config, const std::string& source) {
-  static const std::map<std::string, std::string> types = {
-      {"BertForSequenceClassification", "sequence_classification"},
-      {"BertForTokenClassification", "token_classification"},
-      {"BertForQuestionAnswering", "question_answering"},
-      {"BertForMultipleChoice", "multiple_choice"}};
+  const auto& registry = tasks::TaskRegistry::global();
   const std::string architecture =
       config.architectures().empty() ? "" : config.architectures().front();
-  const auto it = types.find(architecture);
-  if (it == types.end())
+  const auto* info = registry.find_by_architecture(architecture);
+  if (!info) {
+    std::string known;
+    for (const auto& t : registry.tasks())
+      for (const auto& a : t.architectures) known += (known.empty() ? "" : ", ") + a;
     throw ConfigError(
-        fmt::format("{}: architectures [{}] is not a fine-tuned task model; expected one of "
-                    "BertForSequenceClassification, BertForTokenClassification, "
-                    "BertForQuestionAnswering, BertForMultipleChoice",
-                    source, architecture));
-  YAML::Node task(YAML::NodeType::Map);
-  task["type"] = it->second;
-  if (config.problem_type() && *config.problem_type() == "regression") task["num_labels"] = 1;
+        fmt::format("{}: architectures [{}] is not a task model bertft knows; expected one of {}",
+                    source, architecture, known));
+  }
+  YAML::Node task = info->options_from_config ? info->options_from_config(config)
+                                              : YAML::Node(YAML::NodeType::Map);
+  task["type"] = info->name;
   return task;
 }
 
 }  // namespace
 
 void export_model(const fs::path& run_dir, const fs::path& out) {
-  fs::path trial = run_dir;
-  if (fs::exists(run_dir / "leaderboard.json")) {
-    const auto board = json::parse(read_file(run_dir / "leaderboard.json"));
+  TrialDir trial(run_dir);
+  if (SweepDir::holds_sweep(run_dir)) {
+    const SweepDir sweep(run_dir);
+    if (!fs::exists(sweep.leaderboard("json")))
+      throw ConfigError(run_dir.string() +
+                        ": the sweep has no leaderboard yet (run `bertft "
+                        "leaderboard` or the sweep)");
+    const auto board = data::read_json_file(sweep.leaderboard("json"));
     if (!board.contains("best"))
       throw ConfigError(run_dir.string() + ": no finished trial to export");
-    trial = run_dir / "trials" / board["best"]["trial"].get<std::string>();
+    trial = sweep.trial(board["best"]["trial"].get<std::string>());
   }
-  const auto result = read_result(trial);
-  if (!result.is_object() || result.value("status", "") != "done")
+  const auto result = TrialResult::read(trial);
+  if (!result || !result->done())
     throw ConfigError(fmt::format(
         "{}: not a finished run (no result.json with status \"done\"; run `bertft train` or "
         "`bertft sweep` first)",
-        trial.string()));
-  const auto recipe = load_recipe(trial / "recipe.yaml", {}, /*check_files=*/false);
+        trial.root().string()));
+  const auto recipe = load_recipe(trial.recipe(), {}, /*check_files=*/false);
   const auto dir = PretrainedDir::find(recipe.model.pretrained);
   auto config = BertConfig::from_file(dir.config);
-  auto adapter = create_task(recipe.task, (trial / "recipe.yaml").string());
-  adapter->set_labels(result.value("labels", std::vector<std::string>{}));
-  adapter->configure_export(config);
-  const auto weights =
-      read_weights(trial / "best" / "model.safetensors", scalar_type(recipe.model.dtype));
+  auto& adapter = *recipe.adapter;
+  adapter.set_labels(result->labels);
+  adapter.configure_export(config);
+  const auto weights = read_weights(trial.best_weights(), scalar_type(recipe.model.dtype));
 
   const auto tmp = out.parent_path() / (".tmp-" + out.filename().string());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   save_weights(tmp, weights);
-  save_config(tmp, config, adapter->architecture());
+  save_config(tmp, config, adapter.architecture());
   tok::load_tokenizer(dir, config.vocab_size())->save(tmp);
-  YAML::Node task = YAML::Clone(adapter->options());
-  task["type"] = adapter->type();
+  YAML::Node task = YAML::Clone(adapter.options());
+  task["type"] = adapter.type();
   YAML::Node meta(YAML::NodeType::Map);
   meta["task"] = task;
-  meta["labels"] = adapter->labels();
-  meta["source"] = fs::absolute(trial).string();
-  meta["main_metric"] = result["main_metric"].get<std::string>();
-  meta["dev_score"] = result["main"].get<double>();
+  meta["labels"] = adapter.labels();
+  meta["source"] = fs::absolute(trial.root()).string();
+  meta["main_metric"] = result->main_metric;
+  meta["goal"] = tasks::metrics::goal_name(result->goal);
+  meta["dev_score"] = result->score();
   write_file_atomic(tmp / kTaskFile, dump_recipe(meta));
   fs::remove_all(out);
   fs::rename(tmp, out);
-  log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.string(),
-            result["main_metric"].get<std::string>(), result["main"].get<double>(), out.string(),
-            adapter->architecture());
+  log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.root().string(), result->main_metric,
+            result->score(), out.string(), adapter.architecture());
 }
 
 FinetunedModel load_finetuned(const fs::path& path) {

@@ -18,6 +18,7 @@
 #include "recipes/runner/export.h"
 #include "recipes/runner/new_model.h"
 #include "recipes/runner/recipe.h"
+#include "recipes/runner/run_dir.h"
 #include "recipes/runner/sweep.h"
 #include "recipes/runner/trial.h"
 #include "tasks/pretraining/instances.h"
@@ -157,15 +158,14 @@ int run_quickstart(const QuickstartOptions& options) {
             "output:\n  dir: {0}/pretrain\n",
             out.string()));
     const auto recipe = load_recipe(pretrain_recipe);
-    if (!keep_resolved_recipe(out / "pretrain" / "run", recipe))
-      throw ConfigError((out / "pretrain" / "run" / "recipe.yaml").string() +
-                        ": holds a different recipe; use another --out");
-    run_trial(recipe, out / "pretrain" / "run", {}, "pretrain");
-    const auto result = nlohmann::json::parse(read_file(out / "pretrain" / "run" / "result.json"));
+    const TrialDir run(out / "pretrain" / "run");
+    if (!keep_resolved_recipe(run.root(), recipe))
+      throw ConfigError(run.recipe().string() + ": holds a different recipe; use another --out");
+    run_trial(recipe, run, {}, "pretrain");
+    const auto result = *TrialResult::read(run);
     log::info("[quickstart] pre-trained: held-out MLM accuracy {:.3f}, NSP accuracy {:.3f}",
-              result["metrics"]["mlm_accuracy"].get<double>(),
-              result["metrics"]["nsp_accuracy"].get<double>());
-    export_model(out / "pretrain" / "run", out / "pretrained");
+              result.metrics.at("mlm_accuracy"), result.metrics.at("nsp_accuracy"));
+    export_model(run.root(), out / "pretrained");
     model_dir = out / "pretrained";
   }
 
@@ -188,16 +188,16 @@ int run_quickstart(const QuickstartOptions& options) {
   sweep.jobs = options.jobs;
   sweep.threads = threads;
   const int sweep_rc = run_sweep(recipe, sweep);
-  std::cout << "\n" << read_file(recipe.output.dir / "leaderboard.md") << "\n";
-  if (!fs::exists(recipe.output.dir / "best_model" / "config.json")) {
-    log::error("[quickstart] no exported model; see {}",
-               (recipe.output.dir / "leaderboard.md").string());
+  const SweepDir sweep_dir(recipe.output.dir);
+  std::cout << "\n" << read_file(sweep_dir.leaderboard("md")) << "\n";
+  if (!fs::exists(sweep_dir.best_model())) {
+    log::error("[quickstart] no exported model; see {}", sweep_dir.leaderboard("md").string());
     return 1;
   }
 
   // 4. Predict the held-out file with the exported model.
   PredictOptions predict;
-  predict.model = (recipe.output.dir / "best_model").string();
+  predict.model = sweep_dir.best_model().string();
   predict.data = (out / "data" / "test.tsv").string();
   predict.out = (out / "predictions.jsonl").string();
   run_predict(predict);
@@ -208,7 +208,7 @@ int run_quickstart(const QuickstartOptions& options) {
   fmt::print(
       "\nexported model: {} (load it with bertft predict --model, or transformers' "
       "AutoModelForSequenceClassification)\nleaderboard:    {}\n",
-      predict.model, (recipe.output.dir / "leaderboard.md").string());
+      predict.model, sweep_dir.leaderboard("md").string());
   return sweep_rc;
 }
 

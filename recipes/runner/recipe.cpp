@@ -8,6 +8,7 @@
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "recipes/runner/run_dir.h"
 #include "tasks/registry.h"
 
 namespace bert {
@@ -248,21 +249,14 @@ Recipe parse_recipe(YAML::Node root,
 
   const auto task = r.child("task");
   recipe.task = task.node();
+  auto& tasks = tasks::TaskRegistry::global();
   if (!task.defined() || !task.has("type")) {
-    errors.add(task.where() + ": task.type is missing; one of: " + [] {
-      std::string all;
-      for (const auto& n : tasks::TaskRegistry::global().names())
-        all += (all.empty() ? "" : ", ") + n;
-      return all;
-    }());
+    errors.add(task.where() + ": task.type is missing; one of: " + tasks.joined_names());
   } else if (task.read("type", recipe.task_type, errors)) {
-    const auto* info = tasks::TaskRegistry::global().find(recipe.task_type);
-    if (!info) {
-      const auto guess = nearest_key(recipe.task_type, tasks::TaskRegistry::global().names());
-      errors.add(fmt::format("{}: unknown task '{}'{}", task.where("type"), recipe.task_type,
-                             guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)));
-    } else {
-      info->create(task, errors);
+    try {
+      recipe.adapter = tasks.get(recipe.task_type, task.where("type")).create(task, errors);
+    } catch (const ConfigError& e) {
+      errors.add(e.what());
     }
   }
 
@@ -326,7 +320,7 @@ std::string dump_recipe(const YAML::Node& root) {
 }
 
 bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe) {
-  const auto path = run_dir / "recipe.yaml";
+  const auto path = TrialDir(run_dir).recipe();
   const auto resolved = dump_recipe(recipe.root);
   if (!fs::exists(path)) {
     fs::create_directories(run_dir);

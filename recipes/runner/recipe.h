@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,7 +11,8 @@
 
 #include "bert/common/yaml.h"
 #include "data/data_spec.h"
-#include "tasks/training/trainer.h"
+#include "tasks/task_adapter.h"
+#include "tasks/training/trainer_options.h"
 
 namespace bert::recipes {
 
@@ -64,7 +66,10 @@ struct Recipe {
   YAML::Node root;
   ModelSection model;
   std::string task_type;
-  YAML::Node task;  ///< the task mapping (adapter options plus `type`)
+  YAML::Node task;  ///< the task mapping as written (adapter options plus `type`)
+  /// The task's adapter, holding the typed options read from `task` (built once, by
+  /// parse_recipe; prepare_task() then reads the data into it). Null only while invalid.
+  std::shared_ptr<tasks::TaskAdapter> adapter;
   DataSection data;
   tasks::TrainerOptions training;
   SweepSection sweep;

@@ -1,13 +1,11 @@
 #pragma once
 
-#include <yaml-cpp/yaml.h>
-
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "recipes/runner/leaderboard.h"
 #include "recipes/runner/recipe.h"
 
 namespace bert::recipes {
@@ -35,21 +33,13 @@ struct SweepOptions {
   bool feature_cache = true;         ///< false: every trial tokenises its data itself (benchmarks)
 };
 
-/// Runs a sweep in recipe.output.dir: plan.json, a directory per trial (trials/<name>/ with
-/// recipe.yaml, train.log, metrics.jsonl, checkpoints, best/, result.json), the feature cache
-/// (cache/, filled once before the trials start), then the leaderboard and, when every trial
-/// of the plan is done and output.export is set, the best model exported to best_model/.
+/// Runs a sweep in recipe.output.dir (SweepDir): the plan, a TrialDir per trial, the feature
+/// cache (filled once before the trials start), then the leaderboard and, when every trial of
+/// the plan is done and output.export is set, the best model exported to best_model/.
 /// Finished trials are skipped; an interrupted trial resumes from its checkpoint; a failing
 /// trial (exception, crash or signal) is recorded as failed and the sweep goes on. Each trial
 /// runs as a child process (`bertft train`), `jobs` at a time with threads split between them.
 /// Returns 0 when every trial of the shard is done, 1 otherwise.
 int run_sweep(const Recipe& recipe, const SweepOptions& options);
-
-/// Reads the trials' result.json files under `dir` (per plan.json) and writes
-/// leaderboard.{md,csv,json} and leaderboard.svg: per hyperparameter setting (seeds pooled),
-/// the main metric's mean ± sample std and every other metric's mean, sorted by mean; the best
-/// setting is the highest mean, its best seed the trial to export. Returns leaderboard.json's
-/// content.
-nlohmann::json write_leaderboard(const std::filesystem::path& dir);
 
 }  // namespace bert::recipes

@@ -21,7 +21,6 @@ namespace bert::recipes {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 std::string hash_file(const fs::path& path) {
   return fmt::format("{:016x}", fnv1a64(read_file(path)));
@@ -47,15 +46,16 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   p.dir = PretrainedDir::find(recipe.model.pretrained);
   p.config = BertConfig::from_file(p.dir.config);
   p.tokenizer = tok::load_tokenizer(p.dir, p.config.vocab_size());
-  const YamlReader task_reader(recipe.task, recipe.file.string(), "task");
-  task_reader.allow("type");
-  p.adapter = tasks::TaskRegistry::global().create(recipe.task_type, task_reader);
-  if (const auto length = p.adapter->options()["max_seq_length"];
-      length && length.as<int64_t>() > p.config.max_position_embeddings())
+  p.adapter = recipe.adapter;
+  TORCH_CHECK(p.adapter, recipe.file.string(), ": the recipe has no task adapter");
+  if (const auto length = p.adapter->max_seq_length(); length > p.config.max_position_embeddings())
     throw ConfigError(fmt::format(
         "{}: task.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
-        recipe.file.string(), length.as<int64_t>(), p.config.max_position_embeddings(),
-        p.dir.config.string()));
+        recipe.file.string(), length, p.config.max_position_embeddings(), p.dir.config.string()));
+  if (recipe.training.label_smoothing > 0 && !p.adapter->supports_label_smoothing())
+    throw ConfigError(fmt::format(
+        "{}: training.label_smoothing applies to classification losses; task {} has none here",
+        recipe.file.string(), recipe.task_type));
   const auto train_examples = p.adapter->read(recipe.data.train);
   const auto dev_examples = p.adapter->read(recipe.data.dev);
   p.adapter->fit_labels(*train_examples);
@@ -99,23 +99,16 @@ tasks::TaskModel build_pretrained_model(const PreparedTask& prepared) {
   return model;
 }
 
-json read_result(const fs::path& trial_dir) {
-  const auto path = trial_dir / "result.json";
-  if (!fs::exists(path)) return nullptr;
-  try {
-    return json::parse(read_file(path));
-  } catch (const std::exception&) {
-    return nullptr;
-  }
-}
-
-int run_trial(const Recipe& recipe,
-              const fs::path& out,
-              const fs::path& cache_dir,
-              const std::string& trial_name) {
+ExitCode run_trial(const Recipe& recipe,
+                   const TrialDir& dir,
+                   const fs::path& cache_dir,
+                   const std::string& trial_name) {
   const auto start = std::chrono::steady_clock::now();
-  fs::create_directories(out);
-  fs::remove(out / "result.json");  // a failure of an earlier attempt; written anew below
+  fs::create_directories(dir.root());
+  fs::remove(dir.result());  // a failure of an earlier attempt; written anew below
+  TrialResult record;
+  record.trial = trial_name;
+  record.task = recipe.task_type;
   try {
     const auto prepared = prepare_task(recipe, cache_dir);
     torch::manual_seed(static_cast<uint64_t>(recipe.training.seed));
@@ -129,32 +122,31 @@ int run_trial(const Recipe& recipe,
         trainer.set_interrupt_hook([at](int64_t step) { return step >= at; });
       }
     }
-    const auto result =
-        trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(), out);
-    if (result.interrupted) return 3;
-    const json record = {
-        {"status", "done"},
-        {"trial", trial_name},
-        {"task", recipe.task_type},
-        {"main_metric", result.best.main_metric},
-        {"main", result.best.main()},
-        {"metrics", result.best.metrics},
-        {"best_step", result.best_step},
-        {"steps", result.steps},
-        {"stopped_early", result.stopped_early},
-        {"losses", result.losses},
-        {"labels", prepared.adapter->labels()},
-        {"train_features", prepared.train->features.size()},
-        {"dev_features", prepared.dev->features.size()},
-        {"seconds",
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}};
-    write_file_atomic(out / "result.json", record.dump(1) + "\n");
-    log::info("[trial] {}: {} {:.4f} at step {}", trial_name, result.best.main_metric,
-              result.best.main(), result.best_step);
-    return 0;
+    const auto result = trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(),
+                                    dir.training().root());
+    if (result.interrupted) return ExitCode::kInterrupted;
+    record.status = TrialStatus::kDone;
+    record.main_metric = result.best.main_metric;
+    record.goal = result.goal;
+    record.main = result.best.main();
+    record.metrics = result.best.metrics;
+    record.best_step = result.best_step;
+    record.steps = result.steps;
+    record.stopped_early = result.stopped_early;
+    record.losses = result.losses;
+    record.labels = prepared.adapter->labels();
+    record.train_features = static_cast<int64_t>(prepared.train->size());
+    record.dev_features = static_cast<int64_t>(prepared.dev->size());
+    record.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    record.write(dir);
+    log::info("[trial] {}: {} {:.4f} at step {}", trial_name, record.main_metric, *record.main,
+              record.best_step);
+    return ExitCode::kOk;
   } catch (const std::exception& e) {
-    const json record = {{"status", "failed"}, {"trial", trial_name}, {"error", e.what()}};
-    write_file_atomic(out / "result.json", record.dump(1) + "\n");
+    record.status = TrialStatus::kFailed;
+    record.error = e.what();
+    record.write(dir);
     throw;
   }
 }

@@ -2,13 +2,13 @@
 
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/tokenizer.h"
 #include "recipes/runner/recipe.h"
+#include "recipes/runner/run_dir.h"
 #include "tasks/task_adapter.h"
 
 namespace bert::recipes {
@@ -19,12 +19,13 @@ struct PreparedTask {
   PretrainedDir dir;
   BertConfig config;
   std::unique_ptr<tok::Tokenizer> tokenizer;
-  std::unique_ptr<tasks::TaskAdapter> adapter;
+  std::shared_ptr<tasks::TaskAdapter> adapter;  ///< the recipe's own (Recipe::adapter)
   std::shared_ptr<tasks::FeatureSet> train, dev;
 };
 
-/// Reads the recipe's checkpoint, tokenizer and data and featurises train and dev, through
-/// the feature cache in `cache_dir` when it is not empty (the key covers the data bytes, the
+/// Reads the recipe's checkpoint, tokenizer and data into the recipe's adapter (built once, when
+/// the recipe was parsed; call this once per recipe) and featurises train and dev, through the
+/// feature cache in `cache_dir` when it is not empty (the key covers the data bytes, the
 /// tokenizer files, the task options and labels, the split's role and the data spec).
 PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cache_dir);
 
@@ -35,17 +36,15 @@ PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cac
 /// before the call.
 tasks::TaskModel build_pretrained_model(const PreparedTask& prepared);
 
-/// Fine-tunes one trial of `recipe` into `out`: resolved recipe, metrics.jsonl, checkpoints,
-/// best/model.safetensors and, when done, result.json (status "done", dev metrics, best step,
-/// losses, labels, timing). Resumes from the newest checkpoint in `out`. On an error writes
-/// result.json with status "failed" and the message, then rethrows. Returns 0 when done, 3 when
-/// stopped by the test hook BERTFT_INTERRUPT="<trial name>:<step>" (a simulated crash).
-int run_trial(const Recipe& recipe,
-              const std::filesystem::path& out,
-              const std::filesystem::path& cache_dir,
-              const std::string& trial_name);
-
-/// result.json of a trial directory, or null when there is none (or it cannot be parsed).
-nlohmann::json read_result(const std::filesystem::path& trial_dir);
+/// Fine-tunes one trial of `recipe` into `dir`: resolved recipe, the Trainer's files
+/// (metrics.jsonl, checkpoints, best weights) and, when done, result.json (TrialResult: dev
+/// metrics, best step, losses, labels, timing). Resumes from the newest checkpoint in `dir`. On
+/// an error writes a failed TrialResult with the message, then rethrows. Returns kOk when done,
+/// kInterrupted when stopped by the test hook BERTFT_INTERRUPT="<trial name>:<step>" (a
+/// simulated crash).
+ExitCode run_trial(const Recipe& recipe,
+                   const TrialDir& dir,
+                   const std::filesystem::path& cache_dir,
+                   const std::string& trial_name);
 
 }  // namespace bert::recipes

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bert/tokenizer/wordpiece.h"
+
+namespace bert::recipes {
+
+/// Options of `bertft` itself, set before the subcommand.
+struct GlobalOptions {
+  int threads = 0;  ///< --threads: intra-op threads (0 = all cores)
+  bool verbose = false;
+};
+
+/// What a command's setup returns: runs it after the command line was parsed; returns the
+/// exit code (ExitCode).
+using CommandRun = std::function<int()>;
+
+/// One `bertft` subcommand. `setup` declares its options on `app` (bound to storage the
+/// returned CommandRun owns) and returns the CommandRun. Each lives in
+/// recipes/runner/commands/<name>.cpp.
+struct Command {
+  std::string name;
+  std::string help;
+  std::function<CommandRun(CLI::App& app, const GlobalOptions& global)> setup;
+};
+
+/// The command table, in the order --help lists them: adding a command is one file and one line
+/// in cli.cpp.
+const std::vector<Command>& command_table();
+
+// The commands (one file each under recipes/runner/commands/).
+CommandRun setup_quickstart(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_validate(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_train(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_export(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_predict(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_eval(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_score(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_new_model(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_pretrain_data(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_vocab(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_extend_vocab(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_tokenize(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_inspect(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_convert(CLI::App& app, const GlobalOptions& global);
+
+/// WordPiece options for a --lowercase flag (uncased: lower-case and strip accents, as HF);
+/// shared by the commands that build a tokenizer from a vocab.txt.
+tok::WordPieceOptions wordpiece_options(bool lowercase, tok::CasingCheck check);
+
+/// "i/N" of --shard.
+std::pair<int, int> parse_shard(const std::string& text);
+
+}  // namespace bert::recipes

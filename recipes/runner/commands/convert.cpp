@@ -1,0 +1,49 @@
+// `bertft convert`.
+#include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/log.h"
+#include "bert/model/pretraining.h"
+#include "bert/tokenizer/factory.h"
+#include "recipes/runner/command.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+
+int run_convert(const std::string& model_dir, const std::string& out, double shard_mb) {
+  const auto dir = PretrainedDir::find(model_dir);
+  const auto config = BertConfig::from_file(dir.config);
+  TensorMap tensors = read_weights(dir.weights);
+  // Tied aliases and non-persistent buffers are not written, as HF's safetensors writer does.
+  for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases())
+    if (tensors.count(target)) tensors.erase(alias);
+  for (auto it = tensors.begin(); it != tensors.end();)
+    it = is_legacy_buffer_key(it->first) ? tensors.erase(it) : std::next(it);
+  const fs::path out_dir(out);
+  fs::create_directories(out_dir);
+  save_weights(out_dir, tensors, static_cast<int64_t>(shard_mb * (1 << 20)));
+  const std::string architecture =
+      config.architectures().empty() ? "BertModel" : config.architectures().front();
+  save_config(out_dir, config, architecture);
+  if (dir.vocab || dir.sentencepiece) tok::load_tokenizer(dir, config.vocab_size())->save(out_dir);
+  log::info("[convert] {} -> {}: {} tensors", dir.weights.string(), out_dir.string(),
+            tensors.size());
+  return 0;
+}
+}  // namespace
+
+CommandRun setup_convert(CLI::App& app, const GlobalOptions&) {
+  struct Args {
+    std::string dir, out;
+    double shard_mb = 0;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("model", a->dir, "Model directory")->required()->check(CLI::ExistingDirectory);
+  app.add_option("--out", a->out, "Output directory")->required();
+  app.add_option("--shard-size", a->shard_mb, "Shard above this many MiB (0 = one file)")
+      ->check(CLI::NonNegativeNumber);
+  return [a] { return run_convert(a->dir, a->out, a->shard_mb); };
+}
+
+}  // namespace bert::recipes

@@ -1,0 +1,25 @@
+// `bertft predict`.
+#include "recipes/runner/command.h"
+#include "recipes/runner/export.h"
+
+namespace bert::recipes {
+
+CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
+  auto o = std::make_shared<PredictOptions>();
+  app.add_option("--model", o->model, "Fine-tuned model directory (bertft export or HF)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--data", o->data, "Data file (JSONL, GLUE TSV, CSV, SQuAD JSON, CoNLL, SWAG CSV)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--format", o->format, "auto | glue | tsv | csv | jsonl | squad | conll | swag");
+  app.add_option("--glue-task", o->glue_task, "GLUE task, when not clear from the directory name");
+  app.add_option("--out", o->out, "Predictions file (default stdout)");
+  app.add_option("--batch-size", o->batch_size, "Examples per batch")->check(CLI::PositiveNumber);
+  app.add_option("--device", o->device, "cpu | cuda | cuda:N");
+  app.add_option("--precision", o->precision, "fp32 | bf16")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  return [o] { return run_predict(*o); };
+}
+
+}  // namespace bert::recipes

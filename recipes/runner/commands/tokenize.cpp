@@ -1,0 +1,122 @@
+// `bertft tokenize`.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/error.h"
+#include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/sentencepiece_model.h"
+#include "recipes/runner/command.h"
+
+namespace bert::recipes {
+namespace {
+
+using json = nlohmann::json;
+
+struct TokenizeArgs {
+  std::string vocab, spm, model;
+  bool lowercase = false;
+  bool no_casing_check = false;
+  int64_t max_length = 0;
+  std::string truncation = "longest_first";
+  bool pad = false;
+  int threads = 0;
+};
+
+std::unique_ptr<tok::Tokenizer> make_cli_tokenizer(const TokenizeArgs& a) {
+  const int sources = !a.vocab.empty() + !a.spm.empty() + !a.model.empty();
+  if (sources != 1) throw ConfigError("tokenize: give exactly one of --vocab, --spm, --model");
+  if (!a.spm.empty()) return std::make_unique<tok::SentencePieceTokenizer>(a.spm);
+  if (!a.model.empty()) {
+    const auto dir = PretrainedDir::find(a.model);
+    const auto config = BertConfig::from_file(dir.config);
+    tok::TokenizerOverrides overrides;
+    if (a.lowercase) overrides.lowercase = true;  // otherwise the directory's own setting
+    overrides.check_casing = !a.no_casing_check;
+    return tok::load_tokenizer(dir, config.vocab_size(), overrides);
+  }
+  return tok::WordPieceTokenizer::from_file(
+      a.vocab, wordpiece_options(a.lowercase, a.no_casing_check ? tok::CasingCheck::kOff
+                                                                : tok::CasingCheck::kError));
+}
+
+int run_tokenize(const TokenizeArgs& a) {
+  const auto tokenizer = make_cli_tokenizer(a);
+  tok::EncodeOptions options;
+  options.max_length = a.max_length;
+  options.truncation = tok::parse_truncation(a.truncation);
+  options.padding = a.pad ? tok::Padding::kMaxLength : tok::Padding::kNone;
+  if (a.pad && a.max_length <= 0) throw ConfigError("tokenize: --pad needs --max-length");
+
+  constexpr size_t kChunk = 2048;
+  std::vector<std::pair<std::string, std::optional<std::string>>> batch;
+  size_t line_no = 0;
+  auto flush = [&] {
+    for (const auto& e : tokenizer->encode_batch(batch, options, a.threads))
+      std::cout << tok::to_json(e).dump() << '\n';
+    batch.clear();
+  };
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    const auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] == '{') {
+      json j;
+      try {
+        j = json::parse(line);
+      } catch (const json::parse_error& e) {
+        throw DataError(fmt::format("<stdin>:{}: invalid JSON: {}", line_no, e.what()));
+      }
+      if (!j.contains("text") || !j["text"].is_string())
+        throw DataError(fmt::format("<stdin>:{}: a JSON line needs a string \"text\"", line_no));
+      std::optional<std::string> pair;
+      if (j.contains("text_pair") && !j["text_pair"].is_null()) {
+        if (!j["text_pair"].is_string())
+          throw DataError(fmt::format("<stdin>:{}: \"text_pair\" must be a string", line_no));
+        pair = j["text_pair"].get<std::string>();
+      }
+      batch.emplace_back(j["text"].get<std::string>(), pair);
+    } else {
+      batch.emplace_back(line, std::nullopt);
+    }
+    if (batch.size() == kChunk) {
+      try {
+        flush();
+      } catch (const TokenizerError& e) {
+        throw TokenizerError(
+            fmt::format("<stdin>: lines {}..{}: {}", line_no - kChunk + 1, line_no, e.what()));
+      }
+    }
+  }
+  try {
+    flush();
+  } catch (const TokenizerError& e) {
+    throw TokenizerError(fmt::format("<stdin>: near line {}: {}", line_no, e.what()));
+  }
+  std::cout.flush();
+  return 0;
+}
+}  // namespace
+
+CommandRun setup_tokenize(CLI::App& app, const GlobalOptions&) {
+  auto a = std::make_shared<TokenizeArgs>();
+  app.add_option("--vocab", a->vocab, "WordPiece vocab.txt")->check(CLI::ExistingFile);
+  app.add_option("--spm", a->spm, "SentencePiece .model file")->check(CLI::ExistingFile);
+  app.add_option("--model", a->model, "Hugging Face model directory")
+      ->check(CLI::ExistingDirectory);
+  app.add_flag("--lowercase", a->lowercase, "Lower-case and strip accents (uncased vocabularies)");
+  app.add_flag("--no-casing-check", a->no_casing_check,
+               "Allow a vocabulary whose casing contradicts --lowercase");
+  app.add_option("--max-length", a->max_length, "Truncate to this many tokens (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--truncation", a->truncation, "longest_first | only_first | only_second")
+      ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
+  app.add_flag("--pad", a->pad, "Pad every line to --max-length");
+  app.add_option("--tokenizer-threads", a->threads, "Encoding threads (0 = all cores)");
+  return [a] { return run_tokenize(*a); };
+}
+
+}  // namespace bert::recipes

@@ -1,0 +1,190 @@
+#include "recipes/runner/run_dir.h"
+
+#include <fmt/format.h>
+
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+#include "data/text_file.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using tasks::metrics::MetricGoal;
+
+// JSON forms of the record fields: plain values through nlohmann, enums by name, an empty
+// optional as an absent key.
+template <class T>
+void put(json& j, const char* key, const T& value) {
+  j[key] = value;
+}
+void put(json& j, const char* key, const std::optional<double>& value) {
+  if (value) j[key] = *value;
+}
+void put(json& j, const char* key, TrialStatus value) {
+  j[key] = value == TrialStatus::kDone ? "done" : "failed";
+}
+void put(json& j, const char* key, MetricGoal value) {
+  j[key] = tasks::metrics::goal_name(value);
+}
+
+template <class T>
+void get(const json& j, const char* key, T& out) {
+  j.at(key).get_to(out);
+}
+void get(const json& j, const char* key, std::optional<double>& out) {
+  out = j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
+}
+void get(const json& j, const char* key, TrialStatus& out) {
+  const auto text = j.at(key).get<std::string>();
+  if (text != "done" && text != "failed")
+    throw DataError(fmt::format("\"{}\" is \"{}\"; expected \"done\" or \"failed\"", key, text));
+  out = text == "done" ? TrialStatus::kDone : TrialStatus::kFailed;
+}
+void get(const json& j, const char* key, MetricGoal& out) {
+  const auto text = j.at(key).get<std::string>();
+  if (text != "maximize" && text != "minimize")
+    throw DataError(
+        fmt::format("\"{}\" is \"{}\"; expected \"maximize\" or \"minimize\"", key, text));
+  out = text == "maximize" ? MetricGoal::kMaximize : MetricGoal::kMinimize;
+}
+
+/// TrialResult's one field list: drives result.json both ways.
+template <class Self, class Visitor>
+void visit_result(Self& r, Visitor&& field) {
+  field("status", r.status);
+  field("trial", r.trial);
+  field("task", r.task);
+  field("main_metric", r.main_metric);
+  field("goal", r.goal);
+  field("main", r.main);
+  field("metrics", r.metrics);
+  field("best_step", r.best_step);
+  field("steps", r.steps);
+  field("stopped_early", r.stopped_early);
+  field("losses", r.losses);
+  field("labels", r.labels);
+  field("train_features", r.train_features);
+  field("dev_features", r.dev_features);
+  field("seconds", r.seconds);
+  field("error", r.error);
+}
+
+}  // namespace
+
+fs::path TrialDir::recipe() const {
+  return root_ / "recipe.yaml";
+}
+fs::path TrialDir::log() const {
+  return root_ / "train.log";
+}
+fs::path TrialDir::result() const {
+  return root_ / "result.json";
+}
+fs::path TrialDir::lock() const {
+  return root_ / ".lock";
+}
+
+fs::path SweepDir::plan() const {
+  return root_ / "plan.json";
+}
+fs::path SweepDir::trials() const {
+  return root_ / "trials";
+}
+TrialDir SweepDir::trial(const std::string& name) const {
+  return TrialDir(trials() / name);
+}
+fs::path SweepDir::cache() const {
+  return root_ / "cache";
+}
+TrialDir SweepDir::train_run() const {
+  return TrialDir(root_ / "train");
+}
+fs::path SweepDir::best_model() const {
+  return root_ / "best_model";
+}
+fs::path SweepDir::leaderboard(const std::string& extension) const {
+  return root_ / ("leaderboard." + extension);
+}
+bool SweepDir::holds_sweep(const fs::path& dir) {
+  const SweepDir d(dir);
+  return fs::exists(d.leaderboard("json")) || fs::exists(d.plan());
+}
+
+json TrialResult::to_json() const {
+  json j = json::object();
+  visit_result(*this, [&](const char* key, const auto& value) { put(j, key, value); });
+  if (done()) j.erase("error");
+  return j;
+}
+
+TrialResult TrialResult::from_json(const json& j, const std::string& source) {
+  if (!j.is_object()) throw DataError(source + ": expected a JSON object");
+  TrialResult r;
+  bool has_goal = false;
+  visit_result(r, [&](const char* key, auto& value) {
+    if (!j.contains(key)) return;
+    try {
+      get(j, key, value);
+    } catch (const std::exception& e) {
+      throw DataError(fmt::format("{}: \"{}\": {}", source, key, e.what()));
+    }
+    has_goal = has_goal || std::string(key) == "goal";
+  });
+  if (!has_goal) r.goal = tasks::metrics::metric_goal(r.main_metric);
+  return r;
+}
+
+std::optional<TrialResult> TrialResult::read(const TrialDir& dir) {
+  const auto path = dir.result();
+  if (!fs::exists(path)) return std::nullopt;
+  try {
+    return from_json(json::parse(read_file(path)), path.string());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void TrialResult::write(const TrialDir& dir) const {
+  write_file_atomic(dir.result(), to_json().dump(1) + "\n");
+}
+
+json SweepPlan::to_json() const {
+  json trials_json = json::array();
+  for (const auto& t : trials) {
+    json hp = json::array();
+    for (const auto& [k, v] : t.hyperparameters) hp.push_back({k, v});
+    trials_json.push_back({{"name", t.name}, {"hyperparameters", hp}});
+  }
+  return {{"recipe", recipe}, {"name", name}, {"task", task}, {"trials", trials_json}};
+}
+
+SweepPlan SweepPlan::from_json(const json& j, const std::string& source) {
+  SweepPlan plan;
+  try {
+    plan.recipe = j.value("recipe", "");
+    plan.name = j.value("name", "");
+    plan.task = j.value("task", "");
+    for (const auto& t : j.at("trials")) {
+      Entry e;
+      e.name = t.at("name").get<std::string>();
+      for (const auto& kv : t.at("hyperparameters"))
+        e.hyperparameters.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      plan.trials.push_back(std::move(e));
+    }
+  } catch (const json::exception& e) {
+    throw DataError(fmt::format("{}: not a sweep plan: {}", source, e.what()));
+  }
+  return plan;
+}
+
+SweepPlan SweepPlan::read(const SweepDir& dir) {
+  return from_json(data::read_json_file(dir.plan()), dir.plan().string());
+}
+
+void SweepPlan::write(const SweepDir& dir) const {
+  write_file_atomic(dir.plan(), to_json().dump(1) + "\n");
+}
+
+}  // namespace bert::recipes
