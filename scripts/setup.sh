@@ -13,6 +13,7 @@ packages=(
   libtorch-dev libopenblas0-pthread
   libsentencepiece-dev libyaml-cpp-dev libfmt-dev libgtest-dev
   nlohmann-json3-dev libutf8proc-dev libcli11-dev
+  clang-format
 )
 # Node.js runs the HF tokenizer reference in the tests; keep a machine's own node if it has one.
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -1,6 +1,7 @@
 #include "tasks/sequence_classification/adapter.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -78,7 +79,12 @@ std::unique_ptr<TaskAdapter> SequenceClassificationAdapter::create(const YamlRea
       (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 3))
     errors.add(reader.where("window_stride") + ": must be in [0, max_seq_length - 3)");
   if (!o.main_metric.empty()) {
-    const auto& valid = o.num_labels == 1 ? kRegressionMetrics : kClassificationMetrics;
+    // Regression or classification may only be known from the data (GLUE STS-B): until then
+    // either kind's metrics are accepted, and fit_labels() checks the choice.
+    std::vector<std::string> valid;
+    if (o.num_labels != 1) valid = kClassificationMetrics;
+    if (o.num_labels <= 1)
+      valid.insert(valid.end(), kRegressionMetrics.begin(), kRegressionMetrics.end());
     if (std::find(valid.begin(), valid.end(), o.main_metric) == valid.end()) {
       std::string all;
       for (const auto& v : valid) all += (all.empty() ? "" : ", ") + v;
@@ -106,6 +112,14 @@ std::shared_ptr<const ExampleSet> SequenceClassificationAdapter::read(const data
 }
 
 void SequenceClassificationAdapter::fit_labels(const ExampleSet& train) {
+  if (!options_.main_metric.empty()) {
+    const auto& valid = regression() ? kRegressionMetrics : kClassificationMetrics;
+    if (std::find(valid.begin(), valid.end(), options_.main_metric) == valid.end())
+      throw ConfigError(fmt::format(
+          "task.main_metric: '{}' is a {} metric, but {} is a {} task; use one of {}",
+          options_.main_metric, regression() ? "classification" : "regression", train.source,
+          regression() ? "regression" : "classification", fmt::join(valid, ", ")));
+  }
   if (regression() || !labels_.empty()) return;
   if (glue_ && !glue_->labels.empty()) {
     labels_ = LabelMap(glue_->labels);

@@ -46,14 +46,6 @@ class Interval {
   Clock::time_point start_ = Clock::now();
 };
 
-/// HF's LabelSmoother term: the mean over labelled positions of -mean_c log p_c (logits
-/// [..., classes], labels [...] with kIgnoreIndex for positions without a label).
-torch::Tensor uniform_label_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
-  const auto per_position = -torch::log_softmax(logits.to(torch::kFloat), -1).mean(-1);  // [...]
-  const auto active = labels.ne(kIgnoreIndex);
-  return per_position.masked_select(active).mean();
-}
-
 }  // namespace
 
 std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& features,
@@ -118,6 +110,14 @@ Evaluation Trainer::evaluate(const TaskAdapter& adapter,
                              TaskModel model,
                              const FeatureSet& features) const {
   return adapter.evaluate(features, predict(adapter, model, features));
+}
+
+torch::Tensor smoothed_loss(const torch::Tensor& loss,
+                            const torch::Tensor& logits,
+                            const torch::Tensor& labels,
+                            double epsilon) {
+  const auto uniform = -torch::log_softmax(logits.to(torch::kFloat), -1).mean(-1);  // [...]
+  return (1 - epsilon) * loss + epsilon * uniform.masked_select(labels.ne(kIgnoreIndex)).mean();
 }
 
 TrainerCallbacks Trainer::standard_callbacks(const TrainingDir& dir) const {
@@ -193,8 +193,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
         epoch_batches(train, o.batch_size,
                       static_cast<uint64_t>(o.seed) * 1000003ULL + static_cast<uint64_t>(epoch),
                       o.group_by_length);
-    for (auto b = static_cast<size_t>(run.state.next_batch); b < batches.size() && !control.stop;
-         ++b) {
+    for (auto b = static_cast<size_t>(run.state.next_batch);
+         b < batches.size() && !control.stop && run.state.step < total_steps; ++b) {
       const auto batch = adapter.collate(train, batches[b]).to(device);
       interval.add(backward(run, batch), batch.size());
       const bool epoch_end = b + 1 == batches.size();
@@ -238,9 +238,7 @@ double Trainer::backward(TrainContext& run, const Batch& batch) const {
     AutocastScope autocast(o.precision, run.device);
     const auto logits = run.model->forward(batch);
     loss = run.adapter.loss(logits, batch);
-    if (o.label_smoothing > 0)
-      loss = (1 - o.label_smoothing) * loss +
-             o.label_smoothing * uniform_label_loss(logits, batch.labels);
+    if (o.label_smoothing > 0) loss = smoothed_loss(loss, logits, batch.labels, o.label_smoothing);
   }
   const bool fp16 = o.precision == Precision::kFp16;
   (loss * ((fp16 ? run.scaler.scale() : 1.0) / static_cast<double>(o.gradient_accumulation_steps)))

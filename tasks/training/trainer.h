@@ -94,4 +94,13 @@ class Trainer {
   TrainerCallbacks extra_;
 };
 
+/// `loss` smoothed as HF's LabelSmoother does it: (1 - epsilon) * loss + epsilon * the mean over
+/// labelled positions of -mean_c log_softmax(logits)_c (logits [..., classes], labels [...] with
+/// kIgnoreIndex where there is none). Equals torch's cross_entropy with label_smoothing when
+/// `loss` is the plain cross-entropy.
+torch::Tensor smoothed_loss(const torch::Tensor& loss,
+                            const torch::Tensor& logits,
+                            const torch::Tensor& labels,
+                            double epsilon);
+
 }  // namespace bert::tasks

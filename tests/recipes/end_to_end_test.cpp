@@ -206,5 +206,60 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
       dir_.path() / "ner", runs / "trials" / "max_seq_length64_seed42", conll / "valid.txt");
 }
 
+// A regression sweep that selects by mse (lower is better): every trial keeps its lowest-mse
+// evaluation, the leaderboard ranks the lowest mean first, and the export is that setting's
+// lowest-mse seed.
+TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "STS-B" / "train.tsv");
+  const auto stsb = data_dir() / "glue" / "STS-B";
+  const auto path =
+      recipe("stsb",
+             "task: {type: sequence_classification, max_seq_length: 64, "
+             "main_metric: mse}\n"
+             "data:\n  train: {path: " +
+                 (stsb / "train.tsv").string() +
+                 ", limit: 64}\n"
+                 "  dev: {path: " +
+                 (stsb / "dev.tsv").string() +
+                 ", limit: 32}\n"
+                 "training: {epochs: 3, batch_size: 16, eval_every: 2, log_every: 2}\n"
+                 "sweep:\n  grid: {learning_rate: [1.0e-3, 1.0e-5]}\n  seeds: [1, 2]\n");
+  const auto runs = dir_.path() / "runs" / "stsb";
+  ASSERT_EQ(bertft("--threads 2 sweep " + path.string() + " --jobs 2"), 0) << last_log_;
+  const auto board = json::parse(read_file(runs / "leaderboard.json"));
+  EXPECT_EQ(board["main_metric"], "mse");
+  EXPECT_EQ(board["goal"], "minimize");
+  bool evaluations_differ = false;
+  std::map<std::string, double> mse_of;
+  for (const auto& t : board["trials"]) {
+    const auto trial = runs / "trials" / t["trial"].get<std::string>();
+    double lowest = 1e300, highest = -1e300;
+    std::ifstream log(trial / "metrics.jsonl");
+    for (std::string line; std::getline(log, line);) {
+      const auto j = json::parse(line);
+      if (j["split"] != "dev") continue;
+      lowest = std::min(lowest, j["metrics"]["mse"].get<double>());
+      highest = std::max(highest, j["metrics"]["mse"].get<double>());
+    }
+    evaluations_differ = evaluations_differ || lowest < highest;
+    const auto result = json::parse(read_file(trial / "result.json"));
+    EXPECT_EQ(result["goal"], "minimize");
+    EXPECT_DOUBLE_EQ(result["main"].get<double>(), lowest) << trial;
+    mse_of[t["trial"]] = lowest;
+  }
+  EXPECT_TRUE(evaluations_differ);
+  ASSERT_EQ(board["settings"].size(), 2u);
+  EXPECT_LT(board["settings"][0]["mean"].get<double>(), board["settings"][1]["mean"].get<double>());
+  const auto best = board["best"]["trial"].get<std::string>();
+  for (const auto& [trial, mse] : mse_of) {
+    if (trial.substr(0, trial.find("_seed")) == best.substr(0, best.find("_seed"))) {
+      EXPECT_LE(mse_of.at(best), mse) << trial;
+    }
+  }
+  const auto exported = YAML::LoadFile((runs / "best_model" / "bertft_task.yaml").string());
+  EXPECT_DOUBLE_EQ(exported["dev_score"].as<double>(), mse_of.at(best));
+  EXPECT_EQ(exported["goal"].as<std::string>(), "minimize");
+}
+
 }  // namespace
 }  // namespace bert::recipes

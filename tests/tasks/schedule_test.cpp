@@ -1,0 +1,125 @@
+// The optimizer + schedule factory: every lr_scheduler_type against the rates Hugging Face's own
+// get_scheduler gives (tests/fixtures/hf_schedules, made by make_schedules.py there), the optimizer
+// table, and the options' checks.
+#include "tasks/training/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bert/common/error.h"
+#include "tasks/training/optimizer.h"
+#include "tasks/training/trainer_options.h"
+#include "tests/support/test_support.h"
+
+namespace bert::tasks {
+namespace {
+
+TEST(Schedules, EveryTypeMatchesHfGetScheduler) {
+  std::ifstream in(std::filesystem::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" /
+                   "hf_schedules" / "schedules.json");
+  ASSERT_TRUE(in.good());
+  const auto fixture = nlohmann::json::parse(in);
+  const double peak = fixture["peak"];
+  std::set<std::string> types;
+  for (const auto& c : fixture["cases"]) {
+    const auto type = parse_enum<ScheduleType>(c["type"].get<std::string>());
+    ASSERT_TRUE(type) << c["type"];
+    types.insert(c["type"].get<std::string>());
+    const LrSchedule schedule(*type, peak, c["warmup"], c["total"]);
+    const auto& rates = c["rates"];
+    for (size_t step = 0; step < rates.size(); ++step)
+      EXPECT_NEAR(schedule.at(static_cast<int64_t>(step)), rates[step].get<double>(), 1e-18)
+          << c["type"] << " warmup " << c["warmup"] << " total " << c["total"] << " step " << step;
+  }
+  EXPECT_EQ(types.size(), EnumNames<ScheduleType>::get().size());  // every type is covered
+}
+
+TEST(Schedules, ShapeParametersChangeTheCurve) {
+  // Two cosine waves come back up to the peak at mid-run; polynomial power 2 decays faster.
+  ScheduleShape two_waves;
+  two_waves.num_cycles = 2;
+  const LrSchedule restarts(ScheduleType::kCosineWithRestarts, 1.0, 0, 100, two_waves);
+  EXPECT_DOUBLE_EQ(restarts.at(0), 1.0);
+  EXPECT_DOUBLE_EQ(restarts.at(50), 1.0);
+  EXPECT_LT(restarts.at(49), 0.01);
+  ScheduleShape square;
+  square.power = 2;
+  square.lr_end = 0;
+  const LrSchedule polynomial(ScheduleType::kPolynomial, 1.0, 0, 100, square);
+  EXPECT_DOUBLE_EQ(polynomial.at(50), 0.25);
+  EXPECT_DOUBLE_EQ(polynomial.at(200), 0.0);
+}
+
+TEST(Optimizers, TheTableBuildsEachAndNamesThemOnAMiss) {
+  torch::nn::Linear model(4, 3);
+  for (const auto& f : optimizer_factories()) {
+    const auto optimizer = make_optimizer(f.name, *model, {});
+    ASSERT_TRUE(optimizer) << f.name;
+    EXPECT_EQ(optimizer->param_groups().size(), 2u) << f.name;  // decayed, not decayed
+    set_learning_rate(*optimizer, 0.5);
+    for (auto& group : optimizer->param_groups()) EXPECT_EQ(group.options().get_lr(), 0.5);
+  }
+  const auto message = testing::error_message([&] { make_optimizer("lamb", *model, {}); });
+  EXPECT_NE(message.find("unknown optimizer 'lamb'; expected one of: adamw, adamw_torch"),
+            std::string::npos)
+      << message;
+}
+
+// The fused AdamW and LibTorch's own take the same steps (to the last bits torch's kernels may
+// fuse differently).
+TEST(Optimizers, FusedAdamWAndTorchAdamWAgree) {
+  torch::manual_seed(5);
+  torch::nn::Linear a(8, 6), b(8, 6);
+  {
+    torch::NoGradGuard no_grad;
+    b->weight.copy_(a->weight);
+    b->bias.copy_(a->bias);
+  }
+  const AdamWSettings settings{1e-2, 0.1, 0.9, 0.999, 1e-8};
+  auto fused = make_optimizer("adamw", *a, settings);
+  auto reference = make_optimizer("adamw_torch", *b, settings);
+  for (int step = 0; step < 4; ++step) {
+    const auto gw = torch::randn({6, 8}), gb = torch::randn({6});
+    a->weight.mutable_grad() = gw.clone();
+    a->bias.mutable_grad() = gb.clone();
+    b->weight.mutable_grad() = gw.clone();
+    b->bias.mutable_grad() = gb.clone();
+    fused->step();
+    reference->step();
+  }
+  EXPECT_LT(testing::max_abs_diff(a->weight, b->weight), 1e-6);
+  EXPECT_LT(testing::max_abs_diff(a->bias, b->bias), 1e-6);
+}
+
+TEST(TrainerOptionsChecks, OptimizerScheduleAndSmoothingAreValidated) {
+  const auto problems = [](const std::string& yaml) {
+    TrainerOptions o;
+    ErrorList errors;
+    const YamlReader reader(YAML::Load(yaml), "r.yaml", "training");
+    read_struct(reader, o, errors);
+    o.validate(reader, errors);
+    std::string all;
+    for (const auto& m : errors.messages()) all += m + "\n";
+    return all;
+  };
+  EXPECT_EQ(problems("{lr_scheduler_type: cosine, num_cycles: 2, max_steps: 100}"), "");
+  EXPECT_NE(
+      problems("{optimizer: adamv}").find("unknown optimizer 'adamv' (did you mean 'adamw'?)"),
+      std::string::npos);
+  EXPECT_NE(problems("{lr_scheduler_type: cosin}")
+                .find("unknown value 'cosin'; expected one of: "
+                      "linear, cosine, cosine_with_restarts"),
+            std::string::npos);
+  EXPECT_NE(problems("{lr_scheduler_type: polynomial, learning_rate: 1.0e-7, lr_end: 1.0e-6}")
+                .find("lr_end must be smaller"),
+            std::string::npos);
+  EXPECT_NE(problems("{label_smoothing: 1.5}").find("training.label_smoothing: must be in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(problems("{num_cycles: 0}").find("training.num_cycles: must be > 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace bert::tasks
