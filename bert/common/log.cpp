@@ -60,6 +60,8 @@ bool enabled(Level level) {
 
 void write(Level level, std::string_view message) {
   std::lock_guard<std::mutex> lock(g_mutex);
+  const int rank = g_rank.load();
+  if (rank != 0) std::fprintf(stderr, "[rank %d] ", rank);
   std::fprintf(stderr, "%s%.*s\n", prefix(level), static_cast<int>(message.size()), message.data());
   std::fflush(stderr);
 }

@@ -136,7 +136,8 @@ fs::path Checkpoints::latest() const {
 void Checkpoints::on_train_begin(TrainContext& run, TrainControl&) {
   const auto checkpoint = latest();
   if (checkpoint.empty()) return;
-  auto state = load_checkpoint(checkpoint, *run.model, run.optimizer, run.device);
+  auto loaded = load_checkpoint(checkpoint, *run.model, run.optimizer);
+  auto& state = loaded.state;
   if (state.total_steps != run.state.total_steps ||
       state.train_features != run.state.train_features)
     throw CheckpointError(fmt::format(
@@ -144,21 +145,53 @@ void Checkpoints::on_train_begin(TrainContext& run, TrainControl&) {
         "use a fresh output directory",
         checkpoint.string(), state.total_steps, state.train_features, run.state.total_steps,
         run.state.train_features));
+  // Generator states: each rank its own when the world size is the same; otherwise rank 0
+  // takes the first and the others start fresh streams from the seed (position kept in global
+  // batches, so any world size can resume).
+  const size_t per_rank = generator_states(run.device).size();
+  if (loaded.rng.empty() || loaded.rng.size() % per_rank != 0)
+    throw CheckpointError(CheckpointFiles{checkpoint}.rng().string() +
+                          ": RNG state of another device");
+  const auto saved_ranks = static_cast<int>(loaded.rng.size() / per_rank);
+  const auto block = saved_ranks == run.world_size() ? run.rank() : 0;
+  if (saved_ranks == run.world_size() || run.rank() == 0) {
+    set_generator_states({loaded.rng.begin() + static_cast<long>(block * per_rank),
+                          loaded.rng.begin() + static_cast<long>((block + 1) * per_rank)},
+                         run.device);
+  } else {
+    seed_rank_generators(run.options.seed, run.rank(), state.step, run.device);
+  }
   run.state = std::move(state);
   if (run.state.loss_scale > 0)
     run.scaler.restore(run.state.loss_scale, run.state.scale_clean_steps);
   run.result.resumed_from = run.state.step;
-  log::info("[train] resumed from {} (step {}/{})", checkpoint.string(), run.state.step,
-            run.total_steps);
+  log::info(
+      "[train] resumed from {} (step {}/{}{})", checkpoint.string(), run.state.step,
+      run.total_steps,
+      saved_ranks == run.world_size()
+          ? ""
+          : fmt::format("; saved by {} process(es), resumed by {}", saved_ranks, run.world_size()));
 }
 
 void Checkpoints::on_save(TrainContext& run, TrainControl&) {
   run.state.loss_scale = run.scaler.scale();
   run.state.scale_clean_steps = run.scaler.clean_steps();
+  // Every rank's generator states, gathered on every rank (one collective per generator).
+  std::vector<torch::Tensor> rng;
+  const auto mine = generator_states(run.device);
+  if (run.group) {
+    std::vector<std::vector<torch::Tensor>> by_generator;
+    for (const auto& state : mine) by_generator.push_back(run.group->all_gather(state));
+    for (int r = 0; r < run.world_size(); ++r)
+      for (const auto& states : by_generator) rng.push_back(states[static_cast<size_t>(r)]);
+  } else {
+    rng = mine;
+  }
+  if (!run.lead()) return;  // rank 0 writes
   const auto target = dir_.checkpoint(run.state.step);
   const auto tmp = target.parent_path() / (".tmp-" + target.filename().string());
   fs::remove_all(tmp);
-  save_checkpoint(tmp, run.state, *run.model, run.optimizer, run.device);
+  save_checkpoint(tmp, run.state, *run.model, run.optimizer, rng);
   fs::remove_all(target);
   fs::rename(tmp, target);
   write_file_atomic(dir_.latest_pointer(), target.filename().string() + "\n");
@@ -182,7 +215,7 @@ void BestWeights::on_train_begin(TrainContext& run, TrainControl&) {
 void BestWeights::on_evaluate(TrainContext& run, const Evaluation&, bool improved, TrainControl&) {
   if (!improved) return;
   best_ = cpu_copy(*run.model);
-  if (!file_.empty()) save_safetensors(file_, best_);
+  if (write_ && !file_.empty()) save_safetensors(file_, best_);
 }
 
 void BestWeights::on_train_end(TrainContext& run) {
@@ -191,7 +224,7 @@ void BestWeights::on_train_end(TrainContext& run) {
     TORCH_CHECK(!best_.empty(), "fit: the best weights of step ", run.state.best_step,
                 " were not kept");
     load_state_dict(*run.model, best_, "best weights");
-  } else if (!file_.empty()) {
+  } else if (write_ && !file_.empty()) {
     save_safetensors(file_, state_dict(*run.model));
   }
 }

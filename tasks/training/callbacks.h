@@ -68,10 +68,12 @@ class Checkpoints final : public TrainerCallback {
 
 /// Keeps the best weights: a copy in memory at each improvement (and in `file` when given),
 /// put back into the model at the end. Without evaluations the last weights are the best
-/// (written to `file` at the end).
+/// (written to `file` at the end). A resumed run reads the best so far from `file`; only a
+/// part with `write` (rank 0) writes it.
 class BestWeights final : public TrainerCallback {
  public:
-  explicit BestWeights(std::filesystem::path file = {}) : file_(std::move(file)) {}
+  explicit BestWeights(std::filesystem::path file = {}, bool write = true)
+      : file_(std::move(file)), write_(write) {}
   void on_train_begin(TrainContext& run, TrainControl& control) override;
   void on_evaluate(TrainContext& run,
                    const Evaluation& evaluation,
@@ -81,6 +83,7 @@ class BestWeights final : public TrainerCallback {
 
  private:
   std::filesystem::path file_;
+  bool write_;
   TensorMap best_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/checkpoint/safetensors.h"
@@ -44,25 +46,45 @@ TrainState TrainState::from_json(const json& j, const std::string& source) {
   return state;
 }
 
+std::vector<torch::Tensor> generator_states(const torch::Device& device) {
+  std::vector<torch::Tensor> out;
+  for (auto& g : generators(device)) out.push_back(g.get_state());
+  return out;
+}
+
+void set_generator_states(const std::vector<torch::Tensor>& states, const torch::Device& device) {
+  auto gens = generators(device);
+  TORCH_CHECK(states.size() == gens.size(), "RNG state of another device");
+  for (size_t i = 0; i < gens.size(); ++i) gens[i].set_state(states[i]);
+}
+
+void seed_rank_generators(int64_t seed, int rank, int64_t step, const torch::Device& device) {
+  if (rank == 0) return;
+  const auto mixed = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ULL +
+                     static_cast<uint64_t>(rank) * 0xBF58476D1CE4E5B9ULL +
+                     static_cast<uint64_t>(step) * 0x94D049BB133111EBULL;
+  for (auto& g : generators(device)) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(mixed);
+  }
+}
+
 void save_checkpoint(const std::filesystem::path& dir,
                      const TrainState& state,
                      const torch::nn::Module& model,
                      torch::optim::Optimizer& optimizer,
-                     const torch::Device& device) {
+                     const std::vector<torch::Tensor>& rng) {
   const CheckpointFiles files{dir};
   std::filesystem::create_directories(dir);
   save_safetensors(files.weights(), state_dict(model));
   torch::save(optimizer, files.optimizer().string());
-  std::vector<torch::Tensor> rng;
-  for (auto& g : generators(device)) rng.push_back(g.get_state());
   torch::save(rng, files.rng().string());
   write_file_atomic(files.state(), state.to_json().dump(1));
 }
 
-TrainState load_checkpoint(const std::filesystem::path& dir,
-                           torch::nn::Module& model,
-                           torch::optim::Optimizer& optimizer,
-                           const torch::Device& device) {
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir,
+                                 torch::nn::Module& model,
+                                 torch::optim::Optimizer& optimizer) {
   const CheckpointFiles files{dir};
   const auto state_text = read_file(files.state());
   json j;
@@ -71,16 +93,12 @@ TrainState load_checkpoint(const std::filesystem::path& dir,
   } catch (const json::exception& e) {
     throw CheckpointError(fmt::format("{}: {}", files.state().string(), e.what()));
   }
-  auto state = TrainState::from_json(j, files.state().string());
+  LoadedCheckpoint out;
+  out.state = TrainState::from_json(j, files.state().string());
   load_state_dict(model, read_weights(files.weights()), files.weights().string());
   torch::load(optimizer, files.optimizer().string());
-  std::vector<torch::Tensor> rng;
-  torch::load(rng, files.rng().string());
-  auto gens = generators(device);
-  if (rng.size() != gens.size())
-    throw CheckpointError(files.rng().string() + ": RNG state of another device");
-  for (size_t i = 0; i < gens.size(); ++i) gens[i].set_state(rng[i]);
-  return state;
+  torch::load(out.rng, files.rng().string());
+  return out;
 }
 
 }  // namespace bert::tasks

@@ -52,19 +52,35 @@ struct TrainState {
   static TrainState from_json(const nlohmann::json& j, const std::string& source);
 };
 
+/// The states of the default generators of `device` (dropout draws from them): CPU, then CUDA.
+std::vector<torch::Tensor> generator_states(const torch::Device& device);
+/// Sets the default generators of `device` from generator_states()'s output.
+void set_generator_states(const std::vector<torch::Tensor>& states, const torch::Device& device);
+
+/// Seeds the default generators of a rank > 0 of a data-parallel run (dropout differs between
+/// ranks, reproducibly): from the run's seed, the rank and the step it starts at. Rank 0 keeps
+/// the stream a single-process run has.
+void seed_rank_generators(int64_t seed, int rank, int64_t step, const torch::Device& device);
+
 /// Writes a resumable checkpoint into the new directory `dir`: state.json, the model's weights,
-/// the optimizer's state and the default generators of `device` (dropout draws from them).
+/// the optimizer's state and `rng`: generator_states() of every rank, rank after rank.
 void save_checkpoint(const std::filesystem::path& dir,
                      const TrainState& state,
                      const torch::nn::Module& model,
                      torch::optim::Optimizer& optimizer,
-                     const torch::Device& device);
+                     const std::vector<torch::Tensor>& rng);
 
-/// Restores what save_checkpoint() wrote into `model`, `optimizer` and the generators; returns
-/// the state. Throws CheckpointError naming the file that is missing or damaged.
-TrainState load_checkpoint(const std::filesystem::path& dir,
-                           torch::nn::Module& model,
-                           torch::optim::Optimizer& optimizer,
-                           const torch::Device& device);
+/// What load_checkpoint() restored besides the model and optimizer.
+struct LoadedCheckpoint {
+  TrainState state;
+  std::vector<torch::Tensor> rng;  ///< generator states of every rank that saved it
+};
+
+/// Restores what save_checkpoint() wrote into `model` and `optimizer`; returns the state and the
+/// generator states (the caller picks its own). Throws CheckpointError naming the file that is
+/// missing or damaged.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir,
+                                 torch::nn::Module& model,
+                                 torch::optim::Optimizer& optimizer);
 
 }  // namespace bert::tasks

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tasks/task_adapter.h"
+#include "tasks/training/distributed.h"
 #include "tasks/training/precision.h"
 #include "tasks/training/trainer_callback.h"
 #include "tasks/training/trainer_options.h"
@@ -52,6 +53,16 @@ class Trainer {
   /// Adds a part after the standard ones.
   void add_callback(std::shared_ptr<TrainerCallback> part) { extra_.push_back(std::move(part)); }
 
+  /// Trains data-parallel in `group` (every rank calls fit with the same options and data):
+  /// each optimizer step's batch of batch_size examples is split over gradient accumulation
+  /// and the ranks, each part's loss weighted by its share so that the summed gradients are
+  /// the whole batch's; parameters start as rank 0's; evaluation is sharded and gathered;
+  /// rank 0 alone writes files and prints.
+  void set_data_parallel(std::shared_ptr<DataParallel> group) { group_ = std::move(group); }
+  /// Asked after every step (by every rank of a group, which then agree): true stops the run
+  /// after a checkpoint, as interrupted (SIGTERM / SIGINT handlers set it).
+  void set_stop_request(std::function<bool()> requested) { stop_request_ = std::move(requested); }
+
   /// Per-feature outputs of `model` on `features` (eval mode, no grad, bf16 if configured).
   std::vector<torch::Tensor> predict(const TaskAdapter& adapter,
                                      TaskModel model,
@@ -68,15 +79,24 @@ class Trainer {
   void set_interrupt_hook(std::function<bool(int64_t step)> hook) { interrupt_ = std::move(hook); }
 
   /// Batches of feature indices for one epoch: shuffled with `seed`, or grouped by length
-  /// (shuffled chunks of 50 batches sorted by length, then the batches shuffled).
+  /// (shuffled chunks of 50 batches sorted by length, then the batches shuffled). Each is one
+  /// optimizer step's examples.
   static std::vector<std::vector<int64_t>> epoch_batches(const FeatureSet& features,
                                                          int64_t batch_size,
                                                          uint64_t seed,
                                                          bool group_by_length);
 
  private:
-  /// Forward and backward of one batch (scaled for accumulation and fp16); returns the loss.
-  double backward(TrainContext& run, const Batch& batch) const;
+  /// This rank's forward and backward passes of one step's batch, then (data-parallel) the
+  /// gradient all-reduce and the agreement on the step's loss and on a stop request. Returns
+  /// the whole batch's loss and whether any rank asked to stop.
+  std::pair<double, bool> accumulate(TrainContext& run,
+                                     const FeatureSet& train,
+                                     const std::vector<int64_t>& batch,
+                                     GradientSync* sync) const;
+  /// Forward and backward of one part of a step's batch, its loss weighted by `weight` (its
+  /// share of the step's examples) and the fp16 scale; returns the unweighted loss.
+  double backward(TrainContext& run, const Batch& batch, double weight) const;
   /// Unscales (fp16), clips and steps; zeroes the gradients.
   void optimizer_step(TrainContext& run,
                       const std::vector<torch::Tensor>& parameters,
@@ -91,8 +111,14 @@ class Trainer {
 
   TrainerOptions options_;
   std::function<bool(int64_t)> interrupt_;
+  std::function<bool()> stop_request_;
   TrainerCallbacks extra_;
+  std::shared_ptr<DataParallel> group_;
 };
+
+/// Part `part` of `parts` contiguous, nearly equal parts of `batch` (the first ones one longer
+/// when it does not divide; empty when there are more parts than examples).
+std::vector<int64_t> batch_part(const std::vector<int64_t>& batch, int64_t part, int64_t parts);
 
 /// `loss` smoothed as HF's LabelSmoother does it: (1 - epsilon) * loss + epsilon * the mean over
 /// labelled positions of -mean_c log_softmax(logits)_c (logits [..., classes], labels [...] with

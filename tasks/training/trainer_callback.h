@@ -8,6 +8,7 @@
 
 #include "tasks/metrics/metric_info.h"
 #include "tasks/task_adapter.h"
+#include "tasks/training/distributed.h"
 #include "tasks/training/loss_scaler.h"
 #include "tasks/training/train_state.h"
 #include "tasks/training/trainer_options.h"
@@ -24,6 +25,7 @@ struct TrainResult {
   bool interrupted = false;    ///< a part stopped the run after a checkpoint (resume continues it)
   int64_t resumed_from = 0;    ///< step of the checkpoint the run resumed from (0 = fresh start)
   std::vector<double> losses;  ///< mean training loss per logged interval
+  double communication_seconds = 0;  ///< data-parallel: all-reduce time not hidden by backward
 };
 
 /// A run as the parts see it: its fixed plan, the objects it trains and its mutable state.
@@ -54,6 +56,15 @@ struct TrainContext {
   int64_t skipped_steps = 0;  ///< fp16 steps skipped for inf/NaN gradients
   TrainState state;
   TrainResult result;
+  /// Data-parallel runs: this process's group (null in a single process) and the seconds spent
+  /// waiting for gradient all-reduces that backward did not hide.
+  DataParallel* group = nullptr;
+  double communication_seconds = 0;
+
+  int rank() const { return group ? group->rank() : 0; }
+  int world_size() const { return group ? group->world_size() : 1; }
+  /// Rank 0, which alone writes files and prints.
+  bool lead() const { return rank() == 0; }
 
   /// Epoch position of the current step (1.0 = the end of the first epoch).
   double epoch_position() const {

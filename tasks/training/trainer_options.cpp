@@ -18,6 +18,7 @@ void TrainerOptions::validate(const YamlReader& reader, ErrorList& errors) const
   positive("learning_rate", learning_rate);
   positive("adam_epsilon", adam_epsilon);
   positive("gradient_accumulation_steps", static_cast<double>(gradient_accumulation_steps));
+  positive("dist_timeout", static_cast<double>(dist_timeout));
   if (weight_decay < 0) errors.add(reader.where("weight_decay") + ": must be >= 0");
   if (warmup_ratio < 0 || warmup_ratio > 1)
     errors.add(reader.where("warmup_ratio") + ": must be in [0, 1]");

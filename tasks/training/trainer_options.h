@@ -43,11 +43,13 @@ struct TrainerOptions {
                            ///< epoch end
   int64_t keep_checkpoints = 1;  ///< resumable checkpoints kept (the newest); best/ besides
   int64_t threads = 0;           ///< intra-op threads (0 = all cores; the CLI's --threads wins)
+  int64_t dist_timeout = 600;    ///< data-parallel: seconds a collective waits for the others
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
     field("epochs", self.epochs, "Passes over the training set");
-    field("batch_size", self.batch_size, "Examples per optimizer step (before accumulation)");
+    field("batch_size", self.batch_size,
+          "Examples per optimizer step: processes x accumulation x per-process batch");
     field("eval_batch_size", self.eval_batch_size, "Examples per evaluation batch");
     field("max_steps", self.max_steps, "Optimizer steps to train (> 0 overrides epochs)");
     field("optimizer", self.optimizer, "adamw (fused) | adamw_torch");
@@ -82,6 +84,8 @@ struct TrainerOptions {
     field("keep_checkpoints", self.keep_checkpoints,
           "Resumable checkpoints kept besides best/ (the newest)");
     field("threads", self.threads, "Intra-op threads (0 = all cores)");
+    field("dist_timeout", self.dist_timeout,
+          "Data-parallel: seconds a collective waits for the other ranks before failing");
   }
   /// Adds a message per impossible value (reader locates it).
   void validate(const YamlReader& reader, ErrorList& errors) const;

@@ -136,7 +136,7 @@ TEST_F(TrainerTest, Bf16AccumulationAndEarlyStopping) {
   auto options = fast();
   options.precision = Precision::kBf16;
   options.gradient_accumulation_steps = 2;
-  options.batch_size = 8;
+  options.batch_size = 16;  // one step's batch: two micro-batches of 8
   const auto run = train(options);
   EXPECT_EQ(run.result.steps, 10 * 16);
   EXPECT_GE(run.result.best.metrics.at("accuracy"), 0.9);

@@ -1,0 +1,201 @@
+// Data parallelism on c10d: the torchrun / Slurm environment conventions; and, with two ranks as
+// threads of this process meeting in a c10d::FileStore, the bucketed gradient all-reduce (the
+// sums of the ranks' weighted gradients equal the whole batch's gradient), the gather of
+// sharded outputs, the parameter broadcast, and a Trainer run on two ranks that ends with the
+// weights of a single-process run.
+#include "tasks/training/distributed.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include "bert/checkpoint/load.h"
+#include "bert/common/log.h"
+#include "bert/tokenizer/wordpiece.h"
+#include "tasks/registry.h"
+#include "tasks/training/trainer.h"
+#include "tests/support/test_support.h"
+
+namespace bert::tasks {
+namespace {
+
+namespace fs = std::filesystem;
+
+DistributedEnv env_of(const std::map<std::string, std::string>& vars) {
+  return DistributedEnv::from_environment([&](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
+  EXPECT_FALSE(env_of({}).distributed());
+  const auto t = env_of({{"RANK", "3"},
+                         {"WORLD_SIZE", "4"},
+                         {"LOCAL_RANK", "1"},
+                         {"LOCAL_WORLD_SIZE", "2"},
+                         {"MASTER_ADDR", "10.0.0.7"},
+                         {"MASTER_PORT", "29600"}});
+  EXPECT_EQ(t.source, "torchrun");
+  EXPECT_EQ(t.rank, 3);
+  EXPECT_EQ(t.world_size, 4);
+  EXPECT_EQ(t.local_rank, 1);
+  EXPECT_EQ(t.local_world_size, 2);
+  EXPECT_EQ(t.master_addr, "10.0.0.7");
+  EXPECT_EQ(t.master_port, 29600);
+  const auto s = env_of({{"SLURM_PROCID", "5"},
+                         {"SLURM_NTASKS", "8"},
+                         {"SLURM_LOCALID", "1"},
+                         {"SLURM_NTASKS_PER_NODE", "4(x2)"},
+                         {"SLURM_JOB_NODELIST", "gpu-node[07-08,11],login1"}});
+  EXPECT_EQ(s.source, "slurm");
+  EXPECT_EQ(s.rank, 5);
+  EXPECT_EQ(s.world_size, 8);
+  EXPECT_EQ(s.local_rank, 1);
+  EXPECT_EQ(s.local_world_size, 4);
+  EXPECT_EQ(s.master_addr, "gpu-node07");
+  EXPECT_EQ(s.master_port, 29500);
+  // torchrun's variables win inside a Slurm job; MASTER_ADDR wins over the node list.
+  const auto both = env_of({{"SLURM_PROCID", "0"},
+                            {"SLURM_NTASKS", "1"},
+                            {"RANK", "1"},
+                            {"WORLD_SIZE", "2"},
+                            {"MASTER_ADDR", "h"}});
+  EXPECT_EQ(both.source, "torchrun");
+  EXPECT_EQ(both.master_addr, "h");
+  EXPECT_EQ(first_slurm_host("a,b"), "a");
+  EXPECT_EQ(first_slurm_host("node[3,5-9]"), "node3");
+  EXPECT_EQ(first_slurm_host("rack[1-2]-n[04-05]"), "rack1-n04");
+  EXPECT_EQ(first_slurm_host("single"), "single");
+  const auto message = testing::error_message([] { env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}); });
+  EXPECT_NE(message.find("rank 2 is not below the world size 2"), std::string::npos) << message;
+  EXPECT_NE(testing::error_message([] {
+              env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}});
+            }).find("RANK='x' is not a count"),
+            std::string::npos);
+}
+
+TEST(BatchPartTest, SplitsContiguouslyAndNearlyEvenly) {
+  const std::vector<int64_t> batch = {0, 1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(batch_part(batch, 0, 2), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(batch_part(batch, 1, 2), (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_EQ(batch_part(batch, 3, 4), (std::vector<int64_t>{6}));
+  EXPECT_TRUE(batch_part({5}, 1, 2).empty());
+}
+
+/// Runs `body(rank, group)` on two ranks, as threads meeting in a FileStore under `dir`.
+void on_two_ranks(const fs::path& dir,
+                  const std::function<void(int, DataParallel&)>& body,
+                  DataParallelOptions options = {}) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(2);
+  for (int rank = 0; rank < 2; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        DistributedEnv env;
+        env.rank = rank;
+        env.world_size = 2;
+        env.store_file = dir / "store";
+        auto group = DataParallel::connect(env, torch::kCPU, options);
+        body(rank, *group);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  log::set_rank(0);
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+// Each rank's loss is its half of the batch, weighted by its share: the bucketed all-reduce
+// (small buckets, so several are in flight during backward) sums to the whole batch's gradient;
+// a rank with nothing to do still takes part.
+TEST(DataParallelTest, BucketedAllReduceGivesTheWholeBatchsGradients) {
+  testing::TempDir dir;
+  torch::manual_seed(1);
+  const auto x = torch::randn({6, 5}), y = torch::randn({6, 3});
+  torch::nn::Sequential reference(torch::nn::Linear(5, 7), torch::nn::Tanh(),
+                                  torch::nn::Linear(7, 3));
+  torch::mse_loss(reference->forward(x), y).backward();
+  std::vector<torch::Tensor> whole, first_four;
+  for (const auto& p : reference->parameters()) whole.push_back(p.grad().clone());
+  reference->zero_grad();
+  (torch::mse_loss(reference->forward(x.narrow(0, 0, 4)), y.narrow(0, 0, 4)) * (4 / 6.0))
+      .backward();
+  for (const auto& p : reference->parameters()) first_four.push_back(p.grad().clone());
+  std::vector<std::vector<torch::Tensor>> summed(2), idle(2);
+  DataParallelOptions options;
+  options.bucket_bytes = 64;  // one parameter a bucket
+  on_two_ranks(
+      dir.path(),
+      [&](int rank, DataParallel& group) {
+        torch::nn::Sequential model(torch::nn::Linear(5, 7), torch::nn::Tanh(),
+                                    torch::nn::Linear(7, 3));
+        {
+          torch::NoGradGuard no_grad;
+          for (size_t i = 0; i < model->parameters().size(); ++i)
+            model->parameters()[i].copy_(reference->parameters()[i] * (rank == 0 ? 1.0 : 3.0));
+        }
+        group.broadcast_module(*model);  // rank 1's differing start becomes rank 0's
+        auto sync = group.sync_gradients(model->parameters());
+        EXPECT_EQ(sync->buckets(), 4u);
+        for (int step = 0; step < 2; ++step) {  // twice: the gradients live in the buckets
+          for (auto& p : model->parameters()) p.mutable_grad().zero_();
+          sync->set_sync(true);
+          const auto part = x.narrow(0, rank * 4, rank == 0 ? 4 : 2);
+          const auto target = y.narrow(0, rank * 4, rank == 0 ? 4 : 2);
+          (torch::mse_loss(model->forward(part), target) * (part.size(0) / 6.0)).backward();
+          sync->finish();
+        }
+        for (const auto& p : model->parameters())
+          summed[static_cast<size_t>(rank)].push_back(p.grad().clone());
+        // An idle rank: rank 1 has no examples; the sum is rank 0's share alone.
+        for (auto& p : model->parameters()) p.mutable_grad().zero_();
+        if (rank == 0)
+          (torch::mse_loss(model->forward(x.narrow(0, 0, 4)), y.narrow(0, 0, 4)) * (4 / 6.0))
+              .backward();
+        sync->finish();
+        for (const auto& p : model->parameters())
+          idle[static_cast<size_t>(rank)].push_back(p.grad().clone());
+      },
+      options);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(summed[static_cast<size_t>(rank)].size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_LT(testing::max_abs_diff(summed[static_cast<size_t>(rank)][i], whole[i]), 1e-6)
+          << rank << " " << i;
+      EXPECT_TRUE(torch::equal(idle[static_cast<size_t>(rank)][i], first_four[i]))
+          << rank << " " << i;
+    }
+  }
+}
+
+TEST(DataParallelTest, GatherAndSumAcrossRanks) {
+  testing::TempDir dir;
+  std::vector<std::vector<torch::Tensor>> gathered(2);
+  on_two_ranks(dir.path(), [&](int rank, DataParallel& group) {
+    std::vector<torch::Tensor> outputs(5);
+    std::vector<int64_t> mine;
+    for (int64_t i = rank; i < 5; i += 2) {
+      outputs[static_cast<size_t>(i)] = torch::full({i + 1, 2}, static_cast<float>(i));
+      mine.push_back(i);
+    }
+    group.all_gather_outputs(outputs, mine);
+    gathered[static_cast<size_t>(rank)] = outputs;
+    auto sum = torch::tensor({1.5, static_cast<double>(rank)}, torch::kDouble);
+    group.all_reduce_sum(sum);
+    EXPECT_DOUBLE_EQ(sum[0].item<double>(), 3.0);
+    EXPECT_DOUBLE_EQ(sum[1].item<double>(), 1.0);
+    group.barrier();
+  });
+  for (const auto& outputs : gathered)
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_TRUE(torch::equal(outputs[static_cast<size_t>(i)],
+                               torch::full({i + 1, 2}, static_cast<float>(i))))
+          << i;
+}
+
+}  // namespace
+}  // namespace bert::tasks
