@@ -8,7 +8,7 @@ function(run)
 endfunction()
 
 set(INPUT /dev/null)
-foreach(cmd "" tokenize inspect convert quickstart score new-model validate train sweep export predict eval pretrain-data vocab extend-vocab)
+foreach(cmd "" tokenize inspect convert quickstart score new-model validate train sweep leaderboard export predict eval pretrain-data vocab extend-vocab)
   run(${BERTFT} ${cmd} --help)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "Usage")
     message(FATAL_ERROR "bertft ${cmd} --help failed: ${out}${err}")

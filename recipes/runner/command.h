@@ -38,6 +38,7 @@ CommandRun setup_quickstart(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_validate(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_train(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_leaderboard(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_export(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_predict(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_eval(CLI::App& app, const GlobalOptions& global);

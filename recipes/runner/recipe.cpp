@@ -88,6 +88,9 @@ void read_sweep(const YamlReader& reader,
   reader.read("seeds", recipe.sweep.seeds, errors);
   reader.read("jobs", recipe.sweep.jobs, errors);
   if (recipe.sweep.jobs < 1) errors.add(reader.where("jobs") + ": must be >= 1");
+  reader.read("nproc_per_trial", recipe.sweep.nproc_per_trial, errors);
+  if (recipe.sweep.nproc_per_trial < 1)
+    errors.add(reader.where("nproc_per_trial") + ": must be >= 1");
   const auto grid = reader.child("grid");
   reader.reject_unknown_keys(errors);
   if (!grid.defined()) return;

@@ -42,8 +42,9 @@ struct DataSection {
 /// recipe path ("task.max_seq_length"); values are YAML scalars as written.
 struct SweepSection {
   std::vector<std::pair<std::string, std::vector<YAML::Node>>> grid;  ///< in file order
-  std::vector<int64_t> seeds;  ///< empty = training.seed only
-  int64_t jobs = 1;            ///< trials in parallel (the CLI's --jobs wins)
+  std::vector<int64_t> seeds;   ///< empty = training.seed only
+  int64_t jobs = 1;             ///< trials in parallel (the CLI's --jobs wins)
+  int64_t nproc_per_trial = 1;  ///< processes of each trial (data-parallel when > 1)
 };
 
 /// `output:` — where runs go.

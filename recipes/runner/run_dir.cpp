@@ -1,6 +1,11 @@
 #include "recipes/runner/run_dir.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -110,6 +115,54 @@ fs::path SweepDir::leaderboard(const std::string& extension) const {
 bool SweepDir::holds_sweep(const fs::path& dir) {
   const SweepDir d(dir);
   return fs::exists(d.leaderboard("json")) || fs::exists(d.plan());
+}
+
+namespace {
+
+/// Opens (creating) a trial's lock file; -1 with errno on failure.
+int open_lock(const TrialDir& dir) {
+  fs::create_directories(dir.root());
+  return ::open(dir.lock().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+}
+
+struct flock whole_file(short type) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 0;  // to the end, however long
+  return l;
+}
+
+}  // namespace
+
+std::optional<TrialLock> TrialLock::try_acquire(const TrialDir& dir) {
+  const int fd = open_lock(dir);
+  if (fd < 0)
+    throw Error(fmt::format("{}: cannot open: {}", dir.lock().string(), std::strerror(errno)));
+  auto l = whole_file(F_WRLCK);
+  if (::fcntl(fd, F_SETLK, &l) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EACCES || error == EAGAIN) return std::nullopt;
+    throw Error(fmt::format("{}: cannot lock: {}", dir.lock().string(), std::strerror(error)));
+  }
+  return TrialLock(fd);
+}
+
+std::optional<int> TrialLock::holder(const TrialDir& dir) {
+  if (!fs::exists(dir.lock())) return std::nullopt;
+  const int fd = ::open(dir.lock().c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  auto l = whole_file(F_WRLCK);
+  const bool asked = ::fcntl(fd, F_GETLK, &l) == 0;
+  ::close(fd);
+  if (!asked || l.l_type == F_UNLCK) return std::nullopt;
+  return static_cast<int>(l.l_pid);
+}
+
+TrialLock::~TrialLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 json TrialResult::to_json() const {

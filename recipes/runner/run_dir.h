@@ -23,6 +23,7 @@ enum class ExitCode : int {
   kFailed = 1,       ///< an error (bad data, checkpoint, ...), or a sweep with a failed trial
   kConfigError = 2,  ///< a configuration error (recipe, command line); nothing was run
   kInterrupted = 3,  ///< stopped after a checkpoint; rerunning the command resumes
+  kBusy = 4,         ///< another process is running that trial (or, for a sweep, some trial)
 };
 inline int code(ExitCode c) {
   return static_cast<int>(c);
@@ -63,6 +64,28 @@ class SweepDir {
 
  private:
   std::filesystem::path root_;
+};
+
+/// The lock that makes one process at a time run a trial: an fcntl write lock on its .lock
+/// file (held until destruction or process death; POSIX locks work on NFS through its lock
+/// manager).
+class TrialLock {
+ public:
+  /// The lock, or nullopt when another process holds it.
+  static std::optional<TrialLock> try_acquire(const TrialDir& dir);
+  /// The pid holding the lock (as the file system reports it; 0 when unknown), or nullopt
+  /// when nobody does.
+  static std::optional<int> holder(const TrialDir& dir);
+  TrialLock(TrialLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  TrialLock& operator=(TrialLock&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  ~TrialLock();
+
+ private:
+  explicit TrialLock(int fd) : fd_(fd) {}
+  int fd_;
 };
 
 enum class TrialStatus { kDone, kFailed };

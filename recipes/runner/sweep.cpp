@@ -1,9 +1,11 @@
 #include "recipes/runner/sweep.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <set>
 #include <thread>
@@ -11,6 +13,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "bert/common/signals.h"
 #include "recipes/runner/export.h"
 #include "recipes/runner/process.h"
 #include "recipes/runner/run_dir.h"
@@ -107,7 +110,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   for (const auto& t : trials) plan.trials.push_back({t.name, t.hyperparameters});
   plan.write(dir);
 
-  int failures = 0;
+  int failures = 0, busy = 0;
   std::vector<const Trial*> pending;
   for (size_t i = 0; i < trials.size(); ++i) {
     if (static_cast<int>(i % static_cast<size_t>(options.shard_count)) != options.shard_index)
@@ -125,6 +128,12 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     if (const auto result = TrialResult::read(trial); result && result->done()) {
       log::info("[sweep] {}: done already ({} {:.4f}), skipped", t.name, result->main_metric,
                 result->score());
+      continue;
+    }
+    if (const auto pid = TrialLock::holder(trial)) {
+      log::info("[sweep] {}: running in another process{}, skipped", t.name,
+                *pid > 0 ? fmt::format(" (pid {})", *pid) : "");
+      ++busy;
       continue;
     }
     pending.push_back(&t);
@@ -155,17 +164,27 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   const int total_threads =
       options.threads > 0 ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::max(1, total_threads / jobs);
+  const int threads = std::max(1, total_threads / jobs);  // a trial's launcher splits its share
+  const auto nproc = recipe.sweep.nproc_per_trial;
   const auto executable =
       options.executable.empty() ? fs::read_symlink("/proc/self/exe") : options.executable;
+  // Trials run in process groups of their own and die with the sweep (even on SIGKILL); a
+  // SIGINT / SIGTERM to the sweep is forwarded, so they checkpoint and stop.
   std::map<pid_t, const Trial*> running;
   size_t next = 0;
-  while (next < pending.size() || !running.empty()) {
-    while (static_cast<int>(running.size()) < jobs && next < pending.size()) {
+  bool forwarded = false;
+  while ((next < pending.size() && !stop_signalled()) || !running.empty()) {
+    if (stop_signalled() && !forwarded) {
+      log::info("[sweep] stopping: the {} running trial(s) checkpoint and stop; rerun to resume",
+                running.size());
+      for (const auto& [pid, t] : running) ::kill(pid, SIGTERM);
+      forwarded = true;
+    }
+    while (static_cast<int>(running.size()) < jobs && next < pending.size() && !stop_signalled()) {
       const auto* t = pending[next++];
       const auto trial = dir.trial(t->name);
-      log::info("[sweep] {}: starting ({} threads; log {})", t->name, threads,
-                trial.log().string());
+      log::info("[sweep] {}: starting ({} threads{}; log {})", t->name, threads,
+                nproc > 1 ? fmt::format(", {} processes", nproc) : "", trial.log().string());
       std::vector<std::string> argv = {executable.string(),
                                        "--threads",
                                        std::to_string(threads),
@@ -180,11 +199,17 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
       } else {
         argv.push_back("--no-cache");
       }
-      running.emplace(spawn(argv, trial.log()), t);
+      if (nproc > 1) argv.insert(argv.end(), {"--nproc", std::to_string(nproc)});
+      SpawnOptions spawn_options;
+      spawn_options.log_file = trial.log();
+      running.emplace(spawn(argv, spawn_options), t);
     }
     int status = 0;
     const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) break;
+    if (pid < 0) {
+      if (errno == EINTR) continue;  // a stop signal: forwarded above
+      break;
+    }
     const auto it = running.find(pid);
     if (it == running.end()) continue;
     const auto* t = it->second;
@@ -197,12 +222,18 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
                 result->score(), result->seconds);
       continue;
     }
-    ++failures;
+    if (exit.exited && exit.code == code(ExitCode::kBusy)) {
+      log::info("[sweep] {}: taken by another process; skipped", t->name);
+      ++busy;
+      continue;
+    }
     if (exit.exited && exit.code == code(ExitCode::kInterrupted)) {
       log::warn("[sweep] {}: interrupted; rerun the sweep to resume it from its checkpoint",
                 t->name);
+      ++failures;  // not done: the sweep is not complete
       continue;
     }
+    ++failures;
     if (!result || result->done()) {  // it died before it could say why
       TrialResult failed;
       failed.trial = t->name;
@@ -224,7 +255,16 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     log::info("[sweep] {} of {} trials done; the best model is exported when all are",
               board.value("done", 0), board["trials"].size());
   }
-  return failures == 0 ? code(ExitCode::kOk) : code(ExitCode::kFailed);
+  if (stop_signalled()) return code(ExitCode::kInterrupted);
+  if (failures > 0) return code(ExitCode::kFailed);
+  if (busy > 0 && !board.value("complete", false)) {
+    log::info(
+        "[sweep] {} trial(s) run in another process; `bertft leaderboard {}` rebuilds the "
+        "leaderboard once they are done",
+        busy, dir.root().string());
+    return code(ExitCode::kBusy);
+  }
+  return code(ExitCode::kOk);
 }
 
 }  // namespace bert::recipes

@@ -38,8 +38,13 @@ struct SweepOptions {
 /// the plan is done and output.export is set, the best model exported to best_model/.
 /// Finished trials are skipped; an interrupted trial resumes from its checkpoint; a failing
 /// trial (exception, crash or signal) is recorded as failed and the sweep goes on. Each trial
-/// runs as a child process (`bertft train`), `jobs` at a time with threads split between them.
-/// Returns 0 when every trial of the shard is done, 1 otherwise.
+/// runs as a child process (`bertft train`, with --nproc for sweep.nproc_per_trial > 1),
+/// `jobs` at a time with threads split between them; a trial whose lock another process holds
+/// (a second sweep on the same directory, another machine of a shared filesystem) is left to
+/// it. The children die with the sweep; SIGINT / SIGTERM (after install_stop_signals()) is
+/// forwarded to them and ends the sweep after they checkpoint. Returns 0 when every trial of
+/// the shard is done, 3 when stopped by a signal, 1 when a trial failed or was interrupted, 4
+/// when some trials were left to another process.
 int run_sweep(const Recipe& recipe, const SweepOptions& options);
 
 }  // namespace bert::recipes

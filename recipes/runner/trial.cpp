@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 
 #include "bert/checkpoint/load.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "bert/common/signals.h"
 #include "bert/common/strings.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/factory.h"
@@ -102,18 +104,39 @@ tasks::TaskModel build_pretrained_model(const PreparedTask& prepared) {
 ExitCode run_trial(const Recipe& recipe,
                    const TrialDir& dir,
                    const fs::path& cache_dir,
-                   const std::string& trial_name) {
+                   const std::string& trial_name,
+                   std::shared_ptr<tasks::DataParallel> group) {
   const auto start = std::chrono::steady_clock::now();
-  fs::create_directories(dir.root());
-  fs::remove(dir.result());  // a failure of an earlier attempt; written anew below
+  const bool lead = !group || group->rank() == 0;
+  std::optional<TrialLock> lock;
+  if (lead) {
+    lock = TrialLock::try_acquire(dir);
+    if (!lock) {
+      const auto pid = TrialLock::holder(dir);
+      throw TrialBusy(fmt::format("{}: another process{} is running this trial",
+                                  dir.root().string(),
+                                  pid && *pid > 0 ? fmt::format(" (pid {})", *pid) : ""));
+    }
+  }
+  if (const auto done = TrialResult::read(dir); done && done->done()) {
+    log::info("[trial] {}: done already ({} {:.4f}); delete {} to train it again", trial_name,
+              done->main_metric, done->score(), dir.result().string());
+    return ExitCode::kOk;
+  }
+  if (lead) fs::remove(dir.result());  // a failure of an earlier attempt; written anew below
   TrialResult record;
   record.trial = trial_name;
   record.task = recipe.task_type;
   try {
+    // Rank 0 tokenises into the cache first; the others then read it.
+    if (group && !lead) group->barrier();
     const auto prepared = prepare_task(recipe, cache_dir);
+    if (group && lead) group->barrier();
     torch::manual_seed(static_cast<uint64_t>(recipe.training.seed));
     auto model = build_pretrained_model(prepared);
     tasks::Trainer trainer(recipe.training);
+    trainer.set_data_parallel(group);
+    trainer.set_stop_request(&stop_signalled);
     if (const char* hook = std::getenv("BERTFT_INTERRUPT")) {
       const std::string spec = hook;
       const auto colon = spec.rfind(':');
@@ -125,6 +148,7 @@ ExitCode run_trial(const Recipe& recipe,
     const auto result = trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(),
                                     dir.training().root());
     if (result.interrupted) return ExitCode::kInterrupted;
+    if (!lead) return ExitCode::kOk;
     record.status = TrialStatus::kDone;
     record.main_metric = result.best.main_metric;
     record.goal = result.goal;
@@ -144,9 +168,12 @@ ExitCode run_trial(const Recipe& recipe,
               record.best_step);
     return ExitCode::kOk;
   } catch (const std::exception& e) {
-    record.status = TrialStatus::kFailed;
-    record.error = e.what();
-    record.write(dir);
+    if (group && !dynamic_cast<const tasks::DistributedError*>(&e)) group->report_failure(e.what());
+    if (lead) {
+      record.status = TrialStatus::kFailed;
+      record.error = e.what();
+      record.write(dir);
+    }
     throw;
   }
 }

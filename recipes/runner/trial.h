@@ -5,11 +5,13 @@
 #include <string>
 
 #include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/error.h"
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/tokenizer.h"
 #include "recipes/runner/recipe.h"
 #include "recipes/runner/run_dir.h"
 #include "tasks/task_adapter.h"
+#include "tasks/training/distributed.h"
 
 namespace bert::recipes {
 
@@ -36,15 +38,25 @@ PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cac
 /// before the call.
 tasks::TaskModel build_pretrained_model(const PreparedTask& prepared);
 
+/// A trial that another process is running (it holds the trial's lock).
+class TrialBusy : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Fine-tunes one trial of `recipe` into `dir`: resolved recipe, the Trainer's files
 /// (metrics.jsonl, checkpoints, best weights) and, when done, result.json (TrialResult: dev
-/// metrics, best step, losses, labels, timing). Resumes from the newest checkpoint in `dir`. On
-/// an error writes a failed TrialResult with the message, then rethrows. Returns kOk when done,
-/// kInterrupted when stopped by the test hook BERTFT_INTERRUPT="<trial name>:<step>" (a
-/// simulated crash).
+/// metrics, best step, losses, labels, timing). Holds the trial's lock while it runs (TrialBusy
+/// when another process holds it); a trial whose result.json says done is not run again.
+/// Resumes from the newest checkpoint in `dir`. On an error writes a failed TrialResult with
+/// the message, then rethrows. Returns kOk when done, kInterrupted when stopped by SIGINT /
+/// SIGTERM (after install_stop_signals()) or by the test hook BERTFT_INTERRUPT="<trial
+/// name>:<step>" (a simulated crash). With `group`, every rank of a data-parallel job calls it:
+/// rank 0 prepares the feature cache first, locks, writes and reports; the others train along.
 ExitCode run_trial(const Recipe& recipe,
                    const TrialDir& dir,
                    const std::filesystem::path& cache_dir,
-                   const std::string& trial_name);
+                   const std::string& trial_name,
+                   std::shared_ptr<tasks::DataParallel> group = nullptr);
 
 }  // namespace bert::recipes

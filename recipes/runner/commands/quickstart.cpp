@@ -1,6 +1,7 @@
 // `bertft quickstart`.
 #include "recipes/runner/quickstart.h"
 
+#include "bert/common/signals.h"
 #include "recipes/runner/command.h"
 
 namespace bert::recipes {
@@ -14,6 +15,7 @@ CommandRun setup_quickstart(CLI::App& app, const GlobalOptions& global) {
                "Pre-train the small BERT (MLM + NSP) on generated text first");
   return [o, &global] {
     o->threads = global.threads;
+    install_stop_signals();
     return run_quickstart(*o);
   };
 }

@@ -1,14 +1,35 @@
 // `bertft sweep`.
 #include "recipes/runner/sweep.h"
 
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "bert/common/error.h"
+#include "bert/common/signals.h"
 #include "recipes/runner/command.h"
 #include "recipes/runner/recipe.h"
 
 namespace bert::recipes {
+namespace {
+
+/// --shard, else a Slurm array's task (SLURM_ARRAY_TASK_ID from SLURM_ARRAY_TASK_MIN, of
+/// SLURM_ARRAY_TASK_COUNT), else 0/1.
+std::pair<int, int> shard_of(const std::string& option) {
+  if (!option.empty()) return parse_shard(option);
+  const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
+  const char* count = std::getenv("SLURM_ARRAY_TASK_COUNT");
+  if (id == nullptr || count == nullptr) return {0, 1};
+  const char* min = std::getenv("SLURM_ARRAY_TASK_MIN");
+  const int index = std::atoi(id) - (min ? std::atoi(min) : 0);
+  return {index, std::atoi(count)};
+}
+
+}  // namespace
 
 CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global) {
   struct Args {
-    std::string recipe, shard = "0/1";
+    std::string recipe, shard;
     std::vector<std::string> overrides;
     int jobs = 0;
     bool no_cache = false;
@@ -19,7 +40,8 @@ CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--jobs", a->jobs, "Trials in parallel (threads are split between them)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--shard", a->shard,
-                 "Run the trials i, i+N, ... of N (for several machines): i/N");
+                 "Run the trials i, i+N, ... of N (for several machines): i/N; default: the "
+                 "Slurm array task (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT), else 0/1");
   app.add_flag("--no-cache", a->no_cache,
                "Every trial tokenises its data itself (no shared feature cache)");
   return [a, &global] {
@@ -28,7 +50,8 @@ CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global) {
     options.jobs = a->jobs;
     options.threads = global.threads;
     options.feature_cache = !a->no_cache;
-    std::tie(options.shard_index, options.shard_count) = parse_shard(a->shard);
+    std::tie(options.shard_index, options.shard_count) = shard_of(a->shard);
+    install_stop_signals();
     return run_sweep(recipe, options);
   };
 }
