@@ -411,7 +411,8 @@ void DataParallel::report_failure(const std::string& message) {
 }
 
 std::unique_ptr<GradientSync> DataParallel::sync_gradients(std::vector<torch::Tensor> parameters) {
-  return std::make_unique<GradientSync>(*this, std::move(parameters), impl_->options.bucket_bytes);
+  return std::make_unique<GradientSync>(*this, std::move(parameters), impl_->options.bucket_bytes,
+                                        impl_->options.overlap);
 }
 
 // ---- GradientSync ---------------------------------------------------------------------------
@@ -443,8 +444,9 @@ class ReadyHook final : public torch::autograd::FunctionPostHook {
 
 GradientSync::GradientSync(DataParallel& group,
                            std::vector<torch::Tensor> parameters,
-                           int64_t bucket_bytes)
-    : group_(group), parameters_(std::move(parameters)) {
+                           int64_t bucket_bytes,
+                           bool overlap)
+    : group_(group), parameters_(std::move(parameters)), overlap_(overlap) {
   // Backward produces the last layers' gradients first: buckets in reverse parameter order,
   // the first one small so that communication starts early (as DDP does).
   slot_.resize(parameters_.size());
@@ -524,7 +526,7 @@ void GradientSync::ready(size_t i) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensure_view(i);
   auto& bucket = *buckets_[slot_[i].first];
-  if (bucket.pending > 0 && --bucket.pending == 0) launch_ready_buckets();
+  if (bucket.pending > 0 && --bucket.pending == 0 && overlap_) launch_ready_buckets();
 }
 
 void GradientSync::launch_ready_buckets() {

@@ -56,6 +56,10 @@ struct DataParallelOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   /// Gradients are all-reduced in buckets of about this many bytes (DDP's 25 MiB).
   int64_t bucket_bytes = 25 << 20;
+  /// All-reduce each bucket as soon as backward completes it (DDP's overlap); false waits for
+  /// the end of backward. Overlap hides communication where it has resources of its own (NCCL,
+  /// spare cores); on a CPU whose cores all compute, the two compete (bench: data_parallel).
+  bool overlap = true;
   /// Each rank bumps a counter in the store this often; a rank whose counter stops is lost.
   std::chrono::milliseconds heartbeat{std::chrono::seconds(1)};
 };
@@ -118,7 +122,10 @@ class DataParallel {
 /// accumulation other than the last run with set_sync(false): their gradients only accumulate.
 class GradientSync {
  public:
-  GradientSync(DataParallel& group, std::vector<torch::Tensor> parameters, int64_t bucket_bytes);
+  GradientSync(DataParallel& group,
+               std::vector<torch::Tensor> parameters,
+               int64_t bucket_bytes,
+               bool overlap = true);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -148,6 +155,7 @@ class GradientSync {
   std::vector<uintptr_t> hook_keys_;
   size_t next_bucket_ = 0;
   bool sync_ = true;
+  bool overlap_ = true;
   std::mutex mutex_;
 };
 
