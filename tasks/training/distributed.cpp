@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -131,6 +132,11 @@ DistributedEnv DistributedEnv::from_environment(
         env.master_addr = first_slurm_host(nodes);
     }
   }
+  if (const char* agent = get("TORCHELASTIC_USE_AGENT_STORE");
+      agent && std::string(agent) == "True") {
+    env.agent_store = true;
+    env.restart_count = number("TORCHELASTIC_RESTART_COUNT", 0);
+  }
   if (const char* addr = get("MASTER_ADDR"); addr && *addr) env.master_addr = addr;
   env.master_port = number("MASTER_PORT", env.master_port);
   if (const char* file = get("BERTFT_DIST_FILE"); file && *file) env.store_file = file;
@@ -176,11 +182,15 @@ struct DataParallel::Impl {
     }
     c10d::TCPStoreOptions o;
     o.port = static_cast<std::uint16_t>(env.master_port);
-    o.isServer = main && env.rank == 0;
-    o.numWorkers = main ? c10::optional<std::size_t>(env.world_size) : c10::nullopt;
-    o.waitWorkers = main;
+    o.isServer = main && env.rank == 0 && !env.agent_store;
+    o.numWorkers =
+        main && !env.agent_store ? c10::optional<std::size_t>(env.world_size) : c10::nullopt;
+    o.waitWorkers = main && !env.agent_store;
     o.timeout = timeout;
-    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    if (!env.agent_store) return store;
+    return c10::make_intrusive<c10d::PrefixStore>(
+        fmt::format("/worker/attempt_{}", env.restart_count), store);
   }
 
   void beat() {

@@ -30,6 +30,11 @@ struct DistributedEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  ///< torch's default
   std::string source;       ///< "torchrun" (the RANK/WORLD_SIZE variables), "slurm" or ""
+  /// torchrun's agent already serves the store at master_addr:master_port
+  /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client, under the prefix of
+  /// this attempt (TORCHELASTIC_RESTART_COUNT), as torch's env:// initialisation does.
+  bool agent_store = false;
+  int restart_count = 0;
   /// A file for the rendezvous instead of the TCP store (a c10d::FileStore: tests, or a shared
   /// filesystem without a reachable master). Set from BERTFT_DIST_FILE.
   std::filesystem::path store_file;

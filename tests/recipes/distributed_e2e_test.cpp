@@ -163,6 +163,27 @@ TEST_F(DistributedEndToEnd, TwoProcessesTrainLikeOne) {
             json::parse(read_file(two / "result.json"))["metrics"]);
 }
 
+// torchrun starts the workers (its agent serves the store): the same run as one process. Debian's
+// torchrun 1.13 cannot parse its own default --redirects/--tee under Python 3.11, hence them.
+TEST_F(DistributedEndToEnd, TorchrunWorkersTrainLikeOneProcess) {
+  const fs::path torchrun = "/usr/bin/torchrun";
+  BERTFT_REQUIRE_PATH(torchrun);
+  const auto one = dir_.path() / "one", two = dir_.path() / "torchrun";
+  ASSERT_EQ(bertft("--threads 2 train " + recipe_.string() + " --out " + one.string()), 0);
+  const std::string command =
+      torchrun.string() + " --no_python --nproc_per_node 2 --master_port " +
+      std::to_string(29400 + ::getpid() % 500) + " --redirects 2 --tee 2 --log_dir " +
+      (dir_.path() / "torchrun_logs").string() + " " + bertft_binary().string() +
+      " --threads 1 train " + recipe_.string() + " --out " + two.string() + " > " +
+      (dir_.path() / "torchrun.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << read_file(dir_.path() / "torchrun.log");
+  const auto [loss1, dev1] = log_of(one);
+  const auto [loss2, dev2] = log_of(two);
+  ASSERT_EQ(loss2.size(), loss1.size());
+  for (const auto& [step, loss] : loss1) EXPECT_NEAR(loss2.at(step), loss, 1e-5 * loss) << step;
+  EXPECT_EQ(dev1, dev2);
+}
+
 // Interrupted mid-epoch on 2 processes and finished on 1, and the reverse: the weights of the
 // uninterrupted single-process run.
 TEST_F(DistributedEndToEnd, ResumesWithAnotherNumberOfProcesses) {

@@ -44,6 +44,13 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
   EXPECT_EQ(t.local_world_size, 2);
   EXPECT_EQ(t.master_addr, "10.0.0.7");
   EXPECT_EQ(t.master_port, 29600);
+  EXPECT_FALSE(t.agent_store);
+  const auto elastic = env_of({{"RANK", "0"},
+                               {"WORLD_SIZE", "2"},
+                               {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                               {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  EXPECT_TRUE(elastic.agent_store);  // torchrun serves the store; every rank is a client
+  EXPECT_EQ(elastic.restart_count, 2);
   const auto s = env_of({{"SLURM_PROCID", "5"},
                          {"SLURM_NTASKS", "8"},
                          {"SLURM_LOCALID", "1"},
