@@ -291,6 +291,25 @@ TEST_F(DistributedEndToEnd, TwoSweepsOnOneDirectoryRunEachTrialOnce) {
   EXPECT_TRUE(fs::exists(runs / "best_model" / "config.json"));
 }
 
+// A Slurm array task runs its shard of the sweep (--shard from SLURM_ARRAY_TASK_*), each trial on
+// sweep.nproc_per_trial processes.
+TEST_F(DistributedEndToEnd, SlurmArrayShardWithDataParallelTrials) {
+  ASSERT_EQ(bertft("--threads 2 sweep " + recipe_.string() +
+                       " --set sweep.nproc_per_trial=2 --set training.epochs=1",
+                   "SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_COUNT=2"),
+            0)
+      << last_log_;
+  EXPECT_NE(last_log_.find("4 trials, 2 in shard 1/2, 2 to run"), std::string::npos) << last_log_;
+  const auto trials = dir_.path() / "runs" / "trials";
+  for (const auto* name : {"lr1.0e-3_seed2", "lr5.0e-4_seed2"}) {  // trials 1 and 3
+    EXPECT_TRUE(fs::exists(trials / name / "result.json")) << name;
+    EXPECT_NE(read_file(trials / name / "train.log").find("batch 16 = 2 process(es)"),
+              std::string::npos)
+        << name;
+  }
+  EXPECT_FALSE(fs::exists(trials / "lr1.0e-3_seed1" / "result.json"));
+}
+
 // SIGKILL of a sweep: its trainers checkpoint and exit (no bertft train is left, checked
 // through /proc), and the rerun resumes them.
 TEST_F(DistributedEndToEnd, SigkillOfTheSweepLeavesNoTrainer) {
