@@ -125,6 +125,30 @@ void write_small_model(const fs::path& vocab, const fs::path& dir, int64_t hidde
   bert::recipes::write_random_model(dir, config, *tok, 0);
 }
 
+/// The binary classifier whose training steps the sections time.
+std::unique_ptr<bert::tasks::TaskAdapter> classifier() {
+  auto a = bert::tasks::TaskRegistry::global().create("sequence_classification",
+                                                      bert::YamlReader(YAML::Load("{}"), "bench"));
+  a->set_labels({"0", "1"});
+  return a;
+}
+
+/// A bert-base classifier (seed 0) in training mode, its AdamW, and its parameters.
+struct Training {
+  bert::tasks::TaskModel model;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::vector<torch::Tensor> params;
+};
+Training start_training(const bert::tasks::TaskAdapter& a) {
+  torch::manual_seed(0);
+  Training t;
+  t.model = a.build_model(base_config());
+  t.model->train();
+  t.optimizer = bert::tasks::make_adamw(*t.model, {});
+  for (const auto& p : t.model->parameters()) t.params.push_back(p);
+  return t;
+}
+
 /// One worker of the data_parallel section (a child process): bert-base, this rank's part of an
 /// 8 x 128 fp32 batch, gradients all-reduced in buckets (during backward with `overlap`, else
 /// after it); rank 0 writes its best step's timings to `out`.
@@ -138,16 +162,9 @@ int data_parallel_worker(
   options.overlap = overlap;
   const auto group = bert::tasks::DataParallel::connect(env, torch::kCPU, options);
   const auto config = base_config();
-  auto a = bert::tasks::TaskRegistry::global().create("sequence_classification",
-                                                      bert::YamlReader(YAML::Load("{}"), "bench"));
-  a->set_labels({"0", "1"});
-  torch::manual_seed(0);
-  auto model = a->build_model(config);
-  model->train();
+  const auto a = classifier();
+  auto [model, optimizer, params] = start_training(*a);
   group->broadcast_module(*model);
-  auto optimizer = bert::tasks::make_adamw(*model, {});
-  std::vector<torch::Tensor> params;
-  for (const auto& p : model->parameters()) params.push_back(p);
   const auto sync = group->sync_gradients(params);
   torch::manual_seed(static_cast<uint64_t>(rank));
   const auto b = random_batch(8 / world, 128, config.vocab_size());
@@ -192,12 +209,7 @@ struct Suite {
   json results = json::object();
   std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
 
-  std::unique_ptr<bert::tasks::TaskAdapter> adapter() const {
-    auto a = bert::tasks::TaskRegistry::global().create(
-        "sequence_classification", bert::YamlReader(YAML::Load("{}"), "bench"));
-    a->set_labels({"0", "1"});
-    return a;
-  }
+  std::unique_ptr<bert::tasks::TaskAdapter> adapter() const { return classifier(); }
 
   void gemm() {
     fmt::print("\n== gemm: the ceiling (linear, tokens 1024) ==\n{:<28} {:>10} {:>10}\n", "shape",
@@ -232,12 +244,7 @@ struct Suite {
     const std::map<std::string, double> hf = {{"8x128 fp32", 5.2}, {"8x128 bf16", 1.76}};
     for (const int64_t batch : {8, 32})
       for (const bool bf16 : {false, true}) {
-        torch::manual_seed(0);
-        auto model = a->build_model(config);
-        model->train();
-        auto optimizer = bert::tasks::make_adamw(*model, {});
-        std::vector<torch::Tensor> params;
-        for (const auto& p : model->parameters()) params.push_back(p);
+        auto [model, optimizer, params] = start_training(*a);
         const auto b = random_batch(batch, 128, config.vocab_size());
         reset_peak_rss();
         double fwd = 1e30, bwd = 1e30, opt = 1e30, step = 1e30;
@@ -307,12 +314,7 @@ struct Suite {
     for (int round = 0; round < 3; ++round) {
       {  // one process, both threads
         bert::configure_threads(2);
-        torch::manual_seed(0);
-        auto model = a->build_model(config);
-        model->train();
-        auto optimizer = bert::tasks::make_adamw(*model, {});
-        std::vector<torch::Tensor> params;
-        for (const auto& p : model->parameters()) params.push_back(p);
+        auto [model, optimizer, params] = start_training(*a);
         const auto b = random_batch(8, 128, config.vocab_size());
         for (int i = 0; i <= iters; ++i) {
           const auto t0 = Clock::now();
@@ -386,10 +388,7 @@ struct Suite {
   void profile() {
     const auto config = base_config();
     const auto a = adapter();
-    torch::manual_seed(0);
-    auto model = a->build_model(config);
-    model->train();
-    auto optimizer = bert::tasks::make_adamw(*model, {});
+    auto [model, optimizer, params] = start_training(*a);
     const auto b = random_batch(8, 128, config.vocab_size());
     const auto step = [&] {
       torch::Tensor loss;

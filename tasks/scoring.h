@@ -57,6 +57,20 @@ std::vector<std::string> align_predictions(const std::vector<std::string>& examp
                                            const std::vector<LinePrediction>& predictions,
                                            const std::filesystem::path& path);
 
+/// The prediction file's values in the order of `examples` (any example type with `id` and
+/// `where`), by id or by position as align_predictions().
+template <class Example>
+std::vector<std::string> predictions_for(const std::vector<Example>& examples,
+                                         const ScoreRequest& request) {
+  std::vector<std::string> ids, wheres;
+  for (const auto& e : examples) {
+    ids.push_back(e.id);
+    wheres.push_back(e.where);
+  }
+  return align_predictions(ids, wheres, read_line_predictions(request.predictions),
+                           request.predictions);
+}
+
 /// `text` as a number; DataError "where: 'text' is not a number" otherwise.
 double parse_score_number(const std::string& text, const std::string& where);
 

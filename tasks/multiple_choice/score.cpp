@@ -10,13 +10,7 @@ namespace bert::tasks {
 
 ScoreReport MultipleChoiceAdapter::score(const ScoreRequest& request) {
   const auto examples = data::read_choice_examples(score_data_spec(request, "multiple_choice"));
-  std::vector<std::string> ids, wheres;
-  for (const auto& e : examples) {
-    ids.push_back(e.id);
-    wheres.push_back(e.where);
-  }
-  const auto predicted = align_predictions(ids, wheres, read_line_predictions(request.predictions),
-                                           request.predictions);
+  const auto predicted = predictions_for(examples, request);
   std::vector<int64_t> p, g;
   for (size_t i = 0; i < examples.size(); ++i) {
     if (!examples[i].label)

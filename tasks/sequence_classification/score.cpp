@@ -14,13 +14,7 @@ namespace bert::tasks {
 ScoreReport SequenceClassificationAdapter::score(const ScoreRequest& request) {
   const auto spec = score_data_spec(request, "sequence_classification");
   const auto examples = data::read_text_examples(spec);
-  std::vector<std::string> ids, wheres;
-  for (const auto& e : examples) {
-    ids.push_back(e.id);
-    wheres.push_back(e.where);
-  }
-  const auto predicted = align_predictions(ids, wheres, read_line_predictions(request.predictions),
-                                           request.predictions);
+  const auto predicted = predictions_for(examples, request);
   bool regression = request.regression;
   if (data::resolve_format(spec, data::DataFormat::kTsv) == data::DataFormat::kGlue) {
     const auto glue = data::find_glue_task(request.glue_task.empty()

@@ -52,10 +52,7 @@ class ToyLengthAdapter final : public TaskAdapter {
     info.score_formats = "one label per line";
     info.score = [](const ScoreRequest& request) {
       const auto examples = data::read_text_examples(score_data_spec(request, "toy_length"));
-      std::vector<std::string> ids, wheres;
-      for (const auto& e : examples) ids.push_back(e.id), wheres.push_back(e.where);
-      const auto predicted = align_predictions(
-          ids, wheres, read_line_predictions(request.predictions), request.predictions);
+      const auto predicted = predictions_for(examples, request);
       std::vector<int64_t> p, g;
       for (size_t i = 0; i < examples.size(); ++i) {
         g.push_back(*examples[i].label == "long");
