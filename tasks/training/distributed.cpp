@@ -117,19 +117,23 @@ DistributedEnv DistributedEnv::from_environment(
     env.world_size = number("WORLD_SIZE", 1);
     env.local_rank = number("LOCAL_RANK", env.rank);
     env.local_world_size = number("LOCAL_WORLD_SIZE", env.world_size);
-  } else if (get("SLURM_PROCID") != nullptr && get("SLURM_NTASKS") != nullptr) {
+  } else if (get("SLURM_PROCID") != nullptr && get("SLURM_STEP_NUM_TASKS") != nullptr) {
+    // A job step srun launched (a batch script has SLURM_PROCID and SLURM_NTASKS too, but is
+    // one process: the step's own variables tell them apart).
     env.source = "slurm";
     env.rank = number("SLURM_PROCID", 0);
-    env.world_size = number("SLURM_NTASKS", 1);
+    env.world_size = number("SLURM_STEP_NUM_TASKS", 1);
     env.local_rank = number("SLURM_LOCALID", 0);
-    // SLURM_NTASKS_PER_NODE is "2" or "2(x3)"; its leading count is this node's share.
-    const char* per_node = get("SLURM_NTASKS_PER_NODE");
+    // "2" or "2(x3)": the leading count is this node's share.
+    const char* per_node = get("SLURM_STEP_TASKS_PER_NODE");
+    if (per_node == nullptr) per_node = get("SLURM_NTASKS_PER_NODE");
     env.local_world_size = per_node ? std::max(1, std::atoi(per_node)) : 1;
     if (get("MASTER_ADDR") == nullptr) {
-      if (const char* nodes = get("SLURM_JOB_NODELIST"); nodes && *nodes)
-        env.master_addr = first_slurm_host(nodes);
-      else if (const char* nodes = get("SLURM_NODELIST"); nodes && *nodes)
-        env.master_addr = first_slurm_host(nodes);
+      for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})
+        if (const char* nodes = get(name); nodes && *nodes) {
+          env.master_addr = first_slurm_host(nodes);
+          break;
+        }
     }
   }
   if (const char* agent = get("TORCHELASTIC_USE_AGENT_STORE");

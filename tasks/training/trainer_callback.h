@@ -93,7 +93,10 @@ struct StepStats {
 
 /// One part of a training run with one job (progress, metrics log, checkpoints, best weights,
 /// early stopping, interrupts, ...), on the pattern of HF's TrainerCallback and marian's
-/// TrainingObserver. fit() calls every part at each event, in the order given.
+/// TrainingObserver. fit() calls every part at each event, in the order given. In a
+/// data-parallel run every rank runs its parts: one that changes the control must decide the
+/// same on every rank (from the state, the step or the evaluation, which all ranks share), and
+/// one that writes files writes on rank 0 only (TrainContext::lead()).
 class TrainerCallback {
  public:
   virtual ~TrainerCallback() = default;

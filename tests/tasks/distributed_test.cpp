@@ -52,9 +52,10 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
   EXPECT_TRUE(elastic.agent_store);  // torchrun serves the store; every rank is a client
   EXPECT_EQ(elastic.restart_count, 2);
   const auto s = env_of({{"SLURM_PROCID", "5"},
-                         {"SLURM_NTASKS", "8"},
+                         {"SLURM_NTASKS", "16"},  // the allocation's; the step has 8
+                         {"SLURM_STEP_NUM_TASKS", "8"},
                          {"SLURM_LOCALID", "1"},
-                         {"SLURM_NTASKS_PER_NODE", "4(x2)"},
+                         {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
                          {"SLURM_JOB_NODELIST", "gpu-node[07-08,11],login1"}});
   EXPECT_EQ(s.source, "slurm");
   EXPECT_EQ(s.rank, 5);
@@ -63,6 +64,8 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
   EXPECT_EQ(s.local_world_size, 4);
   EXPECT_EQ(s.master_addr, "gpu-node07");
   EXPECT_EQ(s.master_port, 29500);
+  // A batch script (no srun step) is one process, whatever the allocation's task count.
+  EXPECT_FALSE(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).distributed());
   // torchrun's variables win inside a Slurm job; MASTER_ADDR wins over the node list.
   const auto both = env_of({{"SLURM_PROCID", "0"},
                             {"SLURM_NTASKS", "1"},
