@@ -13,6 +13,7 @@
 
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/file_util.h"
+#include "bert/model/bert_config.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/new_model.h"
 #include "tasks/training/training_dir.h"
@@ -161,6 +162,46 @@ TEST_F(DistributedEndToEnd, TwoProcessesTrainLikeOne) {
   expect_same_weights(two, one, 14);
   EXPECT_EQ(json::parse(read_file(one / "result.json"))["metrics"],
             json::parse(read_file(two / "result.json"))["metrics"]);
+}
+
+// With dropout on, each rank draws its own masks from the seed: two data-parallel runs end with
+// the same weights bit for bit (and not those of one process, whose second half of each batch
+// gets other masks).
+TEST_F(DistributedEndToEnd, DropoutPerRankIsReproducibleFromTheSeed) {
+  tok::WordPieceOptions options;
+  options.normalizer.lowercase = false;
+  options.normalizer.strip_accents = false;
+  const auto tokenizer = tok::WordPieceTokenizer::from_file(
+      data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt", options);
+  BertConfig config;  // HF's dropout 0.1
+  config.vocab_size(tokenizer->vocab_size())
+      .hidden_size(32)
+      .num_hidden_layers(2)
+      .num_attention_heads(2)
+      .intermediate_size(64)
+      .max_position_embeddings(128);
+  write_random_model(dir_.path() / "dropout_model", config, *tokenizer, 0);
+  const std::string model = " --set model.pretrained=" + (dir_.path() / "dropout_model").string();
+  std::vector<fs::path> runs;
+  for (const auto* name : {"a", "b", "single"}) {
+    runs.push_back(dir_.path() / name);
+    ASSERT_EQ(bertft("--threads 2 train " + recipe_.string() + " --out " + runs.back().string() +
+                     model + (std::string(name) == "single" ? "" : " --nproc 2")),
+              0)
+        << last_log_;
+  }
+  const auto weights = [](const fs::path& run) {
+    return SafetensorsReader(
+               tasks::CheckpointFiles{tasks::TrainingDir(run).checkpoint(14)}.weights())
+        .read_all();
+  };
+  const auto a = weights(runs[0]), b = weights(runs[1]), single = weights(runs[2]);
+  bool differs_from_single = false;
+  for (const auto& [name, tensor] : a) {
+    EXPECT_TRUE(torch::equal(tensor, b.at(name))) << name;
+    differs_from_single = differs_from_single || !torch::equal(tensor, single.at(name));
+  }
+  EXPECT_TRUE(differs_from_single);
 }
 
 // torchrun starts the workers (its agent serves the store): the same run as one process. Debian's
