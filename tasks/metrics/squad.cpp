@@ -104,9 +104,9 @@ double squad_exact(const std::string& prediction, const std::string& gold) {
   return normalize_answer(prediction) == normalize_answer(gold) ? 1.0 : 0.0;
 }
 
-double squad_f1(const std::string& prediction, const std::string& gold) {
+double squad_f1(const std::string& prediction, const std::string& gold, bool v2) {
   const auto pred = answer_tokens(prediction), truth = answer_tokens(gold);
-  if (pred.empty() || truth.empty()) return pred == truth ? 1.0 : 0.0;
+  if (v2 && (pred.empty() || truth.empty())) return pred == truth ? 1.0 : 0.0;
   std::unordered_map<std::string, int> counts;
   for (const auto& t : truth) ++counts[t];
   int same = 0;
@@ -145,7 +145,7 @@ json score_squad(const std::vector<SquadGold>& gold,
     }
     for (const auto& a : answers) {
       exact[i] = std::max(exact[i], squad_exact(it->second, a));
-      f1[i] = std::max(f1[i], squad_f1(it->second, a));
+      f1[i] = std::max(f1[i], squad_f1(it->second, a, v2));
     }
   }
   const double n = static_cast<double>(gold.size());

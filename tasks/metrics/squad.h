@@ -17,9 +17,10 @@ std::string normalize_answer(const std::string& text);
 /// 1 if the normalised strings are equal.
 double squad_exact(const std::string& prediction, const std::string& gold);
 
-/// Token-level F1 of the normalised answers. v2.0 rule: if either side has no tokens, 1 when
-/// both are empty else 0 (v1.1 gives 0 for no overlap, which agrees on non-empty gold).
-double squad_f1(const std::string& prediction, const std::string& gold);
+/// Token-level F1 of the normalised answers, by the rule of the official script of its
+/// version: v2.0 gives 1 when both sides have no tokens (and 0 when one has); v1.1 gives 0
+/// whenever no token is shared, two empty answers included.
+double squad_f1(const std::string& prediction, const std::string& gold, bool v2 = true);
 
 /// One question's gold data.
 struct SquadGold {

@@ -74,6 +74,18 @@ TEST(SquadMetric, V11TakesTheBestGoldAnswer) {
   EXPECT_EQ(missing["missing"].get<int>(), 1);
 }
 
+// Each version's rule for answers with no tokens: the official v1.1 script scores an empty
+// prediction against a gold answer that normalises to empty (".") F1 0 (nothing shared), EM 1;
+// v2.0's scores it 1.
+TEST(SquadMetric, EmptyAnswersFollowTheirVersionsRule) {
+  EXPECT_DOUBLE_EQ(squad_f1("", ".", /*v2=*/false), 0.0);
+  EXPECT_DOUBLE_EQ(squad_f1("", ".", /*v2=*/true), 1.0);
+  const std::vector<SquadGold> gold = {{"q", {"."}, false}};
+  const auto v11 = score_squad(gold, {{"q", ""}}, "1.1");
+  EXPECT_DOUBLE_EQ(v11["f1"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(v11["exact_match"].get<double>(), 100.0);
+}
+
 TEST(SquadMetric, V20SplitsAndBestThreshold) {
   const std::vector<SquadGold> gold = {
       {"a", {"Paris"}, false}, {"b", {}, true}, {"c", {"blue sky"}, false}, {"d", {}, true}};
