@@ -16,7 +16,10 @@ BertPredictionHeadTransformImpl::BertPredictionHeadTransformImpl(const BertConfi
 }
 
 torch::Tensor BertPredictionHeadTransformImpl::forward(const torch::Tensor& hidden) {
-  return layer_norm_(apply_activation(activation_, dense_(hidden)));
+  // Under bf16 autocast the dense output is bf16 with no fp32 residual to add, and LibTorch
+  // 1.13's CPU layer_norm refuses a bf16 input with fp32 parameters: normalise in theirs.
+  const auto x = apply_activation(activation_, dense_(hidden));
+  return layer_norm_(x.to(layer_norm_->weight.scalar_type()));
 }
 
 BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertConfig& c, torch::Tensor tied)

@@ -1,21 +1,90 @@
 #include "tasks/training/precision.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
 
 namespace bert {
 const std::vector<std::pair<const char*, tasks::Precision>>& EnumNames<tasks::Precision>::get() {
   static const std::vector<std::pair<const char*, tasks::Precision>> names = {
       {"fp32", tasks::Precision::kFp32},
       {"bf16", tasks::Precision::kBf16},
-      {"fp16", tasks::Precision::kFp16}};
+      {"fp16", tasks::Precision::kFp16},
+      {"auto", tasks::Precision::kAuto}};
   return names;
 }
 }  // namespace bert
 
 namespace bert::tasks {
+namespace {
+
+/// Best time of `runs` runs of `linear` on a [rows, size] x [size, size] problem in `dtype` on
+/// `device`, after one warm-up.
+double probe_gemm(
+    torch::ScalarType dtype, const torch::Device& device, int64_t rows, int64_t size, int runs) {
+  torch::NoGradGuard no_grad;
+  // Its own generator: the probe must not move the streams that dropout and init draw from.
+  auto generator = at::detail::createCPUGenerator(12345);
+  const auto x = torch::randn({rows, size}, generator).to(device, dtype);
+  const auto w = torch::randn({size, size}, generator).to(device, dtype);
+  const auto run = [&] {
+    auto y = torch::linear(x, w);
+    if (device.is_cuda()) y.cpu();  // wait for the kernel
+  };
+  run();
+  double best = 1e30;
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+PrecisionChoice choose_precision(double fp32_seconds,
+                                 double bf16_seconds,
+                                 const std::string& device) {
+  const double speedup = fp32_seconds / std::max(bf16_seconds, 1e-12);
+  if (bf16_seconds < 0.8 * fp32_seconds)
+    return {Precision::kBf16,
+            fmt::format("bf16: its GEMM runs {:.1f}x as fast as fp32 on this {}", speedup, device)};
+  return {Precision::kFp32,
+          fmt::format("fp32: bf16's GEMM runs {:.2g}x as fast as fp32 on this {} (no fast bf16)",
+                      speedup, device)};
+}
+
+PrecisionChoice resolve_precision(Precision requested, const torch::Device& device) {
+  if (requested != Precision::kAuto) return {requested, "as the recipe says"};
+  static std::mutex mutex;
+  static std::map<std::string, PrecisionChoice> decided;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = device.str();
+  if (const auto it = decided.find(key); it != decided.end()) return it->second;
+  // A small GEMM first: without bf16 instructions it is ~100x slower and the answer is clear
+  // in a few milliseconds; otherwise a BERT-sized one (256 x 768 x 768), where thread wake-ups
+  // and oneDNN's set-up no longer blur the timings.
+  auto fp32 = probe_gemm(torch::kFloat, device, 64, 256, 5);
+  auto bf16 = probe_gemm(torch::kBFloat16, device, 64, 256, 5);
+  if (bf16 < 3 * fp32) {
+    fp32 = probe_gemm(torch::kFloat, device, 256, 768, 5);
+    bf16 = probe_gemm(torch::kBFloat16, device, 256, 768, 5);
+  }
+  const auto choice = choose_precision(fp32, bf16, device.is_cuda() ? "GPU" : "CPU");
+  decided[key] = choice;
+  return choice;
+}
 
 AutocastScope::AutocastScope(Precision precision, const torch::Device& device)
-    : enabled_(precision != Precision::kFp32), cuda_(device.is_cuda()) {
+    : enabled_(precision == Precision::kBf16 || precision == Precision::kFp16),
+      cuda_(device.is_cuda()) {
+  TORCH_CHECK(precision != Precision::kAuto, "AutocastScope: resolve precision auto first");
   if (!enabled_) return;
   if (cuda_) {
     at::autocast::set_enabled(true);

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -10,13 +11,32 @@
 namespace bert::tasks {
 
 enum class Precision {
+  kAuto,  ///< bf16 where the device runs it clearly faster than fp32 (probed), else fp32
   kFp32,  ///< plain float32
   kBf16,  ///< bf16 autocast (CPU oneDNN/AMX, CUDA); float32 weights and optimizer
   kFp16,  ///< fp16 autocast with dynamic loss scaling (CUDA only); float32 weights and optimizer
 };
 
+/// What `auto` became, and why (for the log).
+struct PrecisionChoice {
+  Precision precision = Precision::kFp32;
+  std::string reason;
+};
+
+/// The decision from a probe's timings of the same GEMM: bf16 when it takes under 0.8 of
+/// fp32's time (a clear gain; on CPUs without bf16 instructions it is ~100x slower), else fp32.
+PrecisionChoice choose_precision(double fp32_seconds,
+                                 double bf16_seconds,
+                                 const std::string& device);
+
+/// `requested` itself, or for kAuto the choice on `device`: GEMMs timed in fp32 and bf16 (a
+/// 64x256x256 one, then, unless bf16 is clearly slow, a 256x768x768 one; best of 5; some
+/// milliseconds, once per device per process).
+PrecisionChoice resolve_precision(Precision requested, const torch::Device& device);
+
 /// Autocast for the forward passes in its scope on `device`: bf16 (CPU oneDNN, CUDA) or fp16
 /// (CUDA) by `precision`, nothing for fp32. Switches it off and clears the cast cache on exit.
+/// `precision` must be resolved (not kAuto).
 class AutocastScope {
  public:
   AutocastScope(Precision precision, const torch::Device& device);

@@ -103,7 +103,7 @@ std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter,
     const auto batch = adapter.collate(features, indices).to(device);
     torch::Tensor logits;
     {
-      AutocastScope autocast(options_.precision, device);
+      AutocastScope autocast(precision(), device);
       logits = model->forward(batch);
     }
     adapter.gather(batch, logits.to(torch::kFloat), outputs);
@@ -111,6 +111,12 @@ std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter,
   }
   if (group_) group_->all_gather_outputs(outputs, mine);
   return outputs;
+}
+
+Precision Trainer::precision() const {
+  if (!precision_)
+    precision_ = resolve_precision(options_.precision, torch::Device(options_.device)).precision;
+  return *precision_;
 }
 
 Evaluation Trainer::evaluate(const TaskAdapter& adapter,
@@ -191,6 +197,16 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
     if (p.requires_grad()) parameters.push_back(p);
   if (group_) seed_rank_generators(o.seed, group_->rank(), 0, device);  // a resume overrides
 
+  auto choice = resolve_precision(o.precision, device);
+  if (group_) {  // every rank trains alike: bf16 only when every rank's probe chose it
+    auto votes = torch::tensor({choice.precision == Precision::kBf16 ? 1.0 : 0.0}, torch::kDouble);
+    group_->all_reduce_sum(votes);
+    if (o.precision == Precision::kAuto && votes.item<double>() < group_->world_size())
+      choice = {Precision::kFp32, "fp32: not every rank's probe chose bf16"};
+  }
+  precision_ = run.precision = choice.precision;
+  if (o.precision == Precision::kAuto) log::info("[train] precision auto: {}", choice.reason);
+
   TrainControl control;
   for (const auto& part : parts) part->on_train_begin(run, control);
   if (run.state.have_best) run.result.best = {run.state.best_metrics, run.state.main_metric, {}};
@@ -201,7 +217,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
       "accumulation), warm-up {} steps, {} {} schedule, {} on {}",
       train.size(), total_steps, run.epochs, steps_per_epoch, o.batch_size, run.world_size(),
       o.gradient_accumulation_steps, schedule.warmup_steps(), o.optimizer,
-      enum_name(o.lr_scheduler_type), enum_name(o.precision), device.str());
+      enum_name(o.lr_scheduler_type), enum_name(run.precision), device.str());
 
   model->train();
   Interval interval;
@@ -289,12 +305,12 @@ double Trainer::backward(TrainContext& run, const Batch& batch, double weight) c
   const auto& o = options_;
   torch::Tensor loss;
   {
-    AutocastScope autocast(o.precision, run.device);
+    AutocastScope autocast(run.precision, run.device);
     const auto logits = run.model->forward(batch);
     loss = run.adapter.loss(logits, batch);
     if (o.label_smoothing > 0) loss = smoothed_loss(loss, logits, batch.labels, o.label_smoothing);
   }
-  const bool fp16 = o.precision == Precision::kFp16;
+  const bool fp16 = run.precision == Precision::kFp16;
   (loss * ((fp16 ? run.scaler.scale() : 1.0) * weight)).backward();
   return loss.item<double>();
 }
@@ -304,7 +320,7 @@ void Trainer::optimizer_step(TrainContext& run,
                              double lr) const {
   // fp16: gradients back to true scale; a step with inf/NaN is skipped (the schedule still
   // advances, as HF's Trainer does).
-  const bool fp16 = options_.precision == Precision::kFp16;
+  const bool fp16 = run.precision == Precision::kFp16;
   const bool finite = !fp16 || run.scaler.unscale(parameters);
   if (finite) {
     if (options_.max_grad_norm > 0)

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tasks/task_adapter.h"
@@ -63,6 +64,10 @@ class Trainer {
   /// after a checkpoint, as interrupted (SIGTERM / SIGINT handlers set it).
   void set_stop_request(std::function<bool()> requested) { stop_request_ = std::move(requested); }
 
+  /// The precision the options ask for, `auto` resolved on the options' device (by fit() when
+  /// it ran: every rank of a group agrees on it).
+  Precision precision() const;
+
   /// Per-feature outputs of `model` on `features` (eval mode, no grad, bf16 if configured).
   std::vector<torch::Tensor> predict(const TaskAdapter& adapter,
                                      TaskModel model,
@@ -114,6 +119,7 @@ class Trainer {
   std::function<bool()> stop_request_;
   TrainerCallbacks extra_;
   std::shared_ptr<DataParallel> group_;
+  mutable std::optional<Precision> precision_;  ///< `auto` resolved
 };
 
 /// Part `part` of `parts` contiguous, nearly equal parts of `batch` (the first ones one longer

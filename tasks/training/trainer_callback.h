@@ -50,6 +50,7 @@ struct TrainContext {
   torch::optim::Optimizer& optimizer;
   LossScaler& scaler;
   torch::Device device;
+  Precision precision = Precision::kFp32;  ///< the options' precision, `auto` resolved
   int64_t steps_per_epoch = 0;
   int64_t epochs = 0;         ///< epochs the run spans (max_steps may end the last one early)
   int64_t total_steps = 0;    ///< optimizer steps of the whole run

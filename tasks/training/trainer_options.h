@@ -32,7 +32,7 @@ struct TrainerOptions {
   double max_grad_norm = 1.0;        ///< 0 = no clipping
   int64_t gradient_accumulation_steps = 1;
   int64_t seed = 42;
-  Precision precision = Precision::kFp32;
+  Precision precision = Precision::kAuto;
   std::string device = "cpu";
   int64_t eval_every = 0;        ///< optimizer steps between evaluations; 0 = after each epoch
   bool eval_each_epoch = false;  ///< with eval_every > 0, also evaluate at each epoch's end
@@ -70,7 +70,9 @@ struct TrainerOptions {
     field("gradient_accumulation_steps", self.gradient_accumulation_steps,
           "Batches per optimizer step");
     field("seed", self.seed, "Seed for data order, head init and dropout");
-    field("precision", self.precision, "fp32 | bf16 | fp16 (fp16: CUDA, with loss scaling)");
+    field("precision", self.precision,
+          "auto (bf16 where the device runs it fast, probed; else fp32) | fp32 | bf16 | fp16 "
+          "(CUDA, with loss scaling)");
     field("device", self.device, "cpu | cuda | cuda:N");
     field("eval_every", self.eval_every, "Optimizer steps between evaluations (0 = each epoch)");
     field("eval_each_epoch", self.eval_each_epoch,

@@ -1,3 +1,4 @@
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -57,6 +58,29 @@ TEST_F(BertModelTest, DecoderIsTiedToWordEmbeddings) {
   const auto after = model->forward(ids).prediction_logits;
   // Every position's logit for token 17 changes: the decoder reads the embedding matrix.
   EXPECT_GT((after.select(2, 17) - before.select(2, 17)).abs().min().item<double>(), 1e-4);
+}
+
+// Under bf16 autocast (what training.precision bf16 / auto does on CPUs with fast bf16) the MLM
+// head's LayerNorm gets a bf16 input with no fp32 residual; the logits stay those of fp32 to
+// bf16's precision.
+TEST_F(BertModelTest, PreTrainingHeadsRunUnderBf16Autocast) {
+  BertForPreTraining model(tiny_config());
+  model->eval();
+  const auto ids = torch::tensor({{2, 17, 29, 3}}, torch::kLong);
+  const auto fp32 = model->forward(ids).prediction_logits;
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  torch::Tensor bf16;
+  try {
+    bf16 = model->forward(ids).prediction_logits.to(torch::kFloat);
+  } catch (...) {
+    at::autocast::set_cpu_enabled(false);
+    throw;
+  }
+  at::autocast::clear_cache();
+  at::autocast::set_cpu_enabled(false);
+  EXPECT_TRUE(torch::isfinite(bf16).all().item<bool>());
+  EXPECT_LT(testing::max_abs_diff(bf16, fp32), 0.05 * fp32.abs().max().item<double>());
 }
 
 TEST_F(BertModelTest, PaddingDoesNotChangeRealTokens) {

@@ -84,7 +84,7 @@ class DistributedEndToEnd : public ::testing::Test {
                      ", limit: 100}\n  dev: {path: " + (mrpc / "dev.tsv").string() +
                      ", limit: 40}\n"
                      "training: {epochs: 2, batch_size: 16, learning_rate: 1.0e-3, log_every: 1, "
-                     "eval_every: 3, eval_batch_size: 8}\n"
+                     "eval_every: 3, eval_batch_size: 8, precision: fp32}\n"
                      "sweep: {grid: {learning_rate: [1.0e-3, 5.0e-4]}, seeds: [1, 2]}\n"
                      "output: {dir: " +
                      (dir_.path() / "runs").string() + "}\n");

@@ -206,6 +206,28 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
       dir_.path() / "ner", runs / "trials" / "max_seq_length64_seed42", conll / "valid.txt");
 }
 
+// An unconfigured recipe (precision: auto) trains in the precision the probe chose and says
+// which and why: fp32 where bf16 has no fast GEMM (an AVX2-only CPU), bf16 where it runs faster.
+TEST_F(EndToEndTest, PrecisionAutoSaysWhatItChoseAndTrainsInIt) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
+  const auto mrpc = data_dir() / "glue" / "MRPC";
+  const auto path = recipe("auto",
+                           "task: {type: sequence_classification, max_seq_length: 64}\n"
+                           "data:\n  train: {path: " +
+                               (mrpc / "train.tsv").string() +
+                               ", limit: 32}\n"
+                               "  dev: {path: " +
+                               (mrpc / "dev.tsv").string() +
+                               ", limit: 16}\n"
+                               "training: {epochs: 1, batch_size: 16}\n");
+  ASSERT_EQ(bertft("--threads 2 train " + path.string()), 0) << last_log_;
+  const auto said = last_log_.find("[train] precision auto: ");
+  ASSERT_NE(said, std::string::npos) << last_log_;
+  const auto chosen = last_log_.substr(said + 24, 4);  // "bf16" or "fp32"
+  EXPECT_TRUE(chosen == "bf16" || chosen == "fp32") << last_log_;
+  EXPECT_NE(last_log_.find(chosen + " on cpu"), std::string::npos) << last_log_;
+}
+
 // A regression sweep that selects by mse (lower is better): every trial keeps its lowest-mse
 // evaluation, the leaderboard ranks the lowest mean first, and the export is that setting's
 // lowest-mse seed.

@@ -10,6 +10,7 @@
 
 #include "bert/common/error.h"
 #include "tasks/training/optimizer.h"
+#include "tasks/training/precision.h"
 #include "tasks/training/trainer_options.h"
 #include "tests/support/test_support.h"
 
@@ -91,6 +92,30 @@ TEST(Optimizers, FusedAdamWAndTorchAdamWAgree) {
   }
   EXPECT_LT(testing::max_abs_diff(a->weight, b->weight), 1e-6);
   EXPECT_LT(testing::max_abs_diff(a->bias, b->bias), 1e-6);
+}
+
+// precision: auto takes bf16 only when its GEMM is clearly faster (the probe's timings injected).
+TEST(PrecisionChoice, BfloatOnlyWhereItsGemmIsClearlyFaster) {
+  const auto fast = choose_precision(1.0e-3, 0.4e-3, "CPU");
+  EXPECT_EQ(fast.precision, Precision::kBf16);
+  EXPECT_EQ(fast.reason, "bf16: its GEMM runs 2.5x as fast as fp32 on this CPU");
+  const auto slow = choose_precision(1.0e-4, 1.4e-2, "CPU");  // AVX2 only: ~100x slower
+  EXPECT_EQ(slow.precision, Precision::kFp32);
+  EXPECT_EQ(slow.reason,
+            "fp32: bf16's GEMM runs 0.0071x as fast as fp32 on this CPU (no fast bf16)");
+  EXPECT_EQ(choose_precision(1.0, 0.9, "CPU").precision, Precision::kFp32);  // not clearly faster
+  EXPECT_EQ(resolve_precision(Precision::kFp32, torch::kCPU).precision, Precision::kFp32);
+  const auto probed = resolve_precision(Precision::kAuto, torch::kCPU);
+  EXPECT_NE(probed.precision, Precision::kAuto);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, torch::kCPU).reason, probed.reason);  // once
+  EXPECT_EQ(TrainerOptions{}.precision, Precision::kAuto);
+  // The probe leaves the global generator alone (dropout and init streams stay the seed's).
+  torch::manual_seed(3);
+  const auto expected = torch::rand({4});
+  torch::manual_seed(3);
+  choose_precision(1, 1, "x");
+  resolve_precision(Precision::kAuto, torch::Device("cpu:0"));  // a device not probed yet
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
 }
 
 TEST(TrainerOptionsChecks, OptimizerScheduleAndSmoothingAreValidated) {
