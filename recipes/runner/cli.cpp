@@ -1,14 +1,18 @@
 #include "recipes/runner/cli.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
 #include "bert/common/threads.h"
+#include "bert/common/yaml.h"
 #include "recipes/runner/command.h"
+#include "recipes/runner/run_dir.h"
 
 namespace bert::recipes {
 
@@ -58,25 +62,86 @@ const std::vector<Command>& command_table() {
   return commands;
 }
 
+namespace {
+
+/// The command a command line names (the first word that is not a global option), or "".
+std::string command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads") {
+      ++i;  // its value
+      continue;
+    }
+    if (!arg.empty() && arg[0] != '-') return arg;
+  }
+  return "";
+}
+
+}  // namespace
+
 int run_cli(int argc, char** argv) {
   CLI::App app{"bertft: fine-tune BERT from C++ (LibTorch)", "bertft"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "bertft 0.1.0");
+  app.option_defaults()->always_capture_default();  // --help shows every default
+  app.footer(
+      "Exit codes: 0 done; 1 runtime or data error; 2 usage or configuration error; 130 / 143 "
+      "stopped by SIGINT / SIGTERM after a checkpoint (rerun to resume).");
   GlobalOptions global;
   app.add_option("--threads", global.threads, "Intra-op threads for LibTorch (0 = all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   app.add_flag("-v,--verbose", global.verbose, "Log debug messages");
   std::vector<std::pair<CLI::App*, CommandRun>> runs;
+  std::vector<std::string> names;
   for (const auto& command : command_table()) {
     auto* sub = app.add_subcommand(command.name, command.help);
     runs.emplace_back(sub, command.setup(*sub, global));
+    names.push_back(command.name);
   }
-  CLI11_PARSE(app, argc, argv);
+  if (const auto word = command_word(argc, argv);
+      !word.empty() && std::find(names.begin(), names.end(), word) == names.end()) {
+    const auto guess = nearest_key(word, names);
+    throw ConfigError(fmt::format("unknown command '{}'{}; commands: {}", word,
+                                  guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess),
+                                  fmt::join(names, ", ")));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every other parse problem is a usage error.
+    return app.exit(e) == 0 ? code(ExitCode::kOk) : code(ExitCode::kConfigError);
+  }
   if (global.verbose) log::set_level(log::Level::kDebug);
   configure_threads(global.threads);
   for (const auto& [sub, run] : runs)
     if (*sub) return run();
-  return 0;
+  return code(ExitCode::kOk);
+}
+
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          if (std::stod(value, &used) >= 0 && used == value.size()) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a number >= 0, got '" + value + "'";
+      },
+      "NONNEGATIVE");
+}
+
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          if (std::stod(value, &used) > 0 && used == value.size()) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a number > 0, got '" + value + "'";
+      },
+      "POSITIVE");
 }
 
 tok::WordPieceOptions wordpiece_options(bool lowercase, tok::CasingCheck check) {

@@ -55,6 +55,11 @@ CommandRun setup_convert(CLI::App& app, const GlobalOptions& global);
 /// shared by the commands that build a tokenizer from a vocab.txt.
 tok::WordPieceOptions wordpiece_options(bool lowercase, tok::CasingCheck check);
 
+/// CLI11 checks with short messages ("must be a number >= 0, got '-1'"; CLI11's own ranges
+/// print the largest double).
+CLI::Validator non_negative();
+CLI::Validator positive();
+
 /// "i/N" of --shard.
 std::pair<int, int> parse_shard(const std::string& text);
 

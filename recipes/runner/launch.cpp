@@ -45,6 +45,7 @@ int launch_local_workers(int nproc,
 
   std::optional<std::pair<int, ChildExit>> first_failure;
   bool all_interrupted = true;
+  int stopped_code_ = code(ExitCode::kTerminated);
   bool forwarded = false;
   constexpr auto kNever = Clock::time_point::max();
   auto terminate_at = kNever, kill_at = kNever;
@@ -80,7 +81,10 @@ int launch_local_workers(int nproc,
       all_interrupted = false;
       continue;
     }
-    if (exit.exited && exit.code == code(ExitCode::kInterrupted)) continue;
+    if (exit.exited && stopped(exit.code)) {
+      stopped_code_ = exit.code;
+      continue;
+    }
     all_interrupted = false;
     log::error("[launch] rank {} (pid {}): {}", rank, pid, exit.describe());
     if (!first_failure) {
@@ -94,7 +98,7 @@ int launch_local_workers(int nproc,
     const auto& exit = first_failure->second;
     return exit.exited ? exit.code : code(ExitCode::kFailed);
   }
-  return all_interrupted ? code(ExitCode::kInterrupted) : code(ExitCode::kOk);
+  return all_interrupted ? stopped_code_ : code(ExitCode::kOk);
 }
 
 }  // namespace bert::recipes

@@ -12,8 +12,8 @@ namespace bert::recipes {
 /// at least 1). Workers run in their own process groups, die with the launcher (even on
 /// SIGKILL), and get SIGTERM forwarded when the launcher is asked to stop. When one fails, the
 /// others are given `grace_seconds` to fail on their own (c10d tells them which rank was lost),
-/// then terminated. Returns 0 when all succeed, 3 when they were interrupted, else the first
-/// failure's exit code (1 for a signal).
+/// then terminated. Returns 0 when all succeed, 130/143 when they stopped after a checkpoint,
+/// else the first failure's exit code (1 for a signal).
 int launch_local_workers(int nproc,
                          const std::vector<std::string>& command,
                          int total_threads,

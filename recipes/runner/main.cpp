@@ -7,15 +7,11 @@
 #include "bert/common/threads.h"
 #include "recipes/runner/cli.h"
 #include "recipes/runner/run_dir.h"
-#include "recipes/runner/trial.h"
 
 int main(int argc, char** argv) {
   bert::prefer_passive_openmp(argv);
   try {
     return bert::recipes::run_cli(argc, argv);
-  } catch (const bert::recipes::TrialBusy& e) {
-    bert::log::error("{}", e.what());
-    return bert::recipes::code(bert::recipes::ExitCode::kBusy);
   } catch (const bert::ConfigError& e) {
     for (const auto& problem : e.problems()) bert::log::error("{}", problem);
     return 2;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/signals.h"
 #include "data/text_file.h"
 
 namespace bert::recipes {
@@ -77,6 +79,10 @@ void visit_result(Self& r, Visitor&& field) {
 }
 
 }  // namespace
+
+ExitCode stopped_code() {
+  return stop_signal() == SIGINT ? ExitCode::kInterrupted : ExitCode::kTerminated;
+}
 
 fs::path TrialDir::recipe() const {
   return root_ / "recipe.yaml";

@@ -17,16 +17,23 @@
 /// exit codes a run ends with.
 namespace bert::recipes {
 
-/// Exit codes of every `bertft` command.
+/// Exit codes of every `bertft` command: nothing else is returned.
 enum class ExitCode : int {
-  kOk = 0,           ///< done
-  kFailed = 1,       ///< an error (bad data, checkpoint, ...), or a sweep with a failed trial
-  kConfigError = 2,  ///< a configuration error (recipe, command line); nothing was run
-  kInterrupted = 3,  ///< stopped after a checkpoint; rerunning the command resumes
-  kBusy = 4,         ///< another process is running that trial (or, for a sweep, some trial)
+  kOk = 0,             ///< done
+  kFailed = 1,         ///< a runtime or data error (bad data, checkpoint, a lost rank, a trial
+                       ///< another process runs), or a sweep with a failed trial
+  kConfigError = 2,    ///< a usage or configuration error (command line, recipe); nothing ran
+  kInterrupted = 130,  ///< stopped after a checkpoint by SIGINT (128 + 2); rerun to resume
+  kTerminated = 143,   ///< stopped after a checkpoint by SIGTERM (128 + 15) or a stop hook
 };
 inline int code(ExitCode c) {
   return static_cast<int>(c);
+}
+/// The code of a run stopped after a checkpoint: kInterrupted for SIGINT, else kTerminated.
+ExitCode stopped_code();
+/// True for the codes of a run stopped after a checkpoint (resumable).
+inline bool stopped(int exit_code) {
+  return exit_code == code(ExitCode::kInterrupted) || exit_code == code(ExitCode::kTerminated);
 }
 
 /// A trial's directory (`bertft train --out`, or trials/<name>/ of a sweep): the Trainer's

@@ -217,24 +217,23 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     const auto trial = dir.trial(t->name);
     const auto exit = child_exit(status);
     const auto result = TrialResult::read(trial);
-    if (exit.exited && exit.code == code(ExitCode::kOk) && result && result->done()) {
+    if (result && result->done()) {  // by this child, or by another process meanwhile
       log::info("[sweep] {}: done, {} {:.4f} ({:.0f}s)", t->name, result->main_metric,
                 result->score(), result->seconds);
       continue;
     }
-    if (exit.exited && exit.code == code(ExitCode::kBusy)) {
+    if (exit.exited && stopped(exit.code)) {
+      log::warn("[sweep] {}: stopped after a checkpoint; rerun the sweep to resume it", t->name);
+      ++failures;  // not done: the sweep is not complete
+      continue;
+    }
+    if (TrialLock::holder(trial)) {  // the child lost the race for the trial's lock
       log::info("[sweep] {}: taken by another process; skipped", t->name);
       ++busy;
       continue;
     }
-    if (exit.exited && exit.code == code(ExitCode::kInterrupted)) {
-      log::warn("[sweep] {}: interrupted; rerun the sweep to resume it from its checkpoint",
-                t->name);
-      ++failures;  // not done: the sweep is not complete
-      continue;
-    }
     ++failures;
-    if (!result || result->done()) {  // it died before it could say why
+    if (!result) {  // it died before it could say why
       TrialResult failed;
       failed.trial = t->name;
       failed.task = t->recipe.task_type;
@@ -255,15 +254,13 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     log::info("[sweep] {} of {} trials done; the best model is exported when all are",
               board.value("done", 0), board["trials"].size());
   }
-  if (stop_signalled()) return code(ExitCode::kInterrupted);
+  if (stop_signalled()) return code(stopped_code());
   if (failures > 0) return code(ExitCode::kFailed);
-  if (busy > 0 && !board.value("complete", false)) {
+  if (busy > 0 && !board.value("complete", false))
     log::info(
         "[sweep] {} trial(s) run in another process; `bertft leaderboard {}` rebuilds the "
         "leaderboard once they are done",
         busy, dir.root().string());
-    return code(ExitCode::kBusy);
-  }
   return code(ExitCode::kOk);
 }
 

@@ -43,8 +43,8 @@ struct SweepOptions {
 /// (a second sweep on the same directory, another machine of a shared filesystem) is left to
 /// it. The children die with the sweep; SIGINT / SIGTERM (after install_stop_signals()) is
 /// forwarded to them and ends the sweep after they checkpoint. Returns 0 when every trial of
-/// the shard is done, 3 when stopped by a signal, 1 when a trial failed or was interrupted, 4
-/// when some trials were left to another process.
+/// the shard is done or left to another process, 130/143 when stopped by SIGINT/SIGTERM, 1
+/// when a trial failed or stopped.
 int run_sweep(const Recipe& recipe, const SweepOptions& options);
 
 }  // namespace bert::recipes

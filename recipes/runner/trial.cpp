@@ -147,7 +147,7 @@ ExitCode run_trial(const Recipe& recipe,
     }
     const auto result = trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(),
                                     dir.training().root());
-    if (result.interrupted) return ExitCode::kInterrupted;
+    if (result.interrupted) return stopped_code();
     if (!lead) return ExitCode::kOk;
     record.status = TrialStatus::kDone;
     record.main_metric = result.best.main_metric;

@@ -49,10 +49,11 @@ class TrialBusy : public Error {
 /// metrics, best step, losses, labels, timing). Holds the trial's lock while it runs (TrialBusy
 /// when another process holds it); a trial whose result.json says done is not run again.
 /// Resumes from the newest checkpoint in `dir`. On an error writes a failed TrialResult with
-/// the message, then rethrows. Returns kOk when done, kInterrupted when stopped by SIGINT /
-/// SIGTERM (after install_stop_signals()) or by the test hook BERTFT_INTERRUPT="<trial
-/// name>:<step>" (a simulated crash). With `group`, every rank of a data-parallel job calls it:
-/// rank 0 prepares the feature cache first, locks, writes and reports; the others train along.
+/// the message, then rethrows. Returns kOk when done; when stopped after a checkpoint,
+/// kInterrupted for SIGINT, kTerminated for SIGTERM (after install_stop_signals()) or for the
+/// test hook BERTFT_INTERRUPT="<trial name>:<step>" (a simulated crash). With `group`, every rank
+/// of a data-parallel job calls it: rank 0 prepares the feature cache first, locks, writes and
+/// reports; the others train along.
 ExitCode run_trial(const Recipe& recipe,
                    const TrialDir& dir,
                    const std::filesystem::path& cache_dir,

@@ -2,12 +2,17 @@
 // an interrupted trial that a rerun resumes (nothing finished is redone, the resumed weights
 // equal an uninterrupted run's), the leaderboard, a failing trial recorded while the sweep
 // goes on, and exported models that reload with identical outputs.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
@@ -49,12 +54,9 @@ class EndToEndTest : public ::testing::Test {
 
   /// Runs the binary with `args` (output to a log in the temp dir); returns its exit code.
   int bertft(const std::string& args, const std::string& env = "") {
-    const auto log = dir_.path() / "cli.log";
-    const std::string command = env + " " + (fs::path(BERTFT_BINARY_DIR) / "bertft").string() +
-                                " " + args + " > " + log.string() + " 2>&1";
-    const int status = std::system(command.c_str());
-    last_log_ = read_file(log);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    auto run = testing::run_bertft(args, dir_.path() / "cli.log", env);
+    last_log_ = std::move(run.output);
+    return run.code;
   }
 
   fs::path recipe(const std::string& name, const std::string& body) {
@@ -281,6 +283,61 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
   const auto exported = YAML::LoadFile((runs / "best_model" / "bertft_task.yaml").string());
   EXPECT_DOUBLE_EQ(exported["dev_score"].as<double>(), mse_of.at(best));
   EXPECT_EQ(exported["goal"].as<std::string>(), "minimize");
+}
+
+// Ctrl-C (SIGINT) and SIGTERM: the run finishes its step, writes a checkpoint, says so and exits
+// 130 / 143; rerunning resumes from that checkpoint.
+TEST_F(EndToEndTest, SigintAndSigtermCheckpointAndExit130And143) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
+  const auto mrpc = data_dir() / "glue" / "MRPC";
+  const auto path = recipe("signals",
+                           "task: {type: sequence_classification, max_seq_length: 32}\n"
+                           "data:\n  train: {path: " +
+                               (mrpc / "train.tsv").string() +
+                               ", limit: 32}\n"
+                               "  dev: {path: " +
+                               (mrpc / "dev.tsv").string() +
+                               ", limit: 8}\n"
+                               "training: {epochs: 10000, batch_size: 8, log_every: 1, "
+                               "eval_every: 0, precision: fp32}\n");
+  for (const auto& [signal, expected] : {std::pair{SIGINT, 130}, std::pair{SIGTERM, 143}}) {
+    const auto out = dir_.path() / ("stopped" + std::to_string(signal));
+    const auto log = dir_.path() / ("stopped" + std::to_string(signal) + ".log");
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execl(testing::bertft_binary().c_str(), "bertft", "--threads", "1", "train", path.c_str(),
+              "--out", out.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Wait for training steps (metrics.jsonl grows), then signal.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int status = 0;
+    bool ended = false;
+    while (std::chrono::steady_clock::now() < deadline &&
+           !(fs::exists(out / "metrics.jsonl") && fs::file_size(out / "metrics.jsonl") > 0) &&
+           !(ended = ::waitpid(pid, &status, WNOHANG) == pid))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!ended) {
+      ::kill(pid, signal);
+      ::waitpid(pid, &status, 0);
+    }
+    const auto said = read_file(log);
+    ASSERT_TRUE(WIFEXITED(status)) << said;
+    EXPECT_EQ(WEXITSTATUS(status), expected) << said;
+    EXPECT_NE(said.find("interrupted after step"), std::string::npos) << said;
+    EXPECT_TRUE(fs::exists(out / "checkpoints" / "latest")) << said;
+  }
+  // The rerun resumes from the checkpoint (stopped again by the test hook at its next one).
+  ASSERT_EQ(bertft("--threads 1 train " + path.string() + " --out " +
+                       (dir_.path() / "stopped15").string(),
+                   "BERTFT_INTERRUPT=signals:1"),
+            143)
+      << last_log_;
+  EXPECT_NE(last_log_.find("resumed from"), std::string::npos) << last_log_;
 }
 
 }  // namespace

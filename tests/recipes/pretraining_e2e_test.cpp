@@ -93,13 +93,10 @@ class GeneratedLanguage {
 class PretrainingEndToEnd : public ::testing::Test {
  protected:
   int bertft(const std::string& args) {
-    const auto log = dir_.path() / "cli.log";
-    const std::string command = "OMP_WAIT_POLICY=passive " +
-                                (fs::path(BERTFT_BINARY_DIR) / "bertft").string() +
-                                " --threads 1 " + args + " > " + log.string() + " 2>&1";
-    const int status = std::system(command.c_str());
-    last_log_ = read_file(log);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    auto run = testing::run_bertft("--threads 1 " + args, dir_.path() / "cli.log",
+                                   "OMP_WAIT_POLICY=passive");
+    last_log_ = std::move(run.output);
+    return run.code;
   }
   fs::path path(const std::string& name) const { return dir_.path() / name; }
   testing::TempDir dir_;

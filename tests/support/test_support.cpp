@@ -1,8 +1,12 @@
 #include "tests/support/test_support.h"
 
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <random>
+
+#include "bert/common/file_util.h"
 
 namespace bert::testing {
 
@@ -14,6 +18,22 @@ std::filesystem::path shared_dir() {
 std::filesystem::path hf_fixture_dir() {
   if (const char* env = std::getenv("BERTFT_HF_FIXTURE")) return env;
   return shared_dir() / "fixtures" / "hf-tiny-bert-a";
+}
+
+std::filesystem::path bertft_binary() {
+  return std::filesystem::path(BERTFT_BINARY_DIR) / "bertft";
+}
+
+BertftRun run_bertft(const std::string& args,
+                     const std::filesystem::path& log,
+                     const std::string& env) {
+  const std::string command = env + " " + bertft_binary().string() + " " + args +
+                              " < /dev/null > " + log.string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  BertftRun run;
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.output = read_file(log);
+  return run;
 }
 
 BertConfig tiny_config() {

@@ -56,6 +56,20 @@ std::string error_message(Fn&& fn) {
   return "(no error)";
 }
 
+/// The bertft binary of this build.
+std::filesystem::path bertft_binary();
+
+/// What `run_bertft` saw: the exit code (-1 when killed by a signal) and stdout + stderr.
+struct BertftRun {
+  int code = -1;
+  std::string output;
+};
+/// Runs `bertft <args>` through the shell with `env` ("VAR=value ...") in front, stdin from
+/// /dev/null, stdout and stderr together in `log`.
+BertftRun run_bertft(const std::string& args,
+                     const std::filesystem::path& log,
+                     const std::string& env = "");
+
 /// Writes `bytes` to `path` (test helper, not atomic).
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
 

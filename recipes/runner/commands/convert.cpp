@@ -42,7 +42,7 @@ CommandRun setup_convert(CLI::App& app, const GlobalOptions&) {
   app.add_option("model", a->dir, "Model directory")->required()->check(CLI::ExistingDirectory);
   app.add_option("--out", a->out, "Output directory")->required();
   app.add_option("--shard-size", a->shard_mb, "Shard above this many MiB (0 = one file)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   return [a] { return run_convert(a->dir, a->out, a->shard_mb); };
 }
 

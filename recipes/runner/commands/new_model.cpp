@@ -43,13 +43,11 @@ CommandRun setup_new_model(CLI::App& app, const GlobalOptions&) {
   app.add_option("--vocab", a->vocab, "WordPiece vocab.txt")->required()->check(CLI::ExistingFile);
   app.add_option("--out", a->out, "Output directory")->required();
   app.add_flag("--lowercase", a->lowercase, "Uncased tokenizer (lower-case, strip accents)");
-  app.add_option("--hidden", a->hidden, "hidden_size")->check(CLI::PositiveNumber);
-  app.add_option("--layers", a->layers, "num_hidden_layers")->check(CLI::PositiveNumber);
-  app.add_option("--heads", a->heads, "num_attention_heads")->check(CLI::PositiveNumber);
-  app.add_option("--intermediate", a->intermediate, "intermediate_size")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--max-positions", a->max_positions, "max_position_embeddings")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--hidden", a->hidden, "hidden_size")->check(positive());
+  app.add_option("--layers", a->layers, "num_hidden_layers")->check(positive());
+  app.add_option("--heads", a->heads, "num_attention_heads")->check(positive());
+  app.add_option("--intermediate", a->intermediate, "intermediate_size")->check(positive());
+  app.add_option("--max-positions", a->max_positions, "max_position_embeddings")->check(positive());
   app.add_option("--seed", a->seed, "Initialisation seed");
   return [a] { return run_new_model(*a); };
 }

@@ -38,7 +38,7 @@ CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global) {
   app.add_option("recipe", a->recipe, "Recipe YAML")->required();
   app.add_option("--set", a->overrides, "Override a recipe key: key=value (dotted key)");
   app.add_option("--jobs", a->jobs, "Trials in parallel (threads are split between them)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   app.add_option("--shard", a->shard,
                  "Run the trials i, i+N, ... of N (for several machines): i/N; default: the "
                  "Slurm array task (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT), else 0/1");

@@ -111,7 +111,7 @@ CommandRun setup_tokenize(CLI::App& app, const GlobalOptions&) {
   app.add_flag("--no-casing-check", a->no_casing_check,
                "Allow a vocabulary whose casing contradicts --lowercase");
   app.add_option("--max-length", a->max_length, "Truncate to this many tokens (0 = off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   app.add_option("--truncation", a->truncation, "longest_first | only_first | only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   app.add_flag("--pad", a->pad, "Pad every line to --max-length");

@@ -93,9 +93,9 @@ CommandRun setup_train(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--nproc", a->nproc,
                  "Data-parallel on N local processes (threads split between them); under "
                  "torchrun or srun the environment says it instead")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   return [a, &global] {
-    install_stop_signals();  // SIGINT / SIGTERM: checkpoint at the next step, exit 3
+    install_stop_signals();  // SIGINT / SIGTERM: checkpoint at the next step, exit 130 / 143
     return run_train(*a, global);
   };
 }

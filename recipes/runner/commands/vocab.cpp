@@ -59,7 +59,7 @@ CommandRun setup_vocab(CLI::App& app, const GlobalOptions&) {
   app.add_option("--model-type", a->model_type, "SentencePiece: unigram | bpe")
       ->check(CLI::IsMember({"unigram", "bpe"}));
   app.add_option("--vocab-size", a->vocab_size, "Entries, special tokens included")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   app.add_option("--min-frequency", a->min_frequency, "WordPiece: least count of a merged pair");
   app.add_flag("--lowercase", a->lowercase, "WordPiece: uncased (lower-case, strip accents)");
   return [a] { return run_vocab(*a); };

@@ -1,0 +1,70 @@
+// The command line as a user meets it: exact exit codes and messages for unknown commands and
+// bad option values, defaults and exit codes in --help.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/test_support.h"
+
+namespace bert::recipes {
+namespace {
+
+class CliTest : public ::testing::Test {
+ protected:
+  testing::BertftRun bertft(const std::string& args) {
+    return testing::run_bertft(args, dir_.path() / "cli.log");
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(CliTest, AnUnknownCommandSuggestsTheNearestAndExits2) {
+  const auto run = bertft("trian recipe.yaml");
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.output.find("error: unknown command 'trian' (did you mean 'train'?); commands: "
+                            "quickstart, validate, train, sweep,"),
+            std::string::npos)
+      << run.output;
+  // Global options before the command are skipped when looking for it.
+  const auto after_threads = bertft("--threads 1 sweeep x.yaml");
+  EXPECT_EQ(after_threads.code, 2);
+  EXPECT_NE(after_threads.output.find("unknown command 'sweeep' (did you mean 'sweep'?)"),
+            std::string::npos)
+      << after_threads.output;
+}
+
+TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
+  const auto jobs = bertft("sweep x.yaml --jobs -1");
+  EXPECT_EQ(jobs.code, 2);
+  EXPECT_EQ(jobs.output,
+            "--jobs: must be a number >= 0, got '-1'\nRun with --help for more information.\n");
+  const auto nproc = bertft("train x.yaml --nproc 0");
+  EXPECT_EQ(nproc.code, 2);
+  EXPECT_NE(nproc.output.find("--nproc: must be a number > 0, got '0'"), std::string::npos)
+      << nproc.output;
+  const auto missing = bertft("train");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.output.find("recipe is required"), std::string::npos) << missing.output;
+}
+
+TEST_F(CliTest, HelpShowsDefaultsAndTheExitCodes) {
+  const auto run = bertft("train --help");
+  EXPECT_EQ(run.code, 0);
+  EXPECT_NE(run.output.find("--nproc INT:POSITIVE=1"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("Exit codes: 0 done; 1 runtime or data error; 2 usage or "
+                            "configuration error; 130 / 143 stopped by SIGINT / SIGTERM"),
+            std::string::npos)
+      << run.output;
+  const auto sweep = bertft("sweep --help");
+  EXPECT_NE(sweep.output.find("--jobs INT:NONNEGATIVE=0"), std::string::npos) << sweep.output;
+  EXPECT_EQ(bertft("--version").code, 0);
+}
+
+TEST_F(CliTest, AMissingRecipeIsAConfigurationErrorNamingTheFile) {
+  const auto path = dir_.path() / "nope.yaml";
+  const auto run = bertft("validate " + path.string());
+  EXPECT_EQ(run.code, 2);
+  EXPECT_EQ(run.output, "error: " + path.string() + ": no such file\n");
+}
+
+}  // namespace
+}  // namespace bert::recipes
