@@ -30,6 +30,9 @@ struct TaskInfo {
   /// The task options that rebuild this task from an HF config.json alone (a directory without
   /// bertft_task.yaml), e.g. {num_labels: 1} for problem_type regression. Null: no options.
   std::function<YAML::Node(const BertConfig& config)> options_from_config = {};
+  /// The `task.*` keys it reads (type, default, help) for `bertft recipe-keys`; usually
+  /// describe_struct<Options>("task").
+  std::function<std::vector<KeyDoc>()> option_docs = {};
   /// Metric names its evaluations report (their directions: metrics::metric_table()).
   std::vector<std::string> metrics = {};
   /// What `bertft score --task <name>` reads (--help text); empty when it has no scorer.

@@ -8,7 +8,7 @@ function(run)
 endfunction()
 
 set(INPUT /dev/null)
-foreach(cmd "" tokenize inspect convert quickstart score new-model validate train sweep leaderboard export predict eval pretrain-data vocab extend-vocab)
+foreach(cmd "" tokenize inspect convert quickstart recipe-keys score new-model validate train sweep leaderboard export predict eval pretrain-data vocab extend-vocab)
   run(${BERTFT} ${cmd} --help)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "Usage")
     message(FATAL_ERROR "bertft ${cmd} --help failed: ${out}${err}")
@@ -79,7 +79,7 @@ endif()
 # The README's main-job command: generated data, sweep, leaderboard, export, predict.
 file(REMOVE_RECURSE ${W}/quickstart)
 run(${BERTFT} --threads 2 quickstart --out ${W}/quickstart)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "8 of 8 trials done" OR NOT EXISTS ${W}/quickstart/runs/best_model/model.safetensors
+if(NOT rc EQUAL 0 OR NOT out MATCHES "8 of 8 trials done" OR NOT EXISTS ${W}/quickstart/best_model/model.safetensors
    OR NOT EXISTS ${W}/quickstart/predictions.jsonl)
   message(FATAL_ERROR "quickstart: ${rc} ${out}${err}")
 endif()

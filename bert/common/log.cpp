@@ -66,4 +66,10 @@ void write(Level level, std::string_view message) {
   std::fflush(stderr);
 }
 
+std::string format_duration(double seconds) {
+  const auto s = static_cast<long long>(seconds > 0 ? seconds : 0);
+  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s / 60) % 60)
+                   : fmt::format("{}m{:02d}s", s / 60, s % 60);
+}
+
 }  // namespace bert::log

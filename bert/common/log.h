@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -18,6 +19,8 @@ Level level();
 /// Ranks other than 0 print only errors.
 void set_rank(int rank);
 bool enabled(Level level);
+/// A duration for a progress line: "4m05s", "2h07m".
+std::string format_duration(double seconds);
 /// Writes one already formatted line (a newline is appended).
 void write(Level level, std::string_view message);
 

@@ -210,4 +210,13 @@ YAML::Node to_yaml(const std::map<std::string, std::string>& v) {
   return n;
 }
 
+std::string flow_yaml(const YAML::Node& node) {
+  if (node.IsNull() || (node.IsScalar() && node.Scalar().empty()) ||
+      ((node.IsSequence() || node.IsMap()) && node.size() == 0))
+    return node.IsNull() ? "null" : "";
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
 }  // namespace bert

@@ -214,4 +214,63 @@ YAML::Node write_struct(const Options& options) {
   return node;
 }
 
+/// One key of a configuration section, as `bertft recipe-keys` lists it.
+struct KeyDoc {
+  std::string key;            ///< dotted path (training.learning_rate)
+  std::string type;           ///< int, float, bool, string, path, "one of: a, b", list of ...
+  std::string default_value;  ///< YAML of the default ("" when empty)
+  std::string help;
+};
+
+/// The type of a field, in words.
+inline std::string type_name(const bool&) {
+  return "bool";
+}
+inline std::string type_name(const int64_t&) {
+  return "int";
+}
+inline std::string type_name(const int&) {
+  return "int";
+}
+inline std::string type_name(const double&) {
+  return "float";
+}
+inline std::string type_name(const std::string&) {
+  return "string";
+}
+inline std::string type_name(const std::filesystem::path&) {
+  return "path";
+}
+inline std::string type_name(const std::map<std::string, std::string>&) {
+  return "mapping";
+}
+template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+std::string type_name(const E&) {
+  return "one of: " + enum_choices<E>();
+}
+template <class T>
+std::string type_name(const std::vector<T>&) {
+  return "list of " + type_name(T{});
+}
+template <class T>
+std::string type_name(const std::optional<T>&) {
+  return type_name(T{}) + " or null";
+}
+
+/// A value as one line of flow YAML ("" for an empty string, path, list or mapping).
+std::string flow_yaml(const YAML::Node& node);
+
+/// Every field of an options struct with its type, default (a default-constructed Options)
+/// and help, keys prefixed by `prefix` + ".".
+template <class Options>
+std::vector<KeyDoc> describe_struct(const std::string& prefix) {
+  std::vector<KeyDoc> docs;
+  Options defaults;
+  Options::visit(defaults, [&](const char* name, const auto& member, const char* help) {
+    docs.push_back({prefix.empty() ? std::string(name) : prefix + "." + name, type_name(member),
+                    flow_yaml(to_yaml(member)), help});
+  });
+  return docs;
+}
+
 }  // namespace bert

@@ -24,6 +24,8 @@ const std::vector<Command>& command_table() {
        &setup_quickstart},
       {"validate", "Check a recipe (and every trial of its sweep) without running it",
        &setup_validate},
+      {"recipe-keys", "List every recipe key with its type, default and meaning",
+       &setup_recipe_keys},
       {"train",
        "Fine-tune one trial of a recipe (its training values, no sweep); resumes from a "
        "checkpoint in --out",

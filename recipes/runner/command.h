@@ -36,6 +36,7 @@ const std::vector<Command>& command_table();
 // The commands (one file each under recipes/runner/commands/).
 CommandRun setup_quickstart(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_validate(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_recipe_keys(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_train(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_leaderboard(CLI::App& app, const GlobalOptions& global);

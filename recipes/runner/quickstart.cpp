@@ -181,7 +181,7 @@ int run_quickstart(const QuickstartOptions& options) {
                                "training:\n  batch_size: 16\n  warmup_ratio: 0.1\n  log_every: 10\n"
                                "sweep:\n  grid:\n    learning_rate: [1.0e-3, 3.0e-4]\n    epochs: "
                                "[4, 8]\n  seeds: [1, 2]\n"
-                               "output:\n  dir: {0}/runs\n",
+                               "output:\n  dir: {0}\n",
                                out.string(), model_dir.string()));
   const auto recipe = load_recipe(recipe_path);
   SweepOptions sweep;

@@ -333,4 +333,35 @@ bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe) {
   return read_file(path) == resolved || fs::absolute(path) == fs::absolute(recipe.file);
 }
 
+std::vector<KeyDoc> recipe_key_docs(const std::string& task) {
+  std::vector<KeyDoc> docs = {{"name", "string", "", "Recipe name (default: the file name)"}};
+  const auto add = [&docs](std::vector<KeyDoc> more) {
+    docs.insert(docs.end(), more.begin(), more.end());
+  };
+  add(describe_struct<ModelSection>("model"));
+  auto& registry = tasks::TaskRegistry::global();
+  docs.push_back({"task.type", "one of: " + registry.joined_names(), "", "The task adapter"});
+  for (const auto& info : registry.tasks()) {
+    if ((!task.empty() && info.name != task) || !info.option_docs) continue;
+    for (auto doc : info.option_docs()) {
+      doc.help = "(" + info.name + ") " + doc.help;
+      docs.push_back(std::move(doc));
+    }
+  }
+  if (!task.empty()) registry.get(task, "--task");  // unknown: the registry's message
+  auto split_docs = describe_struct<data::DataSpec>("data.<split>");
+  split_docs.front().help +=
+      " (<split>: train and dev, required; test, optional, for `eval --split test` and "
+      "sweep.predict_test; `train: FILE` is short for {path: FILE})";
+  add(std::move(split_docs));
+  add(describe_struct<tasks::TrainerOptions>("training"));
+  add({{"sweep.grid", "mapping of key: [values]", "",
+        "Values to try; a training key or a dotted recipe path (task.max_seq_length)"},
+       {"sweep.seeds", "list of int", "", "Seeds per setting (default: training.seed only)"},
+       {"sweep.jobs", "int", "1", "Trials in parallel (the CLI's --jobs wins)"},
+       {"sweep.nproc_per_trial", "int", "1", "Processes per trial (data-parallel when > 1)"}});
+  add(describe_struct<OutputSection>("output"));
+  return docs;
+}
+
 }  // namespace bert::recipes

@@ -115,6 +115,11 @@ std::string dump_recipe(const YAML::Node& root);
 /// A recipe read from that very file always matches.
 bool keep_resolved_recipe(const std::filesystem::path& run_dir, const Recipe& recipe);
 
+/// Every key a recipe may hold, with type, default and meaning (`bertft recipe-keys`): the
+/// sections' own field lists, and the task options of `task` (all tasks when empty; a task's
+/// keys are "task.<key>" with its name in `help`'s first words).
+std::vector<KeyDoc> recipe_key_docs(const std::string& task = "");
+
 }  // namespace bert::recipes
 
 namespace bert {

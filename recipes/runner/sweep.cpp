@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
@@ -35,6 +36,29 @@ std::string short_key(const std::string& key) {
   return dot == std::string::npos ? key : key.substr(dot + 1);
 }
 
+/// The sweep's overall progress line after each trial: trials ended of those this process runs,
+/// time so far and the time left at the pace so far (trials in parallel included).
+class SweepProgress {
+ public:
+  explicit SweepProgress(size_t to_run) : to_run_(to_run) {}
+  void ended() {
+    ++ended_;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const auto left = to_run_ > ended_ ? to_run_ - ended_ : 0;
+    log::info("[sweep] {}/{} trials ended | {} elapsed | {}", ended_, to_run_,
+              log::format_duration(elapsed),
+              left == 0 ? std::string("all ended")
+                        : "eta " + log::format_duration(elapsed / static_cast<double>(ended_) *
+                                                        static_cast<double>(left)));
+  }
+
+ private:
+  size_t to_run_;
+  size_t ended_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 std::string safe_value(const std::string& text) {
   std::string out;
   for (const char c : text)
@@ -48,6 +72,41 @@ std::string value_text(const YAML::Node& node) {
   YAML::Emitter e;
   e << YAML::Flow << node;
   return e.c_str();
+}
+
+/// How a sweep's trial process ended.
+enum class TrialEnd { kDone, kStopped, kBusy, kFailed };
+
+/// Says how the trial process of `t` ended (exit `status`) and, when it died before it could
+/// write its result, writes a failed result with the end of its log.
+TrialEnd report_trial_end(const TrialDir& trial, const Trial& t, int status) {
+  const auto exit = child_exit(status);
+  const auto result = TrialResult::read(trial);
+  if (result && result->done()) {  // by this child, or by another process meanwhile
+    log::info("[sweep] {}: done, {} {:.4f} ({:.0f}s)", t.name, result->main_metric, result->score(),
+              result->seconds);
+    return TrialEnd::kDone;
+  }
+  if (exit.exited && stopped(exit.code)) {
+    log::warn("[sweep] {}: stopped after a checkpoint; rerun the sweep to resume it", t.name);
+    return TrialEnd::kStopped;
+  }
+  if (TrialLock::holder(trial)) {  // the child lost the race for the trial's lock
+    log::info("[sweep] {}: taken by another process; skipped", t.name);
+    return TrialEnd::kBusy;
+  }
+  if (!result) {  // it died before it could say why
+    TrialResult failed;
+    failed.trial = t.name;
+    failed.task = t.recipe.task_type;
+    failed.error = fmt::format("{}; last lines of {}:\n{}", exit.describe(),
+                               trial.log().filename().string(), last_lines(trial.log(), 5));
+    failed.write(trial);
+  }
+  const auto error = TrialResult::read(trial)->error;
+  log::error("[sweep] {}: failed ({}): {}", t.name, exit.describe(),
+             error.substr(0, error.find('\n')));
+  return TrialEnd::kFailed;
 }
 
 }  // namespace
@@ -171,6 +230,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   // Trials run in process groups of their own and die with the sweep (even on SIGKILL); a
   // SIGINT / SIGTERM to the sweep is forwarded, so they checkpoint and stop.
   std::map<pid_t, const Trial*> running;
+  SweepProgress progress(pending.size());
   size_t next = 0;
   bool forwarded = false;
   while ((next < pending.size() && !stop_signalled()) || !running.empty()) {
@@ -214,36 +274,18 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
     if (it == running.end()) continue;
     const auto* t = it->second;
     running.erase(it);
-    const auto trial = dir.trial(t->name);
-    const auto exit = child_exit(status);
-    const auto result = TrialResult::read(trial);
-    if (result && result->done()) {  // by this child, or by another process meanwhile
-      log::info("[sweep] {}: done, {} {:.4f} ({:.0f}s)", t->name, result->main_metric,
-                result->score(), result->seconds);
-      continue;
+    switch (report_trial_end(dir.trial(t->name), *t, status)) {
+      case TrialEnd::kDone:
+        break;
+      case TrialEnd::kBusy:
+        ++busy;
+        break;
+      case TrialEnd::kStopped:  // not done: the sweep is not complete
+      case TrialEnd::kFailed:
+        ++failures;
+        break;
     }
-    if (exit.exited && stopped(exit.code)) {
-      log::warn("[sweep] {}: stopped after a checkpoint; rerun the sweep to resume it", t->name);
-      ++failures;  // not done: the sweep is not complete
-      continue;
-    }
-    if (TrialLock::holder(trial)) {  // the child lost the race for the trial's lock
-      log::info("[sweep] {}: taken by another process; skipped", t->name);
-      ++busy;
-      continue;
-    }
-    ++failures;
-    if (!result) {  // it died before it could say why
-      TrialResult failed;
-      failed.trial = t->name;
-      failed.task = t->recipe.task_type;
-      failed.error = fmt::format("{}; last lines of {}:\n{}", exit.describe(),
-                                 trial.log().filename().string(), last_lines(trial.log(), 5));
-      failed.write(trial);
-    }
-    const auto error = TrialResult::read(trial)->error;
-    log::error("[sweep] {}: failed ({}): {}", t->name, exit.describe(),
-               error.substr(0, error.find('\n')));
+    progress.ended();
   }
 
   const auto board = write_leaderboard(dir.root());

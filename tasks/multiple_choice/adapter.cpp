@@ -22,6 +22,7 @@ TaskInfo MultipleChoiceAdapter::info() {
   info.name = "multiple_choice";
   info.description = "context + N candidate endings -> choice (SWAG)";
   info.create = &create;
+  info.option_docs = [] { return describe_struct<MultipleChoiceOptions>("task"); };
   info.architectures = {"BertForMultipleChoice"};
   info.metrics = {"accuracy"};
   info.score_formats =

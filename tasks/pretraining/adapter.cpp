@@ -87,6 +87,7 @@ TaskInfo PretrainingAdapter::info() {
   info.name = "pretraining";
   info.description = "BERT's MLM + NSP pre-training over instance shards (bertft pretrain-data)";
   info.create = &create;
+  info.option_docs = [] { return describe_struct<PretrainingOptions>("task"); };
   info.architectures = {"BertForPreTraining"};
   info.metrics = {"mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"};
   return info;

@@ -48,6 +48,7 @@ TaskInfo QuestionAnsweringAdapter::info() {
   info.name = "question_answering";
   info.description = "extractive answer span (SQuAD v1.1 / v2.0)";
   info.create = &create;
+  info.option_docs = [] { return describe_struct<QuestionAnsweringOptions>("task"); };
   info.architectures = {"BertForQuestionAnswering"};
   info.metrics = {"exact",        "f1",        "best_exact",  "best_f1",
                   "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"};

@@ -49,6 +49,7 @@ TaskInfo SequenceClassificationAdapter::info() {
   info.name = "sequence_classification";
   info.description = "one text or a text pair -> label, or score (num_labels: 1)";
   info.create = &create;
+  info.option_docs = [] { return describe_struct<SequenceClassificationOptions>("task"); };
   info.architectures = {"BertForSequenceClassification"};
   info.options_from_config = [](const BertConfig& config) {
     YAML::Node options(YAML::NodeType::Map);

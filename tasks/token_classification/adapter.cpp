@@ -30,6 +30,7 @@ TaskInfo TokenClassificationAdapter::info() {
   info.name = "token_classification";
   info.description = "a tag per word (NER; IOB1 / IOB2 / IOBES)";
   info.create = &create;
+  info.option_docs = [] { return describe_struct<TokenClassificationOptions>("task"); };
   info.architectures = {"BertForTokenClassification"};
   info.metrics = {"f1", "precision", "recall", "accuracy"};
   info.score_formats =

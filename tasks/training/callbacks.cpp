@@ -21,12 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string format_eta(double seconds) {
-  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
-  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s / 60) % 60)
-                   : fmt::format("{}m{:02d}s", s / 60, s % 60);
-}
-
 TensorMap cpu_copy(const torch::nn::Module& model) {
   TensorMap out;
   for (const auto& [name, tensor] : state_dict(model))
@@ -49,7 +43,7 @@ void ProgressBar::on_step_end(TrainContext& run, const StepStats& s, TrainContro
   bar.resize(kWidth, '.');
   fmt::print(stderr, "\r[{}] {}/{} ep {:.2f} loss {:.4f} lr {:.2e} {:.1f} ex/s eta {}  ", bar,
              s.step, run.total_steps, s.epoch, s.loss, s.learning_rate, s.examples_per_second,
-             format_eta(s.eta_seconds));
+             log::format_duration(s.eta_seconds));
   std::fflush(stderr);
   open_ = true;
 }

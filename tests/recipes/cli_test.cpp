@@ -21,7 +21,7 @@ TEST_F(CliTest, AnUnknownCommandSuggestsTheNearestAndExits2) {
   const auto run = bertft("trian recipe.yaml");
   EXPECT_EQ(run.code, 2);
   EXPECT_NE(run.output.find("error: unknown command 'trian' (did you mean 'train'?); commands: "
-                            "quickstart, validate, train, sweep,"),
+                            "quickstart, validate, recipe-keys, train,"),
             std::string::npos)
       << run.output;
   // Global options before the command are skipped when looking for it.
@@ -57,6 +57,22 @@ TEST_F(CliTest, HelpShowsDefaultsAndTheExitCodes) {
   const auto sweep = bertft("sweep --help");
   EXPECT_NE(sweep.output.find("--jobs INT:NONNEGATIVE=0"), std::string::npos) << sweep.output;
   EXPECT_EQ(bertft("--version").code, 0);
+}
+
+TEST_F(CliTest, RecipeKeysListsEveryKeyWithTypeDefaultAndMeaning) {
+  const auto run = bertft("recipe-keys --task sequence_classification");
+  EXPECT_EQ(run.code, 0);
+  for (const auto* line :
+       {"\ndata.<split>.limit                    int             = 0           Use only the first "
+        "N examples (0 = all)\n",
+        "\ntraining.learning_rate                float           = 2e-05       Peak learning "
+        "rate\n"})
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
+  EXPECT_EQ(run.output.find("(question_answering)"), std::string::npos);
+  const auto bad = bertft("recipe-keys --task nosuch");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("error: --task: unknown task 'nosuch'"), std::string::npos)
+      << bad.output;
 }
 
 TEST_F(CliTest, AMissingRecipeIsAConfigurationErrorNamingTheFile) {

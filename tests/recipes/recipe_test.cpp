@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -175,6 +176,36 @@ TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
   auto text3 = good();
   text3.replace(text3.find("pretrained: ") + 12, dir_.path().string().size(), "${BERTFT_TEST_SET}");
   EXPECT_EQ(load_recipe(write(text3)).model.pretrained, dir_.path() / "model");
+}
+
+// Every key `bertft recipe-keys` lists is one the parser reads, and its listed default is a
+// value it accepts; every task's options are listed under its name.
+TEST_F(RecipeTest, RecipeKeysListsKeysTheParserAcceptsWithTheirDefaults) {
+  const auto path = write(good());
+  size_t checked = 0;
+  for (const auto& doc : recipe_key_docs("sequence_classification")) {
+    if (doc.default_value.empty() || doc.key == "task.type") continue;
+    auto key = doc.key;
+    if (const auto at = key.find("<split>"); at != std::string::npos) key.replace(at, 7, "dev");
+    EXPECT_EQ(problems_of([&] { load_recipe(path, {key + "=" + doc.default_value}); }),
+              "(no error)")
+        << key;
+    ++checked;
+  }
+  EXPECT_GT(checked, 30u);
+  const auto all = recipe_key_docs();
+  for (const auto* expected :
+       {"(question_answering) SQuAD v2.0", "(token_classification) Tag names", "(pretraining)"}) {
+    EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const KeyDoc& d) {
+      return d.help.rfind(expected, 0) == 0;
+    })) << expected;
+  }
+  const auto limit = std::find_if(all.begin(), all.end(),
+                                  [](const KeyDoc& d) { return d.key == "data.<split>.limit"; });
+  ASSERT_NE(limit, all.end());
+  EXPECT_EQ(limit->type, "int");
+  EXPECT_EQ(limit->default_value, "0");
+  EXPECT_EQ(limit->help, "Use only the first N examples (0 = all)");
 }
 
 // The recipes shipped in recipes/ validate (model from BERTFT_MODEL; data files not needed)
