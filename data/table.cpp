@@ -103,6 +103,8 @@ Table read_jsonl(const TextFile& file) {
     objects.push_back(std::move(j));
     table.lines.push_back(l.number);
   }
+  if (objects.empty())
+    throw DataError(fmt::format("{}: the file is empty (no JSON lines)", file.name));
   for (size_t r = 0; r < objects.size(); ++r) {
     std::vector<Cell> row(table.header.size());
     for (size_t c = 0; c < table.header.size(); ++c) {
@@ -157,7 +159,11 @@ Table read_table(const std::filesystem::path& path,
   }
   Table table;
   table.file = file.name;
-  if (records.empty()) return table;
+  if (records.empty())
+    throw DataError(fmt::format("{}: the file is empty (no {})", file.name,
+                                header ? "header and no rows" : "rows"));
+  if (header && records.size() == 1)
+    throw DataError(fmt::format("{}:{}: only a header, no data rows", file.name, records[0].first));
   size_t first = 0;
   if (header) {
     for (const auto& c : records[0].second) table.header.push_back(*c);
@@ -166,19 +172,31 @@ Table read_table(const std::filesystem::path& path,
     for (size_t i = 0; i < records[0].second.size(); ++i) table.header.push_back(std::to_string(i));
   }
   size_t skipped = 0;
+  std::vector<std::string> malformed;  // every such row is reported (the first 20 by line)
   for (size_t r = first; r < records.size(); ++r) {
     auto& [line, cells] = records[r];
     if (cells.size() != table.header.size()) {
-      if (skip_malformed) {
-        ++skipped;
-        continue;
-      }
-      throw DataError(fmt::format("{}:{}: expected {} fields ({}), got {}", file.name, line,
-                                  table.header.size(),
-                                  header ? "as the header" : "as the first row", cells.size()));
+      ++skipped;
+      if (!skip_malformed && malformed.size() < 20)
+        malformed.push_back(fmt::format(
+            "{}:{}: expected {} fields ({}), got {}", file.name, line, table.header.size(),
+            header ? "as the header" : "as the first row", cells.size()));
+      continue;
     }
     table.rows.push_back(std::move(cells));
     table.lines.push_back(line);
+  }
+  if (!skip_malformed && skipped > 0) {
+    std::string message = malformed.front();
+    for (size_t i = 1; i < malformed.size(); ++i) message += "\n" + malformed[i];
+    if (skipped > malformed.size())
+      message += fmt::format("\n{}: {} more rows with the wrong number of fields", file.name,
+                             skipped - malformed.size());
+    if (skipped > 1)
+      message +=
+          fmt::format("\n{}: {} malformed rows in all (data.*.skip_malformed: true drops them)",
+                      file.name, skipped);
+    throw DataError(message);
   }
   if (skipped)
     log::warn("[data] {}: skipped {} malformed rows (skip_malformed)", file.name, skipped);

@@ -22,7 +22,9 @@ const std::vector<Command>& command_table() {
        "The embedded default job, offline: generated data, a small BERT from scratch, a 2x2 "
        "sweep with two seeds, leaderboard, exported model, predictions",
        &setup_quickstart},
-      {"validate", "Check a recipe (and every trial of its sweep) without running it",
+      {"validate",
+       "Check a recipe, every trial of its sweep, the model directory and every data split "
+       "(read and tokenised) without training",
        &setup_validate},
       {"recipe-keys", "List every recipe key with its type, default and meaning",
        &setup_recipe_keys},

@@ -1,5 +1,6 @@
 #include "recipes/runner/sweep.h"
 
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -203,18 +204,46 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   log::info("[sweep] {}: {} trials, {} in shard {}/{}, {} to run", recipe.name, trials.size(),
             shard_size, options.shard_index, options.shard_count, pending.size());
 
-  // Tokenise each distinct dataset setting once, before the trials start.
+  // The inputs before any trial: the model directory, then each distinct data preparation
+  // (read, labels, features into the cache). Problems that every trial shares stop the sweep
+  // before it starts; those of some settings only fail those trials (they report them).
+  std::vector<std::string> problems;
+  if (!pending.empty()) problems = input_problems(pending.front()->recipe, /*read_data=*/false);
   std::set<std::string> prepared;
-  for (const auto* t : options.feature_cache ? pending : std::vector<const Trial*>{}) {
+  size_t settings_ok = 0;
+  std::vector<std::string> setting_problems;
+  for (const auto* t : problems.empty() ? pending : std::vector<const Trial*>{}) {
     const auto key = dump_recipe(t->recipe.root["task"]) + dump_recipe(t->recipe.root["data"]) +
                      t->recipe.model.pretrained.string();
     if (!prepared.insert(key).second) continue;
+    std::vector<std::string> found;
     try {
-      prepare_task(t->recipe, dir.cache());
+      if (options.feature_cache) {
+        prepare_task(t->recipe, dir.cache());
+      } else {
+        found = input_problems(t->recipe, /*read_data=*/true);
+      }
+    } catch (const ConfigError& e) {
+      found = e.problems();
+    } catch (const c10::Error& e) {
+      found = {e.what_without_backtrace()};
     } catch (const std::exception& e) {
-      log::warn("[sweep] preparing the data of {} failed (the trial will report it): {}", t->name,
-                e.what());
+      found = {e.what()};
     }
+    if (found.empty()) ++settings_ok;
+    for (const auto& p : found) setting_problems.push_back(t->name + ": " + p);
+  }
+  if (settings_ok == 0)
+    problems.insert(problems.end(), setting_problems.begin(), setting_problems.end());
+  else
+    for (const auto& p : setting_problems) log::warn("[sweep] {} (the trial will report it)", p);
+  if (!problems.empty()) {
+    for (const auto& p : problems) log::error("{}", p);
+    log::error(
+        "[sweep] no trial was started: fix the model or data above (`bertft validate {}` "
+        "checks them)",
+        recipe.file.string());
+    return code(ExitCode::kFailed);
   }
 
   const int jobs = std::max(

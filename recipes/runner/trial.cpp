@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 
 #include "bert/checkpoint/load.h"
+#include "bert/checkpoint/safetensors.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
@@ -39,6 +41,58 @@ std::string spec_fingerprint(const data::DataSpec& spec) {
   YAML::Emitter e;
   e << write_struct(spec);
   return std::string(e.c_str()) + "|bytes=" + hash_file(spec.path);
+}
+
+/// Runs `step`; an exception becomes one problem (a LibTorch error without its backtrace).
+bool try_step(std::vector<std::string>& problems, const std::function<void()>& step) {
+  try {
+    step();
+    return true;
+  } catch (const ConfigError& e) {
+    for (const auto& p : e.problems()) problems.push_back(p);
+  } catch (const c10::Error& e) {
+    problems.push_back(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    problems.push_back(e.what());
+  }
+  return false;
+}
+
+/// Shapes of the encoder's weights that `config` implies, against a safetensors header (names
+/// with or without a model prefix such as "bert."), and the number of layers it holds.
+void check_weight_shapes(const fs::path& file,
+                         const BertConfig& config,
+                         std::vector<std::string>& problems) {
+  const SafetensorsReader reader(file);
+  const int64_t h = config.hidden_size(), i = config.intermediate_size();
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"embeddings.word_embeddings.weight", {config.vocab_size(), h}},
+      {"embeddings.position_embeddings.weight", {config.max_position_embeddings(), h}},
+      {"embeddings.token_type_embeddings.weight", {config.type_vocab_size(), h}},
+      {"attention.self.query.weight", {h, h}},
+      {"attention.self.key.weight", {h, h}},
+      {"attention.self.value.weight", {h, h}},
+      {"attention.output.dense.weight", {h, h}},
+      {"intermediate.dense.weight", {i, h}},
+      {".output.dense.weight", {h, i}},  // the layer's, not attention.output's (tested first)
+  };
+  int64_t layers = 0;
+  for (const auto& entry : reader.entries()) {
+    const auto at = entry.name.find("encoder.layer.");
+    if (at != std::string::npos)
+      layers = std::max<int64_t>(layers, std::atoll(entry.name.c_str() + at + 14) + 1);
+    for (const auto& [suffix, shape] : expected) {
+      if (!ends_with(entry.name, suffix)) continue;
+      if (entry.shape != shape)
+        problems.push_back(fmt::format("{}: tensor {} has shape [{}]; config.json implies [{}]",
+                                       file.string(), entry.name, fmt::join(entry.shape, ", "),
+                                       fmt::join(shape, ", ")));
+      break;
+    }
+  }
+  if (layers > 0 && layers != config.num_hidden_layers())
+    problems.push_back(fmt::format("{}: holds {} encoder layers; config.json says {}",
+                                   file.string(), layers, config.num_hidden_layers()));
 }
 
 }  // namespace
@@ -76,6 +130,46 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   p.dev = tasks::cached_featurize(*p.adapter, dev_examples, *p.tokenizer, false, cache_dir,
                                   common + "|eval|" + spec_fingerprint(recipe.data.dev));
   return p;
+}
+
+std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
+  std::vector<std::string> problems;
+  PretrainedDir dir;
+  BertConfig config;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  const bool model_ok =
+      try_step(problems, [&] { dir = PretrainedDir::find(recipe.model.pretrained); }) &&
+      try_step(problems, [&] { config = BertConfig::from_file(dir.config); });
+  if (model_ok) {
+    try_step(problems, [&] { tokenizer = tok::load_tokenizer(dir, config.vocab_size()); });
+    if (tokenizer) {
+      const auto& s = tokenizer->special_tokens();
+      const auto file = (dir.vocab ? *dir.vocab : dir.sentencepiece.value_or(dir.dir)).string();
+      for (const auto& [token, id] : {std::pair{s.cls, s.cls_id}, std::pair{s.sep, s.sep_id},
+                                      std::pair{s.pad, s.pad_id}, std::pair{s.unk, s.unk_id}})
+        if (id < 0)
+          problems.push_back(fmt::format("{}: no special token {} in the vocabulary", file, token));
+    }
+    if (dir.format == WeightsFormat::kSafetensors)
+      try_step(problems, [&] { check_weight_shapes(dir.weights, config, problems); });
+    if (recipe.adapter && recipe.adapter->max_seq_length() > config.max_position_embeddings())
+      problems.push_back(
+          fmt::format("{}: task.max_seq_length {} exceeds the model's max_position_embeddings "
+                      "{} ({})",
+                      recipe.file.string(), recipe.adapter->max_seq_length(),
+                      config.max_position_embeddings(), dir.config.string()));
+  }
+  if (!read_data || !recipe.adapter) return problems;
+  auto& adapter = *recipe.adapter;
+  std::shared_ptr<const tasks::ExampleSet> train, dev;
+  const bool train_ok = try_step(problems, [&] { train = adapter.read(recipe.data.train); });
+  const bool dev_ok = try_step(problems, [&] { dev = adapter.read(recipe.data.dev); });
+  if (recipe.data.test) try_step(problems, [&] { adapter.read(*recipe.data.test); });
+  if (!train_ok || !tokenizer || !try_step(problems, [&] { adapter.fit_labels(*train); }))
+    return problems;
+  try_step(problems, [&] { adapter.featurize(train, *tokenizer, true); });
+  if (dev_ok) try_step(problems, [&] { adapter.featurize(dev, *tokenizer, false); });
+  return problems;
 }
 
 tasks::TaskModel build_pretrained_model(const PreparedTask& prepared) {

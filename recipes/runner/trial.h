@@ -31,6 +31,14 @@ struct PreparedTask {
 /// tokenizer files, the task options and labels, the split's role and the data spec).
 PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cache_dir);
 
+/// What is wrong with a recipe's inputs, every problem found (empty: none), without training:
+/// the model directory (config consistency, the vocabulary's special tokens, the tokenizer and
+/// its casing, weight shapes against the config from the safetensors header without loading
+/// the weights, task.max_seq_length against the positions) and, with `read_data`, every data
+/// split through its reader and the task's featurisation (labels of dev unseen in train, ...).
+/// Each message names the file (and line). Uses (and fits labels on) the recipe's adapter.
+std::vector<std::string> input_problems(const Recipe& recipe, bool read_data);
+
 /// The task model of `prepared`, initialised from the checkpoint as HF's from_pretrained does:
 /// the encoder must load completely (missing or mis-shaped encoder weights are a
 /// CheckpointError); the head and a missing pooler are newly initialised (logged), pre-training

@@ -340,5 +340,56 @@ TEST_F(EndToEndTest, SigintAndSigtermCheckpointAndExit130And143) {
   EXPECT_NE(last_log_.find("resumed from"), std::string::npos) << last_log_;
 }
 
+// `validate` reads every split and the model directory and reports every problem at once
+// (file:line), exit 1; `sweep` finds the same before starting any trial.
+TEST_F(EndToEndTest, ValidateAndSweepReportEveryDataAndModelProblemBeforeTraining) {
+  const auto d = dir_.path();
+  testing::write_bytes(d / "train.tsv", "sentence\tlabel\nThe cat sat.\t1\nA dog ran.\t0\n");
+  testing::write_bytes(d / "dev.tsv", "sentence\tlabel\nIt rained.\t1\nIt snowed.\tmaybe\n");
+  testing::write_bytes(d / "test.tsv", "sentence\tlabel\nok\t1\nextra\t1\t2\nfine\t0\nmore\n");
+  const auto path = recipe("broken",
+                           "task: {type: sequence_classification, max_seq_length: 32}\n"
+                           "data:\n  train: " +
+                               (d / "train.tsv").string() + "\n  dev: " + (d / "dev.tsv").string() +
+                               "\n  test: " + (d / "test.tsv").string() +
+                               "\ntraining: {epochs: 1, batch_size: 2}\n");
+  ASSERT_EQ(bertft("validate " + path.string()), 1) << last_log_;
+  for (const auto& expected :
+       {(d / "dev.tsv").string() + ":3: label 'maybe' was not seen in training (labels: 0, 1)",
+        (d / "test.tsv").string() + ":3: expected 2 fields (as the header), got 3",
+        (d / "test.tsv").string() + ":5: expected 2 fields (as the header), got 1",
+        path.string() + ": 2 problem(s) in the model or data"})
+    EXPECT_NE(last_log_.find(expected), std::string::npos) << expected << "\n" << last_log_;
+  EXPECT_EQ(last_log_.find("valid;"), std::string::npos) << last_log_;
+
+  // The sweep stops before any trial (the dev label fails every trial alike).
+  const auto no_test =
+      recipe("broken_sweep",
+             "task: {type: sequence_classification, max_seq_length: 32}\n"
+             "data:\n  train: " +
+                 (d / "train.tsv").string() + "\n  dev: " + (d / "dev.tsv").string() +
+                 "\ntraining: {epochs: 1, batch_size: 2}\n");
+  ASSERT_EQ(bertft("sweep " + no_test.string()), 1) << last_log_;
+  EXPECT_NE(last_log_.find("label 'maybe' was not seen in training"), std::string::npos)
+      << last_log_;
+  EXPECT_NE(last_log_.find("[sweep] no trial was started"), std::string::npos) << last_log_;
+  EXPECT_EQ(last_log_.find("starting ("), std::string::npos) << last_log_;
+
+  // A model whose config does not match its weights, read from the safetensors header only.
+  const auto model = d / "mismatched";
+  fs::copy(d / "model", model);
+  auto config = json::parse(read_file(model / "config.json"));
+  config["intermediate_size"] = 65;
+  testing::write_bytes(model / "config.json", config.dump());
+  testing::write_bytes(d / "dev.tsv", "sentence\tlabel\nIt rained.\t1\n");
+  ASSERT_EQ(bertft("validate " + no_test.string() + " --set model.pretrained=" + model.string()), 1)
+      << last_log_;
+  EXPECT_NE(last_log_.find((model / "model.safetensors").string() +
+                           ": tensor bert.encoder.layer.0.intermediate.dense.weight has shape "
+                           "[64, 32]; config.json implies [65, 32]"),
+            std::string::npos)
+      << last_log_;
+}
+
 }  // namespace
 }  // namespace bert::recipes
