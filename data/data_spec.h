@@ -56,6 +56,22 @@ struct DataSpec {
   }
 };
 
+/// The names a text example's fields go by in generic files and JSON lines (GLUE's, HF's and
+/// bertft's spellings), in the order they are looked for: one set for every reader, `predict`
+/// and `tokenize`.
+inline const std::vector<std::string>& text_a_names() {
+  static const std::vector<std::string> names = {"text_a", "text", "sentence", "sentence1"};
+  return names;
+}
+inline const std::vector<std::string>& text_b_names() {
+  static const std::vector<std::string> names = {"text_b", "text_pair", "sentence2"};
+  return names;
+}
+inline const std::vector<std::string>& id_names() {
+  static const std::vector<std::string> names = {"id", "idx"};
+  return names;
+}
+
 /// Column role lookup: the spec's explicit column for `role` (must exist), else the first of
 /// `defaults` present in the table, else -1.
 struct Table;

@@ -1,6 +1,7 @@
 #include "data/readers.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>
@@ -121,14 +122,21 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
     check_column_roles(spec, {"text_a", "text_b", "label", "id"});
     const auto table =
         read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
-    const int a =
-        resolve_column(spec, table, "text_a", {"text_a", "text", "sentence", "sentence1"});
+    const int a = resolve_column(spec, table, "text_a", text_a_names());
     if (a < 0)
       throw DataError(fmt::format("{}: no text column; name it with columns: {{text_a: <column>}}",
                                   spec.path.string()));
-    const int b = resolve_column(spec, table, "text_b", {"text_b", "sentence2"});
+    const int b = resolve_column(spec, table, "text_b", text_b_names());
     const int l = resolve_column(spec, table, "label", {"label"});
-    const int i = resolve_column(spec, table, "id", {"id", "idx"});
+    const int i = resolve_column(spec, table, "id", id_names());
+    if (generic_table_format(spec, format) == TableFormat::kJsonl)  // a field nobody reads
+      for (int c = 0; c < static_cast<int>(table.header.size()); ++c)
+        if (c != a && c != b && c != l && c != i)
+          throw DataError(fmt::format(
+              "{}: unknown field '{}' (text: {}; pair: {}; label; id: {}); map it with "
+              "columns: {{text_b: {}}} or remove it",
+              spec.path.string(), table.header[c], fmt::join(text_a_names(), " | "),
+              fmt::join(text_b_names(), " | "), fmt::join(id_names(), " | "), table.header[c]));
     for (size_t r = 0; r < table.rows.size(); ++r) {
       TextExample e;
       e.id = example_id(table, r, i);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "bert/common/error.h"
 #include "tasks/registry.h"
 
 namespace bert::tasks {
@@ -122,6 +123,23 @@ Evaluation TaskAdapter::start_evaluation(const FeatureSet& features,
   ev.predictions = std::move(predictions);
   ev.main_metric = main_metric();
   return ev;
+}
+
+std::vector<std::pair<std::string, std::string>> TaskAdapter::prediction_files(
+    const FeatureSet& features, const std::vector<torch::Tensor>& outputs, bool with_logits) const {
+  if (with_logits)
+    throw ConfigError(fmt::format(
+        "--logits: task {} has no per-example scores to add (classification and multiple "
+        "choice have)",
+        type()));
+  return {{"", predictions_text(predict(features, outputs))}};
+}
+
+std::string predictions_text(const nlohmann::json& predictions) {
+  if (!predictions.is_array()) return predictions.dump(1) + "\n";
+  std::string text;
+  for (const auto& p : predictions) text += p.dump() + "\n";
+  return text;
 }
 
 }  // namespace bert::tasks

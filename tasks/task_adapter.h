@@ -181,6 +181,15 @@ class TaskAdapter {
   /// Predictions per example from per-feature outputs (official format of the dataset).
   virtual nlohmann::json predict(const FeatureSet& features,
                                  const std::vector<torch::Tensor>& outputs) const = 0;
+  /// The prediction files in the format `bertft score --task <type>` reads, as (suffix, text):
+  /// suffix "" is the main file, others go beside it (the main file's name without its
+  /// extension + suffix). Default: predict() as JSON lines (a list) or one JSON object.
+  /// `with_logits` adds each example's raw output scores where the task has them per example
+  /// (classification, multiple choice); others throw ConfigError.
+  virtual std::vector<std::pair<std::string, std::string>> prediction_files(
+      const FeatureSet& features,
+      const std::vector<torch::Tensor>& outputs,
+      bool with_logits) const;
   /// Predictions plus the task's official metrics (needs labelled features).
   virtual Evaluation evaluate(const FeatureSet& features,
                               const std::vector<torch::Tensor>& outputs) const = 0;
@@ -203,5 +212,8 @@ const F& features_as(const FeatureSet& set, const char* task) {
   TORCH_CHECK(features, task, ": features of another task");
   return *features;
 }
+
+/// Predictions as a file: JSON lines for a list, else one indented JSON object.
+std::string predictions_text(const nlohmann::json& predictions);
 
 }  // namespace bert::tasks

@@ -55,8 +55,8 @@ const std::vector<Command>& command_table() {
        "Append tokens to a WordPiece checkpoint's vocabulary (embeddings grown, new rows = mean)",
        &setup_extend_vocab},
       {"tokenize",
-       "Tokenize stdin (text lines, or JSONL with \"text\" and optional \"text_pair\") into JSON "
-       "lines with ids, tokens, offsets, token_type_ids",
+       "Tokenize stdin (text lines, or JSONL with \"text\" and optional \"text_pair\", the "
+       "readers' field names) into JSON lines with ids, tokens, offsets, token_type_ids",
        &setup_tokenize},
       {"inspect", "Load a Hugging Face BERT directory and report its config, weights and tokenizer",
        &setup_inspect},

@@ -72,6 +72,10 @@ YAML::Node task_from_config(const BertConfig& config, const std::string& source)
 
 void export_model(const fs::path& run_dir, const fs::path& out) {
   TrialDir trial(run_dir);
+  // A recipe's output.dir after `bertft train` without --out: the run is its train/.
+  if (!SweepDir::holds_sweep(run_dir) && !TrialResult::read(trial) &&
+      TrialResult::read(TrialDir(run_dir / "train")))
+    trial = TrialDir(run_dir / "train");
   if (SweepDir::holds_sweep(run_dir)) {
     const SweepDir sweep(run_dir);
     if (!fs::exists(sweep.leaderboard("json")))
@@ -159,18 +163,21 @@ int run_predict(const PredictOptions& o) {
       parse_enum<tasks::Precision>(o.precision).value_or(tasks::Precision::kFp32);
   const tasks::Trainer trainer(trainer_options);
   const auto outputs = trainer.predict(*m.adapter, m.model, *features);
-  const auto predictions = m.adapter->predict(*features, outputs);
-  std::string text;
-  if (predictions.is_array()) {
-    for (const auto& p : predictions) text += p.dump() + "\n";
-  } else {
-    text = predictions.dump(1) + "\n";
-  }
-  if (o.out.empty() || o.out == "-") {
-    std::cout << text;
-  } else {
-    write_file_atomic(o.out, text);
-    log::info("[predict] {} predictions -> {}", predictions.size(), o.out);
+  const auto files = m.adapter->prediction_files(*features, outputs, o.logits);
+  for (const auto& [suffix, text] : files) {
+    if (suffix.empty() && (o.out.empty() || o.out == "-")) {
+      std::cout << text;
+      continue;
+    }
+    if (o.out.empty() || o.out == "-") {
+      log::warn("[predict] the {} file needs --out (written beside it)", suffix);
+      continue;
+    }
+    const fs::path out = o.out;
+    const auto path = suffix.empty() ? out : out.parent_path() / (out.stem().string() + suffix);
+    write_file_atomic(path, text);
+    log::info("[predict] {} -> {}", suffix.empty() ? "predictions" : suffix.substr(1),
+              path.string());
   }
   if (features->labelled) {
     const auto ev = m.adapter->evaluate(*features, outputs);

@@ -35,11 +35,13 @@ struct FinetunedModel {
 FinetunedModel load_finetuned(const std::filesystem::path& dir);
 
 /// `bertft predict`: predictions of the model in `model_dir` for a data file, written to `out`
-/// (JSON lines for per-example lists, a JSON object for SQuAD's {id: answer}); prints metrics
-/// when the data is labelled.
+/// in the format `bertft score` reads (TaskAdapter::prediction_files: JSON lines for
+/// classification and multiple choice, CoNLL columns for NER, SQuAD's {id: answer} plus
+/// <out stem>.na_probs.json for v2.0); prints metrics when the data is labelled.
 struct PredictOptions {
   std::string model, data, out, format = "auto", glue_task, device = "cpu", precision = "fp32";
   int64_t batch_size = 64;
+  bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
 };
 int run_predict(const PredictOptions& options);
 

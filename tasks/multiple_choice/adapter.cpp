@@ -114,6 +114,18 @@ torch::Tensor MultipleChoiceAdapter::loss(const torch::Tensor& logits, const Bat
                                    batch.labels);  // [batch, choices] vs [batch]
 }
 
+std::vector<std::pair<std::string, std::string>> MultipleChoiceAdapter::prediction_files(
+    const FeatureSet& set, const std::vector<torch::Tensor>& outputs, bool with_logits) const {
+  auto predictions = predict(set, outputs);
+  if (with_logits)
+    for (size_t f = 0; f < set.features.size(); ++f) {
+      const auto row = outputs.at(f).to(torch::kFloat64).contiguous();
+      predictions[f]["logits"] =
+          std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel());
+    }
+  return {{"", predictions_text(predictions)}};
+}
+
 json MultipleChoiceAdapter::predict(const FeatureSet& set,
                                     const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::ChoiceExample>(*set.examples, "multiple_choice");

@@ -338,6 +338,23 @@ json QuestionAnsweringAdapter::answers(const std::vector<data::QaExample>& items
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> QuestionAnsweringAdapter::prediction_files(
+    const FeatureSet& features, const std::vector<torch::Tensor>& outputs, bool with_logits) const {
+  if (with_logits) TaskAdapter::prediction_files(features, outputs, true);  // throws
+  const auto& items = items_of<data::QaExample>(*features.examples, "question_answering");
+  const auto decoded = decode(features, outputs);
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"", predictions_text(answers(items, decoded))}};
+  if (v2()) {
+    // The official v2.0 script's --na-prob-file: per question, how much the model prefers no
+    // answer (the null score minus the best span's, as HF's null_odds).
+    json na_probs = json::object();
+    for (size_t e = 0; e < items.size(); ++e) na_probs[items[e].id] = decoded.null_score_diff[e];
+    files.emplace_back(".na_probs.json", predictions_text(na_probs));
+  }
+  return files;
+}
+
 json QuestionAnsweringAdapter::predict(const FeatureSet& features,
                                        const std::vector<torch::Tensor>& outputs) const {
   return answers(items_of<data::QaExample>(*features.examples, "question_answering"),

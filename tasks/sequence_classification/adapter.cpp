@@ -285,6 +285,20 @@ std::vector<torch::Tensor> SequenceClassificationAdapter::example_logits(
   return sums;
 }
 
+std::vector<std::pair<std::string, std::string>> SequenceClassificationAdapter::prediction_files(
+    const FeatureSet& set, const std::vector<torch::Tensor>& outputs, bool with_logits) const {
+  auto predictions = predict(set, outputs);
+  if (with_logits) {
+    const auto logits = example_logits(set, outputs);
+    for (size_t e = 0; e < logits.size(); ++e) {
+      const auto row = logits[e].to(torch::kFloat64).contiguous();
+      predictions[e]["logits"] =
+          std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel());
+    }
+  }
+  return {{"", predictions_text(predictions)}};
+}
+
 json SequenceClassificationAdapter::predict(const FeatureSet& set,
                                             const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TextExample>(*set.examples, "sequence_classification");

@@ -241,6 +241,23 @@ std::vector<std::vector<std::string>> TokenClassificationAdapter::predict_tags(
   return tags;
 }
 
+std::vector<std::pair<std::string, std::string>> TokenClassificationAdapter::prediction_files(
+    const FeatureSet& features, const std::vector<torch::Tensor>& outputs, bool with_logits) const {
+  if (with_logits) TaskAdapter::prediction_files(features, outputs, true);  // throws
+  // CoNLL columns, what `score` (conlleval) reads: word, gold tag (when the data has tags),
+  // predicted tag; a blank line between sentences.
+  const auto& items = items_of<data::TaggedSentence>(*features.examples, "token_classification");
+  const auto tags = predict_tags(features, outputs);
+  std::string text;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& s = items[i];
+    for (size_t w = 0; w < s.words.size(); ++w)
+      text += s.words[w] + (s.tags.empty() ? "" : " " + s.tags[w]) + " " + tags[i][w] + "\n";
+    text += "\n";
+  }
+  return {{"", text}};
+}
+
 json TokenClassificationAdapter::predict(const FeatureSet& features,
                                          const std::vector<torch::Tensor>& outputs) const {
   const auto& items = items_of<data::TaggedSentence>(*features.examples, "token_classification");

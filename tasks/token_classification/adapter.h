@@ -90,6 +90,10 @@ class TokenClassificationAdapter final : public TaskAdapter {
   torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override;
   nlohmann::json predict(const FeatureSet& features,
                          const std::vector<torch::Tensor>& outputs) const override;
+  std::vector<std::pair<std::string, std::string>> prediction_files(
+      const FeatureSet& features,
+      const std::vector<torch::Tensor>& outputs,
+      bool with_logits) const override;
   Evaluation evaluate(const FeatureSet& features,
                       const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return "f1"; }

@@ -28,6 +28,7 @@ struct TrainState {
   std::vector<double> losses;  ///< mean training loss per logged interval
   double loss_scale = 0;       ///< fp16 only: LossScaler's state
   int64_t scale_clean_steps = 0;
+  std::string precision;  ///< what the run trains in (a resumed `auto` run keeps it); "" = unknown
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
@@ -44,6 +45,7 @@ struct TrainState {
     field("losses", self.losses);
     field("loss_scale", self.loss_scale);
     field("scale_clean_steps", self.scale_clean_steps);
+    field("precision", self.precision);
   }
 
   nlohmann::json to_json() const;

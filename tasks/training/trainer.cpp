@@ -209,6 +209,16 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
 
   TrainControl control;
   for (const auto& part : parts) part->on_train_begin(run, control);
+  // A resumed run goes on in the precision it started in (auto's probe may differ now).
+  if (o.precision == Precision::kAuto && !run.state.precision.empty() &&
+      run.state.precision != enum_name(run.precision)) {
+    if (const auto kept = parse_enum<Precision>(run.state.precision)) {
+      log::info("[train] precision auto: {} as when the run started (the probe says {} now)",
+                run.state.precision, enum_name(run.precision));
+      precision_ = run.precision = *kept;
+    }
+  }
+  run.state.precision = enum_name(run.precision);
   if (run.state.have_best) run.result.best = {run.state.best_metrics, run.state.main_metric, {}};
   if (group_) group_->broadcast_module(*model);
   const auto sync = group_ ? group_->sync_gradients(parameters) : nullptr;

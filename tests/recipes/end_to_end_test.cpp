@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "bert/checkpoint/load.h"
@@ -143,10 +144,16 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
         "best_model/model.safetensors", "best_model/vocab.txt", "best_model/bertft_task.yaml"})
     EXPECT_TRUE(fs::exists(runs / file)) << file;
 
-  // Resumed == uninterrupted: the same trial run through in one go (same thread count).
+  // Resumed == uninterrupted: the same trial run through in one go (same thread count, and
+  // the precision the trial's auto chose at its start, which its resumption kept).
+  const auto trial_log = read_file(interrupted / "train.log");
+  const auto chose = trial_log.find("precision auto: ");
+  ASSERT_NE(chose, std::string::npos) << trial_log;
+  const auto precision = trial_log.substr(chose + 16, 4);
   const auto fresh = dir_.path() / "fresh";
   ASSERT_EQ(bertft("--threads 1 train " + (interrupted / "recipe.yaml").string() + " --out " +
-                   fresh.string() + " --cache " + (runs / "cache").string()),
+                   fresh.string() + " --cache " + (runs / "cache").string() +
+                   " --set training.precision=" + precision),
             0)
       << last_log_;
   const auto resumed_weights =
@@ -171,6 +178,31 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
   const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_NEAR(eval["metrics"]["f1"].get<double>(),
               json::parse(read_file(best / "result.json"))["main"].get<double>(), 1e-12);
+
+  // Pairs in JSON lines by HF's name (text_pair) too, with --logits; an unknown field is an error.
+  const auto pairs = dir_.path() / "pairs.jsonl";
+  testing::write_bytes(pairs,
+                       "{\"id\": \"a\", \"text\": \"He left.\", \"text_pair\": \"He went.\"}\n"
+                       "{\"id\": \"b\", \"text\": \"He left.\"}\n");
+  ASSERT_EQ(bertft("predict --logits --model " + (runs / "best_model").string() + " --data " +
+                   pairs.string() + " --out " + (dir_.path() / "pairs_pred.jsonl").string()),
+            0)
+      << last_log_;
+  std::istringstream lines(read_file(dir_.path() / "pairs_pred.jsonl"));
+  std::string line;
+  std::vector<json> rows;
+  while (std::getline(lines, line)) rows.push_back(json::parse(line));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["logits"].size(), 2u);
+  EXPECT_NE(rows[0]["logits"], rows[1]["logits"]);  // the pair was read as a pair
+  testing::write_bytes(pairs, "{\"text\": \"He left.\", \"txt_pair\": \"He went.\"}\n");
+  EXPECT_EQ(
+      bertft("predict --model " + (runs / "best_model").string() + " --data " + pairs.string()), 1);
+  EXPECT_NE(last_log_.find(pairs.string() + ": unknown field 'txt_pair' (text: text_a | text | "
+                                            "sentence | sentence1; pair: text_b | text_pair | "
+                                            "sentence2; label; id: id | idx)"),
+            std::string::npos)
+      << last_log_;
 }
 
 TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
@@ -206,6 +238,65 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
   EXPECT_EQ(config["id2label"].size(), 9u);
   expect_export_reloads_identically(
       dir_.path() / "ner", runs / "trials" / "max_seq_length64_seed42", conll / "valid.txt");
+
+  // predict writes what score reads: CoNLL columns (word, gold, predicted).
+  const auto text = read_file(conll / "valid.txt");
+  const auto cut = text.find("\n\n", text.find("\n\n", 2000) + 2);  // a few sentences
+  testing::write_bytes(dir_.path() / "small.conll", text.substr(0, cut + 2));
+  const auto predicted = dir_.path() / "ner_pred.txt";
+  ASSERT_EQ(bertft("predict --model " + (dir_.path() / "ner").string() + " --data " +
+                   (dir_.path() / "small.conll").string() + " --out " + predicted.string()),
+            0)
+      << last_log_;
+  const auto gold_f1 = last_log_.substr(last_log_.find("\"f1\":") + 5, 6);
+  ASSERT_EQ(bertft("score --task token_classification --predictions " + predicted.string()), 0)
+      << last_log_;
+  EXPECT_NE(last_log_.find("processed "), std::string::npos) << last_log_;
+  EXPECT_EQ(bertft("predict --logits --model " + (dir_.path() / "ner").string() + " --data " +
+                   (dir_.path() / "small.conll").string()),
+            2);
+  EXPECT_NE(last_log_.find("--logits: task token_classification has no per-example scores"),
+            std::string::npos)
+      << last_log_;
+}
+
+// SQuAD v2.0 from `train` to `score`: export takes the train run's directory, predict writes
+// the answers and na_probs.json, score reads both.
+TEST_F(EndToEndTest, SquadV2TrainExportPredictScoreChain) {
+  BERTFT_REQUIRE_PATH(data_dir() / "squad" / "dev-v2.0.json");
+  // A small SQuAD v2.0 file: the first article's first two paragraphs.
+  auto squad = json::parse(read_file(data_dir() / "squad" / "dev-v2.0.json"));
+  json article = squad["data"][0];
+  article["paragraphs"] = json::array({article["paragraphs"][0], article["paragraphs"][1]});
+  squad["data"] = json::array({article});
+  const auto small = dir_.path() / "small-v2.json";
+  testing::write_bytes(small, squad.dump());
+  const auto path = recipe("squad2",
+                           "task: {type: question_answering, max_seq_length: 128, doc_stride: 32}\n"
+                           "data:\n  train: " +
+                               small.string() + "\n  dev: " + small.string() +
+                               "\ntraining: {epochs: 1, batch_size: 8, precision: fp32}\n");
+  // `train` without --out writes <output.dir>/train; export takes output.dir itself.
+  ASSERT_EQ(bertft("--threads 2 train " + path.string()), 0) << last_log_;
+  const auto model = dir_.path() / "squad2-model";
+  ASSERT_EQ(
+      bertft("export " + (dir_.path() / "runs" / "squad2").string() + " --out " + model.string()),
+      0)
+      << last_log_;
+  const auto predicted = dir_.path() / "squad2-pred.json";
+  ASSERT_EQ(bertft("predict --model " + model.string() + " --data " + small.string() + " --out " +
+                   predicted.string()),
+            0)
+      << last_log_;
+  const auto na_probs = dir_.path() / "squad2-pred.na_probs.json";
+  ASSERT_TRUE(fs::exists(na_probs)) << last_log_;
+  EXPECT_EQ(json::parse(read_file(na_probs)).size(), json::parse(read_file(predicted)).size());
+  ASSERT_EQ(bertft("score --task question_answering --data " + small.string() + " --predictions " +
+                   predicted.string() + " --na-probs " + na_probs.string()),
+            0)
+      << last_log_;
+  for (const auto* key : {"\"HasAns_exact\"", "\"NoAns_f1\"", "\"best_f1_thresh\""})
+    EXPECT_NE(last_log_.find(key), std::string::npos) << key << "\n" << last_log_;
 }
 
 // An unconfigured recipe (precision: auto) trains in the precision the probe chose and says

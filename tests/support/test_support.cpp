@@ -56,6 +56,7 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  if (std::getenv("BERTFT_KEEP_TMP")) return;  // debugging: keep the files
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }

@@ -10,6 +10,7 @@
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
+#include "bert/common/file_util.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "tasks/registry.h"
 #include "tests/support/test_support.h"
@@ -58,6 +59,7 @@ class TrainerTest : public ::testing::Test {
   struct Run {
     TrainResult result;
     TaskModel model;
+    Precision precision = Precision::kAuto;  ///< what it trained in
   };
   Run train(TrainerOptions options,
             const std::filesystem::path& out = {},
@@ -77,7 +79,7 @@ class TrainerTest : public ::testing::Test {
     Trainer trainer(options);
     trainer.set_interrupt_hook(std::move(interrupt));
     auto result = trainer.fit(*adapter_, model, *train_, dev_.get(), out);
-    return {std::move(result), model};
+    return {std::move(result), model, trainer.precision()};
   }
   // A tiny BERT from scratch sits on a plateau for a few dozen steps before it finds the
   // sentiment word; 10 epochs of 16 steps get well past it.
@@ -173,6 +175,26 @@ TEST_F(TrainerTest, EvaluationCadence) {
 
 // A run stopped after a checkpoint (mid-epoch and at an epoch's end) and resumed ends with the
 // same weights, bit for bit, as one that ran through; the log has no step twice.
+// A resumed `precision: auto` run goes on in the precision its checkpoint was trained in,
+// whatever the probe says now (here the run started in bf16).
+TEST_F(TrainerTest, AResumedAutoRunKeepsThePrecisionItStartedIn) {
+  auto options = fast();
+  options.epochs = 1;
+  options.save_every = 2;
+  options.precision = Precision::kBf16;
+  const auto out = dir_.path() / "kept";
+  const auto first = train(options, out, [](int64_t step) { return step >= 2; });
+  ASSERT_TRUE(first.result.interrupted);
+  options.precision = Precision::kAuto;
+  const auto second = train(options, out);
+  EXPECT_EQ(second.result.resumed_from, 2);
+  EXPECT_EQ(second.precision, Precision::kBf16);
+  std::string newest = read_file(out / "checkpoints" / "latest");
+  newest.erase(newest.find_last_not_of(" \n") + 1);
+  const auto state = nlohmann::json::parse(read_file(out / "checkpoints" / newest / "state.json"));
+  EXPECT_EQ(state["precision"], "bf16");
+}
+
 TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
   auto options = fast();
   options.epochs = 3;

@@ -15,6 +15,8 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   app.add_option("--format", o->format, "auto | glue | tsv | csv | jsonl | squad | conll | swag");
   app.add_option("--glue-task", o->glue_task, "GLUE task, when not clear from the directory name");
   app.add_option("--out", o->out, "Predictions file (default stdout)");
+  app.add_flag("--logits", o->logits,
+               "Add each example's raw scores (classification, multiple choice)");
   app.add_option("--batch-size", o->batch_size, "Examples per batch")->check(positive());
   app.add_option("--device", o->device, "cpu | cuda | cuda:N");
   app.add_option("--precision", o->precision, "fp32 | bf16")

@@ -1,6 +1,8 @@
 // `bertft tokenize`.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,6 +11,7 @@
 #include "bert/common/error.h"
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/sentencepiece_model.h"
+#include "data/data_spec.h"
 #include "recipes/runner/command.h"
 
 namespace bert::recipes {
@@ -25,6 +28,35 @@ struct TokenizeArgs {
   bool pad = false;
   int threads = 0;
 };
+
+bool is_one_of(const std::vector<std::string>& names, const std::string& key) {
+  return std::find(names.begin(), names.end(), key) != names.end();
+}
+
+/// The (text, pair) of a JSON line, by the readers' field names (data::text_a_names(), ...);
+/// any other field than an id or a label is an error, not ignored.
+std::pair<std::string, std::optional<std::string>> text_fields(const json& j,
+                                                               const std::string& where) {
+  std::optional<std::string> text, pair;
+  for (const auto& [key, value] : j.items()) {
+    const bool a = is_one_of(data::text_a_names(), key), b = is_one_of(data::text_b_names(), key);
+    if (!a && !b) {
+      if (is_one_of(data::id_names(), key) || key == "label") continue;
+      throw DataError(fmt::format("{}: unknown field '{}' (text: {}; pair: {}; also id, label)",
+                                  where, key, fmt::join(data::text_a_names(), " | "),
+                                  fmt::join(data::text_b_names(), " | ")));
+    }
+    if (value.is_null()) continue;
+    if (!value.is_string()) throw DataError(fmt::format("{}: \"{}\" must be a string", where, key));
+    auto& slot = a ? text : pair;
+    if (slot)
+      throw DataError(
+          fmt::format("{}: two fields give the {} text; keep one", where, a ? "first" : "second"));
+    slot = value.get<std::string>();
+  }
+  if (!text) throw DataError(fmt::format("{}: a JSON line needs a string \"text\"", where));
+  return {*text, pair};
+}
 
 std::unique_ptr<tok::Tokenizer> make_cli_tokenizer(const TokenizeArgs& a) {
   const int sources = !a.vocab.empty() + !a.spm.empty() + !a.model.empty();
@@ -70,15 +102,7 @@ int run_tokenize(const TokenizeArgs& a) {
       } catch (const json::parse_error& e) {
         throw DataError(fmt::format("<stdin>:{}: invalid JSON: {}", line_no, e.what()));
       }
-      if (!j.contains("text") || !j["text"].is_string())
-        throw DataError(fmt::format("<stdin>:{}: a JSON line needs a string \"text\"", line_no));
-      std::optional<std::string> pair;
-      if (j.contains("text_pair") && !j["text_pair"].is_null()) {
-        if (!j["text_pair"].is_string())
-          throw DataError(fmt::format("<stdin>:{}: \"text_pair\" must be a string", line_no));
-        pair = j["text_pair"].get<std::string>();
-      }
-      batch.emplace_back(j["text"].get<std::string>(), pair);
+      batch.push_back(text_fields(j, fmt::format("<stdin>:{}", line_no)));
     } else {
       batch.emplace_back(line, std::nullopt);
     }
