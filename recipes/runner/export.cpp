@@ -123,19 +123,25 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
             result->score(), out.string(), adapter.architecture());
 }
 
+std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,
+                                                      const BertConfig& config) {
+  std::unique_ptr<tasks::TaskAdapter> adapter;
+  if (fs::exists(dir.dir / kTaskFile)) {
+    const auto meta = YamlReader::load_file(dir.dir / kTaskFile);
+    adapter = create_task(meta.node()["task"], (dir.dir / kTaskFile).string());
+  } else {
+    adapter = create_task(task_from_config(config, dir.config.string()), dir.config.string());
+  }
+  adapter->set_labels(config.id2label());
+  return adapter;
+}
+
 FinetunedModel load_finetuned(const fs::path& path) {
   FinetunedModel m;
   m.dir = PretrainedDir::find(path);
   m.config = BertConfig::from_file(m.dir.config);
   m.tokenizer = tok::load_tokenizer(m.dir, m.config.vocab_size());
-  if (fs::exists(path / kTaskFile)) {
-    const auto meta = YamlReader::load_file(path / kTaskFile);
-    m.adapter = create_task(meta.node()["task"], (path / kTaskFile).string());
-  } else {
-    m.adapter =
-        create_task(task_from_config(m.config, m.dir.config.string()), m.dir.config.string());
-  }
-  m.adapter->set_labels(m.config.id2label());
+  m.adapter = task_of_model_dir(m.dir, m.config);
   m.model = m.adapter->build_model(m.config);
   const auto report = load_state_dict(*m.model, read_weights(m.dir.weights, torch::kFloat32),
                                       m.dir.weights.string());

@@ -28,6 +28,12 @@ struct FinetunedModel {
   tasks::TaskModel model;
 };
 
+/// The task adapter of a fine-tuned model directory, with its labels: from bertft_task.yaml,
+/// else from config.json's architectures (and problem_type). ConfigError for a model of no
+/// known task.
+std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,
+                                                      const BertConfig& config);
+
 /// Loads an exported directory (or any HF BertFor{SequenceClassification, TokenClassification,
 /// QuestionAnswering, MultipleChoice} directory: the task then comes from config.json's
 /// architectures and problem_type): task adapter with its labels, model with every weight

@@ -283,6 +283,22 @@ TEST_F(EndToEndTest, SquadV2TrainExportPredictScoreChain) {
       bertft("export " + (dir_.path() / "runs" / "squad2").string() + " --out " + model.string()),
       0)
       << last_log_;
+  // inspect --strict loads the class config.json names: every key used, none missing.
+  ASSERT_EQ(bertft("inspect --strict " + model.string()), 0) << last_log_;
+  EXPECT_NE(last_log_.find("loaded as  BertForQuestionAnswering"), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find("0 missing, 0 unexpected, 0 mismatched"), std::string::npos)
+      << last_log_;
+  // A vocabulary without [CLS] is reported.
+  const auto no_cls = dir_.path() / "no-cls";
+  fs::copy(model, no_cls);
+  auto vocab = read_file(no_cls / "vocab.txt");
+  vocab.replace(vocab.find("[CLS]\n"), 6, "[CLX]\n");
+  testing::write_bytes(no_cls / "vocab.txt", vocab);
+  EXPECT_EQ(bertft("inspect " + no_cls.string()), 1) << last_log_;
+  EXPECT_NE(last_log_.find("error: " + (no_cls / "vocab.txt").string() +
+                           ": no special token [CLS] in the vocabulary"),
+            std::string::npos)
+      << last_log_;
   const auto predicted = dir_.path() / "squad2-pred.json";
   ASSERT_EQ(bertft("predict --model " + model.string() + " --data " + small.string() + " --out " +
                    predicted.string()),

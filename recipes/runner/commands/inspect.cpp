@@ -3,10 +3,14 @@
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/log.h"
 #include "bert/common/strings.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/factory.h"
 #include "recipes/runner/command.h"
+#include "recipes/runner/export.h"
+#include "recipes/runner/run_dir.h"
+#include "tasks/registry.h"
 
 namespace bert::recipes {
 namespace {
@@ -25,7 +29,16 @@ int run_inspect(const std::string& model_dir, bool strict) {
   options.strict = strict;
   LoadReport report;
   std::string architecture;
-  if (has_prefix_key(tensors, "cls.")) {
+  const auto* task =
+      config.architectures().empty()
+          ? nullptr
+          : tasks::TaskRegistry::global().find_by_architecture(config.architectures().front());
+  if (task && task->name != "pretraining") {  // the task model config.json names
+    architecture = config.architectures().front();
+    const auto adapter = task_of_model_dir(dir, config);
+    auto model = adapter->build_model(config);
+    report = load_state_dict(*model, tensors, dir.weights.string(), options);
+  } else if (has_prefix_key(tensors, "cls.")) {
     architecture = "BertForPreTraining";
     BertForPreTraining model(config);
     options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
@@ -60,8 +73,19 @@ int run_inspect(const std::string& model_dir, bool strict) {
                tokenizer->special_tokens().cls_id, tokenizer->special_tokens().sep_id,
                tokenizer->special_tokens().pad_id, tokenizer->special_tokens().unk_id,
                tokenizer->special_tokens().mask_id);
+    // A BERT input needs [CLS], [SEP], [PAD] and [UNK] ([MASK] only for pre-training).
+    const auto& s = tokenizer->special_tokens();
+    int missing = 0;
+    for (const auto& [token, id] : {std::pair{s.cls, s.cls_id}, std::pair{s.sep, s.sep_id},
+                                    std::pair{s.pad, s.pad_id}, std::pair{s.unk, s.unk_id}})
+      if (id < 0) {
+        log::error("{}: no special token {} in the vocabulary",
+                   (dir.vocab ? *dir.vocab : *dir.sentencepiece).string(), token);
+        ++missing;
+      }
+    if (missing > 0) return code(ExitCode::kFailed);
   }
-  return 0;
+  return code(ExitCode::kOk);
 }
 }  // namespace
 
