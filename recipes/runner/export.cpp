@@ -74,8 +74,8 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   TrialDir trial(run_dir);
   // A recipe's output.dir after `bertft train` without --out: the run is its train/.
   if (!SweepDir::holds_sweep(run_dir) && !TrialResult::read(trial) &&
-      TrialResult::read(TrialDir(run_dir / "train")))
-    trial = TrialDir(run_dir / "train");
+      TrialResult::read(SweepDir(run_dir).train_run()))
+    trial = SweepDir(run_dir).train_run();
   if (SweepDir::holds_sweep(run_dir)) {
     const SweepDir sweep(run_dir);
     if (!fs::exists(sweep.leaderboard("json")))
@@ -150,16 +150,11 @@ FinetunedModel load_finetuned(const fs::path& path) {
   return m;
 }
 
-int run_predict(const PredictOptions& o) {
-  auto m = load_finetuned(o.model);
-  data::DataSpec spec;
-  spec.path = o.data;
-  ErrorList errors;
-  YAML::Node node(YAML::NodeType::Map);
-  node["format"] = o.format;
-  if (!o.glue_task.empty()) node["glue_task"] = o.glue_task;
-  read_struct(YamlReader(node, "--format"), spec, errors);
-  errors.throw_if_any();
+void predict_split(const fs::path& model_dir,
+                   const data::DataSpec& spec,
+                   const std::string& out,
+                   const PredictOptions& o) {
+  auto m = load_finetuned(model_dir);
   const auto examples = m.adapter->read(spec);
   const auto features = m.adapter->featurize(examples, *m.tokenizer, false);
   tasks::TrainerOptions trainer_options;
@@ -171,16 +166,16 @@ int run_predict(const PredictOptions& o) {
   const auto outputs = trainer.predict(*m.adapter, m.model, *features);
   const auto files = m.adapter->prediction_files(*features, outputs, o.logits);
   for (const auto& [suffix, text] : files) {
-    if (suffix.empty() && (o.out.empty() || o.out == "-")) {
+    if (suffix.empty() && (out.empty() || out == "-")) {
       std::cout << text;
       continue;
     }
-    if (o.out.empty() || o.out == "-") {
+    if (out.empty() || out == "-") {
       log::warn("[predict] the {} file needs --out (written beside it)", suffix);
       continue;
     }
-    const fs::path out = o.out;
-    const auto path = suffix.empty() ? out : out.parent_path() / (out.stem().string() + suffix);
+    const fs::path main = out;
+    const auto path = suffix.empty() ? main : main.parent_path() / (main.stem().string() + suffix);
     write_file_atomic(path, text);
     log::info("[predict] {} -> {}", suffix.empty() ? "predictions" : suffix.substr(1),
               path.string());
@@ -189,20 +184,47 @@ int run_predict(const PredictOptions& o) {
     const auto ev = m.adapter->evaluate(*features, outputs);
     log::info("[predict] gold labels found: {}", json(ev.metrics).dump());
   }
+}
+
+std::string prediction_extension(const std::string& task_type) {
+  if (task_type == "token_classification") return ".txt";  // CoNLL columns
+  if (task_type == "question_answering") return ".json";   // SQuAD {id: answer}
+  return ".jsonl";
+}
+
+int run_predict(const PredictOptions& o) {
+  data::DataSpec spec;
+  spec.path = o.data;
+  ErrorList errors;
+  YAML::Node node(YAML::NodeType::Map);
+  node["format"] = o.format;
+  if (!o.glue_task.empty()) node["glue_task"] = o.glue_task;
+  read_struct(YamlReader(node, "--format"), spec, errors);
+  errors.throw_if_any();
+  predict_split(o.model, spec, o.out, o);
   return 0;
 }
 
 int run_eval(const std::string& model_dir,
              const std::string& recipe_file,
-             const std::vector<std::string>& overrides) {
+             const std::vector<std::string>& overrides,
+             const std::string& split) {
   const auto recipe = load_recipe(recipe_file, overrides);
+  if (split == "test" && !recipe.data.test)
+    throw ConfigError(recipe_file + ": --split test: the recipe has no data.test");
+  const auto& spec = split == "test" ? *recipe.data.test : recipe.data.dev;
   auto m = load_finetuned(model_dir);
-  const auto examples = m.adapter->read(recipe.data.dev);
+  const auto examples = m.adapter->read(spec);
   const auto features = m.adapter->featurize(examples, *m.tokenizer, false);
+  if (!features->labelled)
+    throw DataError(fmt::format(
+        "{}: data.{} has no labels to evaluate against; `bertft predict` writes predictions",
+        spec.path.string(), split));
   const tasks::Trainer trainer(recipe.training);
   const auto ev = trainer.evaluate(*m.adapter, m.model, *features);
   std::cout << json{{"model", model_dir},
-                    {"data", recipe.data.dev.path.string()},
+                    {"split", split},
+                    {"data", spec.path.string()},
                     {"main_metric", ev.main_metric},
                     {"metrics", ev.metrics}}
                    .dump(1)

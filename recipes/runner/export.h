@@ -50,10 +50,20 @@ struct PredictOptions {
   bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
 };
 int run_predict(const PredictOptions& options);
+/// Predicts the split `spec` with the model in `model_dir` into `out` (stdout when "" or "-")
+/// and the files beside it, as run_predict (options other than model, data and format).
+void predict_split(const std::filesystem::path& model_dir,
+                   const data::DataSpec& spec,
+                   const std::string& out,
+                   const PredictOptions& options);
+/// The main prediction file's extension for a task: .txt (CoNLL), .json (SQuAD), else .jsonl.
+std::string prediction_extension(const std::string& task_type);
 
-/// `bertft eval`: the model's dev metrics on a recipe's data.dev, printed as JSON.
+/// `bertft eval`: the model's metrics on a recipe's data.dev (or data.test: `split` "test"),
+/// printed as JSON. A split without labels is a DataError.
 int run_eval(const std::string& model_dir,
              const std::string& recipe,
-             const std::vector<std::string>& overrides);
+             const std::vector<std::string>& overrides,
+             const std::string& split = "dev");
 
 }  // namespace bert::recipes

@@ -89,6 +89,9 @@ void read_sweep(const YamlReader& reader,
   reader.read("jobs", recipe.sweep.jobs, errors);
   if (recipe.sweep.jobs < 1) errors.add(reader.where("jobs") + ": must be >= 1");
   reader.read("nproc_per_trial", recipe.sweep.nproc_per_trial, errors);
+  if (reader.read("predict_test", recipe.sweep.predict_test, errors) && recipe.sweep.predict_test &&
+      !recipe.root["data"]["test"])
+    errors.add(reader.where("predict_test") + ": needs data.test (the split to predict)");
   if (recipe.sweep.nproc_per_trial < 1)
     errors.add(reader.where("nproc_per_trial") + ": must be >= 1");
   const auto grid = reader.child("grid");
@@ -359,7 +362,10 @@ std::vector<KeyDoc> recipe_key_docs(const std::string& task) {
         "Values to try; a training key or a dotted recipe path (task.max_seq_length)"},
        {"sweep.seeds", "list of int", "", "Seeds per setting (default: training.seed only)"},
        {"sweep.jobs", "int", "1", "Trials in parallel (the CLI's --jobs wins)"},
-       {"sweep.nproc_per_trial", "int", "1", "Processes per trial (data-parallel when > 1)"}});
+       {"sweep.nproc_per_trial", "int", "1", "Processes per trial (data-parallel when > 1)"},
+       {"sweep.predict_test", "bool", "false",
+        "Predict data.test with the exported best model into test_predictions.* (the task's "
+        "score format)"}});
   add(describe_struct<OutputSection>("output"));
   return docs;
 }

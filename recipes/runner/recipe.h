@@ -45,6 +45,7 @@ struct SweepSection {
   std::vector<int64_t> seeds;   ///< empty = training.seed only
   int64_t jobs = 1;             ///< trials in parallel (the CLI's --jobs wins)
   int64_t nproc_per_trial = 1;  ///< processes of each trial (data-parallel when > 1)
+  bool predict_test = false;    ///< predict data.test with the exported best model
 };
 
 /// `output:` — where runs go.

@@ -64,6 +64,8 @@ class SweepDir {
   std::filesystem::path cache() const;       ///< cache/: tokenised features shared by the trials
   TrialDir train_run() const;                ///< train/: `bertft train`'s default --out
   std::filesystem::path best_model() const;  ///< best_model/: the exported best trial
+  /// test_predictions<extension>: best_model's predictions of data.test (sweep.predict_test).
+  std::filesystem::path test_predictions(const std::string& extension) const;
   /// leaderboard.<extension> for md, csv, json, svg.
   std::filesystem::path leaderboard(const std::string& extension) const;
   /// True when `dir` holds a sweep (its plan or leaderboard), not a single trial.

@@ -321,6 +321,13 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   log::info("[sweep] leaderboard: {}", dir.leaderboard("md").string());
   if (board.value("complete", false) && recipe.output.export_best && board.contains("best")) {
     export_model(dir.trial(board["best"]["trial"].get<std::string>()).root(), dir.best_model());
+    if (recipe.sweep.predict_test && recipe.data.test) {
+      PredictOptions predict;
+      predict.batch_size = recipe.training.eval_batch_size;
+      predict.device = recipe.training.device;
+      predict_split(dir.best_model(), *recipe.data.test,
+                    dir.test_predictions(prediction_extension(recipe.task_type)).string(), predict);
+    }
   } else if (!board.value("complete", false)) {
     log::info("[sweep] {} of {} trials done; the best model is exported when all are",
               board.value("done", 0), board["trials"].size());

@@ -142,7 +142,9 @@ void SequenceClassificationAdapter::fit_labels(const ExampleSet& train) {
 }
 
 void SequenceClassificationAdapter::set_labels(const std::vector<std::string>& labels) {
-  if (labels.size() == 1 || (labels.empty() && options_.num_labels == 1)) {
+  // A trained classifier has two labels or more: none or one is a regression (also a GLUE
+  // STS-B run, regression known from its data, whose result lists no labels).
+  if (labels.size() <= 1) {
     options_.num_labels = 1;
     return;
   }

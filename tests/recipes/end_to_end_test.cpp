@@ -353,8 +353,12 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
                  "  dev: {path: " +
                  (stsb / "dev.tsv").string() +
                  ", limit: 32}\n"
+                 "  test: {path: " +
+                 (stsb / "dev.tsv").string() +
+                 ", limit: 20}\n"
                  "training: {epochs: 3, batch_size: 16, eval_every: 2, log_every: 2}\n"
-                 "sweep:\n  grid: {learning_rate: [1.0e-3, 1.0e-5]}\n  seeds: [1, 2]\n");
+                 "sweep:\n  grid: {learning_rate: [1.0e-3, 1.0e-5]}\n  seeds: [1, 2]\n"
+                 "  predict_test: true\n");
   const auto runs = dir_.path() / "runs" / "stsb";
   ASSERT_EQ(bertft("--threads 2 sweep " + path.string() + " --jobs 2"), 0) << last_log_;
   const auto board = json::parse(read_file(runs / "leaderboard.json"));
@@ -390,6 +394,19 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
   const auto exported = YAML::LoadFile((runs / "best_model" / "bertft_task.yaml").string());
   EXPECT_DOUBLE_EQ(exported["dev_score"].as<double>(), mse_of.at(best));
   EXPECT_EQ(exported["goal"].as<std::string>(), "minimize");
+
+  // sweep.predict_test: the best model's predictions of data.test, in score's format.
+  const auto test_predictions = read_file(runs / "test_predictions.jsonl");
+  EXPECT_EQ(std::count(test_predictions.begin(), test_predictions.end(), '\n'), 20);
+  EXPECT_NE(test_predictions.find("\"score\":"), std::string::npos) << test_predictions;
+  // eval --split test scores the model on data.test (here labelled).
+  ASSERT_EQ(bertft("eval --split test --model " + (runs / "best_model").string() + " --recipe " +
+                   path.string()),
+            0)
+      << last_log_;
+  const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
+  EXPECT_EQ(eval["split"], "test");
+  EXPECT_TRUE(eval["metrics"].contains("mse")) << eval.dump();
 }
 
 // Ctrl-C (SIGINT) and SIGTERM: the run finishes its step, writes a checkpoint, says so and exits

@@ -8,6 +8,7 @@ CommandRun setup_eval(CLI::App& app, const GlobalOptions&) {
   struct Args {
     std::string model, recipe;
     std::vector<std::string> overrides;
+    std::string split = "dev";
   };
   auto a = std::make_shared<Args>();
   app.add_option("--model", a->model, "Fine-tuned model directory")
@@ -15,7 +16,9 @@ CommandRun setup_eval(CLI::App& app, const GlobalOptions&) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--recipe", a->recipe, "Recipe YAML")->required();
   app.add_option("--set", a->overrides, "Override a recipe key: key=value (dotted key)");
-  return [a] { return run_eval(a->model, a->recipe, a->overrides); };
+  app.add_option("--split", a->split, "dev | test (the recipe's data.test, labelled)")
+      ->check(CLI::IsMember({"dev", "test"}));
+  return [a] { return run_eval(a->model, a->recipe, a->overrides, a->split); };
 }
 
 }  // namespace bert::recipes
