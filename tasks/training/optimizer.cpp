@@ -16,9 +16,16 @@ namespace {
 /// (param, grad, exp_avg, exp_avg_sq) instead of torch's five tensor ops: the same arithmetic
 /// in the same order per element (so the same results), a fraction of the memory traffic.
 /// State, options and serialization are AdamW's own, so checkpoints are interchangeable.
+///
+/// `hf_epsilon`: transformers' AdamW (Trainer's `adamw_hf`), which adds eps to sqrt(v) before
+/// the bias correction: eps / sqrt(1 - beta2^t) in torch's formula (and decays after the update,
+/// a difference of lr * wd * update, far below float32 rounding at BERT's settings).
 class FusedAdamW final : public torch::optim::AdamW {
  public:
-  using torch::optim::AdamW::AdamW;
+  FusedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
+             torch::optim::AdamWOptions defaults,
+             bool hf_epsilon = false)
+      : torch::optim::AdamW(std::move(groups), std::move(defaults)), hf_epsilon_(hf_epsilon) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override {
     TORCH_CHECK(!closure, "FusedAdamW: closures are not supported");
@@ -42,6 +49,7 @@ class FusedAdamW final : public torch::optim::AdamW {
         state.step(state.step() + 1);
         const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
         const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
+        const double eps_t = hf_epsilon_ ? eps / std::sqrt(bias_correction2) : eps;
         const auto& grad = p.grad();
         auto& m = state.exp_avg();
         auto& v = state.exp_avg_sq();
@@ -53,7 +61,7 @@ class FusedAdamW final : public torch::optim::AdamW {
           p.mul_(1 - lr * wd);
           m.mul_(beta1).add_(grad, 1 - beta1);
           v.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-          const auto denom = (v.sqrt() / std::sqrt(bias_correction2)).add_(eps);
+          const auto denom = (v.sqrt() / std::sqrt(bias_correction2)).add_(eps_t);
           p.addcdiv_(m, denom, -lr / bias_correction1);
           continue;
         }
@@ -62,7 +70,7 @@ class FusedAdamW final : public torch::optim::AdamW {
         const float b1 = static_cast<float>(beta1), one_minus_b1 = static_cast<float>(1 - beta1);
         const float b2 = static_cast<float>(beta2), one_minus_b2 = static_cast<float>(1 - beta2);
         const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-        const float epsilon = static_cast<float>(eps);
+        const float epsilon = static_cast<float>(eps_t);
         const float neg_step = static_cast<float>(-lr / bias_correction1);
         float* pp = p.data_ptr<float>();
         const float* gp = grad.data_ptr<float>();
@@ -76,6 +84,9 @@ class FusedAdamW final : public torch::optim::AdamW {
     }
     return {};
   }
+
+ private:
+  bool hf_epsilon_;
 };
 
 }  // namespace
@@ -122,6 +133,13 @@ const std::vector<OptimizerFactory>& optimizer_factories() {
       {"adamw", "AdamW with decoupled weight decay, fused update (torch.optim.AdamW's arithmetic)",
        [](const torch::nn::Module& model, const AdamWSettings& s) {
          return std::unique_ptr<torch::optim::Optimizer>(make_adamw(model, s));
+       }},
+      {"adamw_hf",
+       "transformers' AdamW (Trainer's adamw_hf, v4.31's default): eps before the bias "
+       "correction; fused",
+       [](const torch::nn::Module& model, const AdamWSettings& s) {
+         return std::unique_ptr<torch::optim::Optimizer>(
+             std::make_unique<FusedAdamW>(decay_groups(model, s), defaults(s), true));
        }},
       {"adamw_torch", "LibTorch's own AdamW (unfused; a reference for the fused one)",
        [](const torch::nn::Module& model, const AdamWSettings& s) {

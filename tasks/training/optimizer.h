@@ -36,7 +36,8 @@ struct OptimizerFactory {
       create;
 };
 
-/// Every optimizer by name: "adamw" (make_adamw, the default) and "adamw_torch" (LibTorch's own
+/// Every optimizer by name: "adamw" (make_adamw, the default), "adamw_hf" (transformers' AdamW)
+/// and "adamw_torch" (LibTorch's own
 /// AdamW, unfused, same groups: a reference for the fused kernel). A new optimizer is one entry.
 const std::vector<OptimizerFactory>& optimizer_factories();
 

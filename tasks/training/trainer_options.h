@@ -52,7 +52,8 @@ struct TrainerOptions {
           "Examples per optimizer step: processes x accumulation x per-process batch");
     field("eval_batch_size", self.eval_batch_size, "Examples per evaluation batch");
     field("max_steps", self.max_steps, "Optimizer steps to train (> 0 overrides epochs)");
-    field("optimizer", self.optimizer, "adamw (fused) | adamw_torch");
+    field("optimizer", self.optimizer,
+          "adamw (fused, torch's arithmetic) | adamw_hf | adamw_torch");
     field("learning_rate", self.learning_rate, "Peak learning rate");
     field("weight_decay", self.weight_decay, "Decoupled weight decay (not on biases / LayerNorm)");
     field("adam_beta1", self.adam_beta1, "AdamW beta1");

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "bert/common/file_util.h"
@@ -18,6 +19,16 @@ std::filesystem::path shared_dir() {
 std::filesystem::path hf_fixture_dir() {
   if (const char* env = std::getenv("BERTFT_HF_FIXTURE")) return env;
   return shared_dir() / "fixtures" / "hf-tiny-bert-a";
+}
+
+size_t fixture_model_keys(const std::string& name, const std::string& prefix) {
+  const auto manifest = nlohmann::json::parse(read_file(hf_fixture_dir() / "manifest.json"));
+  const auto models = manifest.value("models", nlohmann::json::object());
+  if (!models.contains(name)) return 0;
+  size_t count = 0;
+  for (const auto& [key, value] : models[name]["state_dict_keys"].items())
+    count += key.rfind(prefix, 0) == 0;
+  return count;
 }
 
 std::filesystem::path bertft_binary() {

@@ -16,6 +16,17 @@ std::filesystem::path shared_dir();
 /// The HF golden fixture: $BERTFT_HF_FIXTURE, default shared_dir()/fixtures/hf-tiny-bert-a.
 std::filesystem::path hf_fixture_dir();
 
+/// The number of state-dict keys of the fixture's model `name` (its manifest.json) that start
+/// with `prefix`; 0 when the manifest does not list the model.
+size_t fixture_model_keys(const std::string& name, const std::string& prefix = "");
+
+/// Skips the calling test, naming the model, when the fixture has no model `name`.
+#define BERTFT_REQUIRE_FIXTURE_MODEL(name)                                               \
+  do {                                                                                   \
+    if (!std::filesystem::exists(::bert::testing::hf_fixture_dir() / "models" / (name))) \
+      GTEST_SKIP() << "the fixture has no model " << (name);                             \
+  } while (0)
+
 /// Skips the calling test cleanly when `path` does not exist.
 #define BERTFT_REQUIRE_PATH(path)                                                \
   do {                                                                           \

@@ -63,7 +63,7 @@ TEST(Optimizers, TheTableBuildsEachAndNamesThemOnAMiss) {
     for (auto& group : optimizer->param_groups()) EXPECT_EQ(group.options().get_lr(), 0.5);
   }
   const auto message = testing::error_message([&] { make_optimizer("lamb", *model, {}); });
-  EXPECT_NE(message.find("unknown optimizer 'lamb'; expected one of: adamw, adamw_torch"),
+  EXPECT_NE(message.find("unknown optimizer 'lamb'; expected one of: adamw, adamw_hf, adamw_torch"),
             std::string::npos)
       << message;
 }
