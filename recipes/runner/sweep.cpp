@@ -208,7 +208,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   // (read, labels, features into the cache). Problems that every trial shares stop the sweep
   // before it starts; those of some settings only fail those trials (they report them).
   std::vector<std::string> problems;
-  if (!pending.empty()) problems = input_problems(pending.front()->recipe, /*read_data=*/false);
+  if (!pending.empty()) problems = input_problems(recipe, /*read_data=*/false);
   std::set<std::string> prepared;
   size_t settings_ok = 0;
   std::vector<std::string> setting_problems;
