@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/model/bert_config.h"
 #include "tests/support/test_support.h"
 
@@ -22,14 +23,18 @@ TEST(BertConfigTest, ReadsHfFixtureConfig) {
   const auto path = testing::hf_fixture_dir() / "models" / "seqcls3" / "config.json";
   BERTFT_REQUIRE_PATH(path);
   const auto c = BertConfig::from_file(path);
-  EXPECT_EQ(c.vocab_size(), 99);
-  EXPECT_EQ(c.hidden_size(), 32);
-  EXPECT_EQ(c.num_hidden_layers(), 2);
-  EXPECT_EQ(c.num_attention_heads(), 4);
-  EXPECT_EQ(c.intermediate_size(), 37);
-  EXPECT_EQ(c.max_position_embeddings(), 64);
-  EXPECT_DOUBLE_EQ(c.initializer_range(), 0.08);
-  EXPECT_DOUBLE_EQ(c.layer_norm_eps(), 1e-12);
+  // The values the fixture's generator set (its manifest.json), the rest HF's defaults.
+  const auto m = nlohmann::json::parse(read_file(testing::hf_fixture_dir() / "manifest.json"));
+  const auto& want = m.at("config");
+  EXPECT_EQ(c.vocab_size(), want.at("vocab_size").get<int64_t>());
+  EXPECT_EQ(c.hidden_size(), want.at("hidden_size").get<int64_t>());
+  EXPECT_EQ(c.num_hidden_layers(), want.at("num_hidden_layers").get<int64_t>());
+  EXPECT_EQ(c.num_attention_heads(), want.at("num_attention_heads").get<int64_t>());
+  EXPECT_EQ(c.intermediate_size(), want.at("intermediate_size").get<int64_t>());
+  EXPECT_EQ(c.max_position_embeddings(), want.at("max_position_embeddings").get<int64_t>());
+  EXPECT_EQ(c.type_vocab_size(), want.at("type_vocab_size").get<int64_t>());
+  EXPECT_DOUBLE_EQ(c.initializer_range(), want.at("initializer_range").get<double>());
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps(), want.value("layer_norm_eps", 1e-12));
   EXPECT_EQ(c.hidden_act(), Activation::kGelu);
   EXPECT_EQ(c.id2label(), (std::vector<std::string>{"LABEL_0", "LABEL_1", "LABEL_2"}));
   EXPECT_EQ(c.architectures(), (std::vector<std::string>{"BertForSequenceClassification"}));

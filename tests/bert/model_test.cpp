@@ -32,15 +32,20 @@ std::map<std::string, std::vector<int64_t>> model_keys(const torch::nn::Module& 
   return out;
 }
 
+// The fixture's own config: its key list and shapes follow from it.
+BertConfig fixture_config() {
+  return BertConfig::from_file(testing::hf_fixture_dir() / "models" / "seqcls3" / "config.json");
+}
+
 TEST_F(BertModelTest, KeysAndShapesEqualHfBertModel) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "manifest.json");
-  BertModel model(tiny_config());
+  BertModel model(fixture_config());
   EXPECT_EQ(model_keys(*model), manifest_keys("bert_model"));
 }
 
 TEST_F(BertModelTest, KeysAndShapesEqualHfBertForPreTraining) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "manifest.json");
-  BertForPreTraining model(tiny_config());
+  BertForPreTraining model(fixture_config());
   auto expected = manifest_keys("pretraining");
   for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases()) expected.erase(alias);
   EXPECT_EQ(model_keys(*model), expected);
