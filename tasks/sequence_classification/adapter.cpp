@@ -298,7 +298,15 @@ std::vector<std::pair<std::string, std::string>> SequenceClassificationAdapter::
           std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel());
     }
   }
-  return {{"", predictions_text(predictions)}};
+  // GLUE's submission format beside the main file: "index<TAB>prediction", one row per example
+  // in input order, the label's name (a score for regression).
+  std::string glue = "index\tprediction\n";
+  for (const auto& p : predictions)
+    glue += p["id"].get<std::string>() + '\t' +
+            (regression() ? fmt::format("{:.6f}", p["score"].get<double>())
+                          : p["label"].get<std::string>()) +
+            '\n';
+  return {{"", predictions_text(predictions)}, {".glue.tsv", glue}};
 }
 
 json SequenceClassificationAdapter::predict(const FeatureSet& set,

@@ -399,6 +399,10 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
   const auto test_predictions = read_file(runs / "test_predictions.jsonl");
   EXPECT_EQ(std::count(test_predictions.begin(), test_predictions.end(), '\n'), 20);
   EXPECT_NE(test_predictions.find("\"score\":"), std::string::npos) << test_predictions;
+  // ... and GLUE's submission file beside it: a header, then index and score per example.
+  const auto glue = read_file(runs / "test_predictions.glue.tsv");
+  EXPECT_EQ(glue.rfind("index\tprediction\n", 0), 0u) << glue;
+  EXPECT_EQ(std::count(glue.begin(), glue.end(), '\n'), 21) << glue;
   // eval --split test scores the model on data.test (here labelled).
   ASSERT_EQ(bertft("eval --split test --model " + (runs / "best_model").string() + " --recipe " +
                    path.string()),
