@@ -233,9 +233,15 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
     if (it == j.end() || !it->is_string()) fail(path, fmt::format("missing string '{}'", key));
     return it->get<std::string>();
   };
+  const auto optional_string = [&](const json& j, const char* key, const std::string& path) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    if (it == j.end() || it->is_null()) return std::string();
+    if (!it->is_string()) fail(path, fmt::format("'{}' must be a string", key));
+    return it->get<std::string>();
+  };
   if (!doc.is_object() || !doc.contains("data") || !doc["data"].is_array())
     fail("(top level)", "expected an object with a 'data' list (SQuAD format)");
-  if (version) *version = doc.value("version", std::string());
+  if (version) *version = optional_string(doc, "version", "(top level)");
   std::vector<QaExample> out;
   size_t mismatched = 0;
   std::vector<char32_t> code_points;
@@ -243,7 +249,7 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
   for (size_t a = 0; a < doc["data"].size(); ++a) {
     const auto& article = doc["data"][a];
     const auto apath = fmt::format("data[{}]", a);
-    const std::string title = article.value("title", std::string());
+    const std::string title = optional_string(article, "title", apath);
     if (!article.contains("paragraphs") || !article["paragraphs"].is_array())
       fail(apath, "missing 'paragraphs' list");
     for (size_t p = 0; p < article["paragraphs"].size(); ++p) {
@@ -262,7 +268,10 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
         e.title = title;
         e.question = string_at(qa, "question", qpath);
         e.context = context;
-        e.is_impossible = qa.value("is_impossible", false);
+        if (const auto it = qa.find("is_impossible"); it != qa.end() && !it->is_null()) {
+          if (!it->is_boolean()) fail(qpath, "'is_impossible' must be true or false");
+          e.is_impossible = it->get<bool>();
+        }
         e.where = fmt::format("{}: {} (id {})", file_name, qpath, e.id);
         if (qa.contains("answers")) {
           if (!qa["answers"].is_array()) fail(qpath, "'answers' must be a list");

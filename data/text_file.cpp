@@ -7,6 +7,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/json_util.h"
 
 namespace bert::data {
 
@@ -81,7 +82,7 @@ std::vector<std::string_view> split_fields(std::string_view line) {
 
 nlohmann::json parse_json(std::string_view text, const std::string& where) {
   try {
-    return nlohmann::json::parse(text);
+    return parse_json_limited(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw DataError(fmt::format("{}: not valid JSON: {}", where, e.what()));
   }
@@ -90,7 +91,7 @@ nlohmann::json parse_json(std::string_view text, const std::string& where) {
 nlohmann::json read_json_file(const std::filesystem::path& path) {
   const auto file = read_text_file(path);
   try {
-    return nlohmann::json::parse(file.text);
+    return parse_json_limited(file.text);
   } catch (const nlohmann::json::parse_error& e) {
     throw DataError(
         fmt::format("{}: not valid JSON: {}", file.where(e.byte > 0 ? e.byte - 1 : 0), e.what()));

@@ -9,6 +9,7 @@
 #include "bert/checkpoint/torch_pickle.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/json_util.h"
 #include "bert/common/strings.h"
 
 namespace bert {
@@ -64,11 +65,26 @@ TensorMap read_single(const fs::path& file, std::optional<torch::ScalarType> dty
 
 }  // namespace
 
+void check_weights_fit_config(const PretrainedDir& dir, const BertConfig& config) {
+  uintmax_t bytes = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.dir, ec)) {
+    const auto ext = entry.path().extension();
+    if (ext == ".safetensors" || ext == ".bin") bytes += entry.file_size(ec);
+  }
+  const auto needed = static_cast<uintmax_t>(config.encoder_parameters()) * 2;
+  if (bytes < needed)
+    throw CheckpointError(fmt::format(
+        "{}: config.json describes an encoder of {} parameters ({} bytes at least), but the "
+        "weights in {} have {} bytes",
+        dir.config.string(), config.encoder_parameters(), needed, dir.dir.string(), bytes));
+}
+
 TensorMap read_weights(const fs::path& weights, std::optional<torch::ScalarType> dtype) {
   if (!ends_with(weights.string(), ".index.json")) return read_single(weights, dtype);
   json index;
   try {
-    index = json::parse(read_file(weights));
+    index = parse_json_limited(read_file(weights));
   } catch (const json::parse_error& e) {
     throw CheckpointError(fmt::format("{}: invalid JSON: {}", weights.string(), e.what()));
   } catch (const Error& e) {

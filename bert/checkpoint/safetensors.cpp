@@ -12,6 +12,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/json_util.h"
 
 namespace bert {
 namespace {
@@ -105,8 +106,8 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
 
   json header;
   try {
-    header = json::parse(reinterpret_cast<const char*>(bytes + 8),
-                         reinterpret_cast<const char*>(bytes + 8 + header_len));
+    header =
+        parse_json_limited(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len));
   } catch (const json::parse_error& e) {
     throw CheckpointError(fmt::format("{}: header is not valid JSON: {}", where, e.what()));
   }
@@ -121,7 +122,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
       continue;
     }
     const auto bad = [&](const std::string& what) {
-      return CheckpointError(fmt::format("{}: tensor '{}': {}", where, name, what));
+      return CheckpointError(fmt::format("{}: tensor '{}': {}", where, clip(name), what));
     };
     if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
         !info.contains("data_offsets"))
@@ -135,13 +136,14 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
       throw bad(
           fmt::format("unknown or unsupported dtype '{}' (supported: F64 F32 F16 BF16 I64 "
                       "I32 I16 I8 U8 BOOL)",
-                      e.dtype));
+                      clip(e.dtype)));
     const json& shape = info["shape"];
     if (!shape.is_array()) throw bad("shape must be a list");
     uint64_t numel = 1;
     for (const auto& dim : shape) {
       if (!dim.is_number_unsigned())
-        throw bad(fmt::format("shape {} has a non-integer or negative dimension", shape.dump()));
+        throw bad(
+            fmt::format("shape {} has a non-integer or negative dimension", clip(shape.dump())));
       const uint64_t d = dim.get<uint64_t>();
       if (d != 0 && numel > (uint64_t{1} << 62) / d) throw bad("shape overflows");
       numel *= d;
@@ -162,7 +164,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                       e.begin, e.end, data_size));
     if (e.end - e.begin != numel * dtype->bytes)
       throw bad(fmt::format("{} bytes for shape {} of {} ({} bytes expected)", e.end - e.begin,
-                            shape.dump(), e.dtype, numel * dtype->bytes));
+                            clip(shape.dump()), e.dtype, numel * dtype->bytes));
     entries_.push_back(std::move(e));
   }
   // No two tensors may share bytes.

@@ -3,6 +3,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -41,13 +42,41 @@ struct Value {
   std::vector<ValuePtr> items;                      // tuple, list
   std::vector<std::pair<ValuePtr, ValuePtr>> dict;  // dict / OrderedDict, insertion order
   torch::Tensor tensor;                             // storage (1-D) or tensor
+  /// Creation number of a list or dict; for any value the smallest creation number of a list
+  /// or dict it holds (itself included), kNoContainer if none. A list or dict may only take in
+  /// values whose `reach` exceeds its own `id`, so that no container ever holds itself.
+  uint64_t id = kNoContainer, reach = kNoContainer;
+  static constexpr uint64_t kNoContainer = ~uint64_t{0};
+
+  Value() = default;
+  Value(const Value&) = delete;
+  Value& operator=(const Value&) = delete;
+  /// Without recursion: a chain of a million nested tuples must not overflow the stack.
+  ~Value() {
+    std::vector<ValuePtr> pending;
+    auto take_children = [&pending](Value& v) {
+      for (auto& item : v.items) pending.push_back(std::move(item));
+      for (auto& [key, value] : v.dict) {
+        pending.push_back(std::move(key));
+        pending.push_back(std::move(value));
+      }
+      v.items.clear();
+      v.dict.clear();
+    };
+    take_children(*this);
+    while (!pending.empty()) {
+      ValuePtr v = std::move(pending.back());
+      pending.pop_back();
+      if (v && v.use_count() == 1) take_children(*v);  // v's last owner: its children move here
+    }
+  }
 };
 
-ValuePtr make(Value::Kind kind) {
-  auto v = std::make_shared<Value>();
-  v->kind = kind;
-  return v;
-}
+/// Limits on what a state-dict pickle may build: far above a real checkpoint's (BERT-large's
+/// data.pkl makes ~10 000 values), far below what exhausts memory.
+constexpr size_t kMaxPickleBytes = size_t{64} << 20;
+constexpr uint64_t kMaxPickleValues = uint64_t{4} << 20;
+constexpr size_t kMaxTensorDims = 16;
 
 torch::ScalarType storage_dtype(const std::string& name, const std::string& where) {
   static const std::unordered_map<std::string, torch::ScalarType> types = {
@@ -67,8 +96,12 @@ class RestrictedUnpickler {
  public:
   RestrictedUnpickler(const std::string& data,
                       caffe2::serialize::PyTorchStreamReader& archive,
-                      std::string where)
-      : data_(data), archive_(archive), where_(std::move(where)) {}
+                      std::string where,
+                      std::unordered_map<std::string, uint64_t> record_sizes)
+      : data_(data),
+        archive_(archive),
+        where_(std::move(where)),
+        record_sizes_(std::move(record_sizes)) {}
 
   ValuePtr run() {
     while (true) {
@@ -179,25 +212,32 @@ class RestrictedUnpickler {
           break;     // BUILD: state ignored (_metadata)
         case 's': {  // SETITEM
           auto value = pop(), key = pop();
-          dict_target()->dict.emplace_back(key, value);
+          auto target = dict_target();
+          admit(*target, *key);
+          admit(*target, *value);
+          target->dict.emplace_back(key, value);
           break;
         }
         case 'u': {  // SETITEMS
           auto items = pop_mark();
           auto target = dict_target();
           if (items.size() % 2 != 0) fail("SETITEMS with an odd number of items");
+          for (const auto& item : items) admit(*target, *item);
           for (size_t k = 0; k < items.size(); k += 2)
             target->dict.emplace_back(items[k], items[k + 1]);
           break;
         }
         case 'a': {  // APPEND
           auto value = pop();
-          list_target()->items.push_back(value);
+          auto target = list_target();
+          admit(*target, *value);
+          target->items.push_back(value);
           break;
         }
         case 'e': {  // APPENDS
           auto items = pop_mark();
           auto target = list_target();
+          for (const auto& item : items) admit(*target, *item);
           target->items.insert(target->items.end(), items.begin(), items.end());
           break;
         }
@@ -245,6 +285,19 @@ class RestrictedUnpickler {
     return s;
   }
 
+  ValuePtr make(Value::Kind kind) {
+    if (++made_ > kMaxPickleValues)
+      fail(fmt::format("the pickle builds more than {} values (a state dict needs far fewer)",
+                       kMaxPickleValues));
+    auto v = std::make_shared<Value>();
+    v->kind = kind;
+    if (kind == Value::Kind::kList || kind == Value::Kind::kDict) v->id = v->reach = made_;
+    return v;
+  }
+  /// Checks that `container` (a list or dict) may take in `value` without holding itself.
+  void admit(const Value& container, const Value& value) const {
+    if (value.reach <= container.id) fail("malformed pickle (a container would contain itself)");
+  }
   void push(ValuePtr v) { stack_.push_back(std::move(v)); }
   void push_bool(bool b) {
     auto v = make(Value::Kind::kBool);
@@ -271,6 +324,7 @@ class RestrictedUnpickler {
   }
   void push_tuple(std::vector<ValuePtr> items) {
     auto v = make(Value::Kind::kTuple);
+    for (const auto& item : items) v->reach = std::min(v->reach, item->reach);
     v->items = std::move(items);
     push(v);
   }
@@ -356,11 +410,18 @@ class RestrictedUnpickler {
       const auto dtype = storage_dtype(pid->items[1]->s, where_);
       const int64_t numel = pid->items[4]->i;
       const std::string record = "data/" + key;
-      if (!archive_.hasRecord(record)) fail(fmt::format("missing record '{}'", record));
+      if (!archive_.hasRecord(record)) fail(fmt::format("missing record '{}'", clip(record)));
+      const auto claimed = record_sizes_.find(record);
+      const uint64_t element = c10::elementSize(dtype);
+      if (numel < 0 || claimed == record_sizes_.end() ||
+          static_cast<uint64_t>(numel) > claimed->second / element ||
+          static_cast<uint64_t>(numel) * element != claimed->second)
+        fail(fmt::format("record '{}' does not hold {} elements of {}", clip(record), numel,
+                         pid->items[1]->s));
       auto [ptr, size] = archive_.getRecord(record);
-      const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
-      if (numel < 0 || size != expected)
-        fail(fmt::format("record '{}' has {} bytes, {} expected", record, size, expected));
+      const size_t expected = static_cast<size_t>(numel) * element;
+      if (size != expected)
+        fail(fmt::format("record '{}' has {} bytes, {} expected", clip(record), size, expected));
       torch::Tensor storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
       if (expected > 0) std::memcpy(storage.data_ptr(), ptr.get(), expected);
       it = storages_.emplace(key, storage).first;
@@ -391,14 +452,23 @@ class RestrictedUnpickler {
       const int64_t offset = args->items[1]->i;
       const auto size = int_tuple(args->items[2]);
       const auto stride = int_tuple(args->items[3]);
+      if (size.size() > kMaxTensorDims || stride.size() != size.size())
+        fail("tensor with invalid size or stride");
       int64_t last = offset;  // highest element index the view touches
-      bool empty = false;
+      bool empty = false, overflow = false;
       for (size_t d = 0; d < size.size(); ++d) {
         if (size[d] == 0) empty = true;
-        if (size[d] < 0 || stride.size() != size.size() || stride[d] < 0)
-          fail("tensor with invalid size or stride");
-        last += (size[d] - 1) * stride[d];
+        if (size[d] < 0 || stride[d] < 0) fail("tensor with invalid size or stride");
+        int64_t span = 0;
+        overflow = overflow ||
+                   __builtin_mul_overflow(size[d] > 0 ? size[d] - 1 : 0, stride[d], &span) ||
+                   __builtin_add_overflow(last, span, &last);
       }
+      if (empty) {
+        int64_t numel = 1;  // an empty tensor may still not claim more elements than exist
+        for (const auto n : size) overflow = overflow || __builtin_mul_overflow(numel, n, &numel);
+      }
+      if (overflow) fail("tensor with invalid size or stride");
       if (!empty && (offset < 0 || last >= storage.numel()))
         fail("tensor view lies outside its storage");
       auto v = make(Value::Kind::kTensor);
@@ -421,7 +491,98 @@ class RestrictedUnpickler {
   std::vector<ValuePtr> stack_;
   std::unordered_map<size_t, ValuePtr> memo_;
   std::unordered_map<std::string, torch::Tensor> storages_;
+  std::unordered_map<std::string, uint64_t> record_sizes_;  ///< as the zip directory claims
+  uint64_t made_ = 0;                                       ///< values built so far
 };
+
+uint64_t little_endian(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int k = bytes; k-- > 0;) v = (v << 8) | p[k];
+  return v;
+}
+
+/// The uncompressed size of every record of the zip archive at `path` (names without the
+/// archive's top folder, as PyTorchStreamReader names them), read from its central directory,
+/// each checked against what the file can hold, so that a size claimed by a hostile file is
+/// never allocated. Zip64 records included. Written by hand: LibTorch's zip reader has no
+/// public way to ask a record's size without reading it.
+std::unordered_map<std::string, uint64_t> zip_record_sizes(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  auto bad = [&](const std::string& what) {
+    return CheckpointError(fmt::format("{}: malformed zip archive: {}", where, what));
+  };
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  auto read_at = [&](uint64_t offset, uint64_t n) {
+    if (offset > file_size || n > file_size - offset) throw bad("a record lies past the end");
+    std::string bytes(n, '\0');
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(bytes.data(), static_cast<std::streamsize>(n));
+    return bytes;
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of up to 65535.
+  const uint64_t tail_size = std::min<uint64_t>(file_size, 22 + 65535);
+  const std::string tail = read_at(file_size - tail_size, tail_size);
+  size_t eocd = std::string::npos;
+  for (size_t k = tail.size() >= 22 ? tail.size() - 22 + 1 : 0; k-- > 0;)
+    if (tail.compare(k, 4, "PK\x05\x06") == 0) {
+      eocd = k;
+      break;
+    }
+  if (eocd == std::string::npos) throw bad("no end of central directory");
+  const auto* e = reinterpret_cast<const unsigned char*>(tail.data() + eocd);
+  uint64_t entries = little_endian(e + 10, 2), dir_size = little_endian(e + 12, 4),
+           dir_offset = little_endian(e + 16, 4);
+  if (entries == 0xFFFF || dir_size == 0xFFFFFFFF || dir_offset == 0xFFFFFFFF) {
+    // Zip64: a locator just before the record points at the zip64 end of central directory.
+    if (eocd < 20 || tail.compare(eocd - 20, 4, "PK\x06\x07") != 0)
+      throw bad("zip64 sizes without a zip64 locator");
+    const auto* l = reinterpret_cast<const unsigned char*>(tail.data() + eocd - 20);
+    const std::string z = read_at(little_endian(l + 8, 8), 56);
+    if (z.compare(0, 4, "PK\x06\x06") != 0) throw bad("no zip64 end of central directory");
+    const auto* zp = reinterpret_cast<const unsigned char*>(z.data());
+    entries = little_endian(zp + 32, 8);
+    dir_size = little_endian(zp + 40, 8);
+    dir_offset = little_endian(zp + 48, 8);
+  }
+  const std::string dir = read_at(dir_offset, dir_size);
+  std::unordered_map<std::string, uint64_t> sizes;
+  size_t pos = 0;
+  for (uint64_t n = 0; n < entries; ++n) {
+    if (dir.size() - pos < 46 || dir.compare(pos, 4, "PK\x01\x02") != 0)
+      throw bad("a central directory entry is cut short");
+    const auto* c = reinterpret_cast<const unsigned char*>(dir.data() + pos);
+    const uint64_t method = little_endian(c + 10, 2), name_len = little_endian(c + 28, 2),
+                   extra_len = little_endian(c + 30, 2), comment_len = little_endian(c + 32, 2);
+    uint64_t compressed = little_endian(c + 20, 4), size = little_endian(c + 24, 4);
+    if (dir.size() - pos - 46 < name_len + extra_len + comment_len)
+      throw bad("a central directory entry is cut short");
+    std::string name = dir.substr(pos + 46, name_len);
+    // Zip64 extended information (id 1): the 8-byte sizes whose 4-byte fields are all ones.
+    for (size_t x = pos + 46 + name_len; x + 4 <= pos + 46 + name_len + extra_len;) {
+      const auto* f = reinterpret_cast<const unsigned char*>(dir.data() + x);
+      const uint64_t id = little_endian(f, 2), len = little_endian(f + 2, 2);
+      if (x + 4 + len > pos + 46 + name_len + extra_len) break;
+      if (id == 1) {
+        uint64_t at = 4;
+        if (size == 0xFFFFFFFF && at + 8 <= 4 + len) size = little_endian(f + at, 8), at += 8;
+        if (compressed == 0xFFFFFFFF && at + 8 <= 4 + len) compressed = little_endian(f + at, 8);
+      }
+      x += 4 + len;
+    }
+    pos += 46 + name_len + extra_len + comment_len;
+    // Stored records hold their bytes as they are; deflate expands at most ~1032 times.
+    const bool possible = method == 0 ? size == compressed && size <= file_size
+                                      : compressed <= file_size && size / 1032 <= compressed;
+    if (!possible)
+      throw bad(
+          fmt::format("record '{}' claims {} bytes in a file of {}", clip(name), size, file_size));
+    const auto slash = name.find('/');
+    sizes[slash == std::string::npos ? name : name.substr(slash + 1)] = size;
+  }
+  return sizes;
+}
 
 }  // namespace
 
@@ -438,6 +599,13 @@ TensorMap load_torch_state_dict(const std::filesystem::path& path) {
           "re-save it with torch >= 1.6 or convert it to model.safetensors",
           where));
   }
+  auto record_sizes = zip_record_sizes(path);
+  const auto pickle_size = record_sizes.find("data.pkl");
+  if (pickle_size == record_sizes.end())
+    throw CheckpointError(fmt::format("{}: zip archive has no data.pkl record", where));
+  if (pickle_size->second > kMaxPickleBytes)
+    throw CheckpointError(fmt::format("{}: data.pkl has {} bytes; a state dict's has far fewer",
+                                      where, pickle_size->second));
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> archive;
   std::string pickle;
   try {
@@ -449,15 +617,15 @@ TensorMap load_torch_state_dict(const std::filesystem::path& path) {
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CheckpointError(fmt::format("{}: cannot read zip archive: {}", where, e.what()));
+    throw CheckpointError(fmt::format("{}: cannot read zip archive: {}", where, message_of(e)));
   }
   ValuePtr root;
   try {
-    root = RestrictedUnpickler(pickle, *archive, where).run();
+    root = RestrictedUnpickler(pickle, *archive, where, std::move(record_sizes)).run();
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CheckpointError(fmt::format("{}: {}", where, e.what()));
+    throw CheckpointError(fmt::format("{}: {}", where, message_of(e)));
   }
   if (root->kind != Value::Kind::kDict)
     throw CheckpointError(

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bert {
@@ -43,5 +44,13 @@ class TokenizerError : public Error {
  public:
   using Error::Error;
 };
+
+/// The message of `e` for a user: a LibTorch error's without its C++ backtrace.
+std::string message_of(const std::exception& e);
+
+/// `text` as echoed in a message: at most `limit` bytes (cut at a UTF-8 character boundary)
+/// followed by "... (N bytes)" when longer, so that a huge value from a file or the command
+/// line does not flood the terminal.
+std::string clip(std::string_view text, size_t limit = 100);
 
 }  // namespace bert

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <set>
+#include <tuple>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/json_util.h"
 
 namespace bert {
 namespace {
@@ -33,7 +35,7 @@ class KeyReader {
         out = it->template get<T>();
       }
     } catch (const std::exception& e) {
-      problem(key, fmt::format("{} (got {})", e.what(), it->dump()));
+      problem(key, fmt::format("{} (got {})", e.what(), clip(it->dump())));
     }
   }
 
@@ -99,7 +101,7 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
   r.mark("hidden_act");
   if (const json* act = r.find("hidden_act")) {
     if (!act->is_string()) {
-      r.problem("hidden_act", fmt::format("expected a string, got {}", act->dump()));
+      r.problem("hidden_act", fmt::format("expected a string, got {}", clip(act->dump())));
     } else {
       try {
         c.hidden_act_ = parse_activation(act->get<std::string>(), source);
@@ -113,7 +115,8 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
     if (d->is_number())
       c.classifier_dropout_ = d->get<double>();
     else
-      r.problem("classifier_dropout", fmt::format("expected a number or null, got {}", d->dump()));
+      r.problem("classifier_dropout",
+                fmt::format("expected a number or null, got {}", clip(d->dump())));
   }
   r.mark("problem_type");
   if (const json* p = r.find("problem_type"); p != nullptr && !p->is_null()) {
@@ -146,7 +149,7 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
           by_id[id] = v.get<std::string>();
         } catch (const std::exception&) {
           r.problem("id2label", fmt::format("entry \"{}\": {} is not a non-negative id -> string",
-                                            k, v.dump()));
+                                            clip(k), clip(v.dump())));
         }
       }
       int64_t expected = 0;
@@ -163,9 +166,9 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
   r.mark("position_embedding_type");
   if (const json* p = r.find("position_embedding_type"); p != nullptr && !p->is_null()) {
     if (!p->is_string() || p->get<std::string>() != "absolute")
-      r.problem(
-          "position_embedding_type",
-          fmt::format("unsupported value {}; bertft implements only \"absolute\"", p->dump()));
+      r.problem("position_embedding_type",
+                fmt::format("unsupported value {}; bertft implements only \"absolute\"",
+                            clip(p->dump())));
   }
   for (const char* flag : {"is_decoder", "add_cross_attention"}) {
     r.mark(flag);
@@ -190,7 +193,7 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
 BertConfig BertConfig::from_file(const std::filesystem::path& path) {
   json root;
   try {
-    root = json::parse(read_file(path));
+    root = parse_json_limited(read_file(path));
   } catch (const json::parse_error& e) {
     throw ConfigError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
   } catch (const Error& e) {
@@ -212,6 +215,19 @@ void BertConfig::validate(const std::string& source) const {
   positive("intermediate_size", intermediate_size_);
   positive("max_position_embeddings", max_position_embeddings_);
   positive("type_vocab_size", type_vocab_size_);
+  // Upper bounds far above any released encoder's, so that a hostile config.json cannot make
+  // bertft build a model of terabytes before a weight is read.
+  for (const auto& [key, value, most] :
+       {std::tuple{"vocab_size", vocab_size_, kMaxVocabSize},
+        std::tuple{"hidden_size", hidden_size_, kMaxHiddenSize},
+        std::tuple{"num_hidden_layers", num_hidden_layers_, kMaxLayers},
+        std::tuple{"num_attention_heads", num_attention_heads_, kMaxHeads},
+        std::tuple{"intermediate_size", intermediate_size_, kMaxIntermediateSize},
+        std::tuple{"max_position_embeddings", max_position_embeddings_, kMaxPositions},
+        std::tuple{"type_vocab_size", type_vocab_size_, kMaxTypeVocabSize}})
+    if (value > most)
+      problems.push_back(fmt::format("{}: key '{}': {} is above the supported maximum {}", source,
+                                     key, value, most));
   if (num_attention_heads_ > 0 && hidden_size_ % num_attention_heads_ != 0)
     problems.push_back(
         fmt::format("{}: key 'num_attention_heads': hidden_size ({}) must be divisible by "
@@ -229,6 +245,14 @@ void BertConfig::validate(const std::string& source) const {
     problems.push_back(fmt::format("{}: key 'pad_token_id': {} is outside the vocabulary [0, {})",
                                    source, pad_token_id_, vocab_size_));
   if (!problems.empty()) throw ConfigError(std::move(problems));
+}
+
+int64_t BertConfig::encoder_parameters() const {
+  const int64_t h = hidden_size_, i = intermediate_size_;
+  const int64_t embeddings =
+      (vocab_size_ + max_position_embeddings_ + type_vocab_size_) * h + 2 * h;
+  const int64_t layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
+  return embeddings + num_hidden_layers_ * layer + (h * h + h);
 }
 
 json BertConfig::to_json() const {

@@ -23,6 +23,17 @@ enum class Activation {
 Activation parse_activation(const std::string& name, const std::string& where);
 std::string activation_name(Activation activation);
 
+/// The largest sizes a config.json may ask for: far above any released encoder (XLM-R's
+/// 250 002 words, BERT-large's 24 layers and 4 096-wide feed-forward), far below sizes that
+/// would build a model of terabytes from a few bytes of JSON.
+constexpr int64_t kMaxVocabSize = int64_t{1} << 22;
+constexpr int64_t kMaxHiddenSize = 16384;
+constexpr int64_t kMaxLayers = 256;
+constexpr int64_t kMaxHeads = 256;
+constexpr int64_t kMaxIntermediateSize = 65536;
+constexpr int64_t kMaxPositions = int64_t{1} << 17;
+constexpr int64_t kMaxTypeVocabSize = 1024;
+
 /// BERT hyperparameters, fields named exactly like Hugging Face `config.json`.
 /// Defaults are HF BertConfig's (bert-base). Keys this struct does not model are kept in
 /// `extra` and written back unchanged, so a read-write round trip loses nothing.
@@ -64,6 +75,8 @@ struct BertConfig {
   void validate(const std::string& source) const;
 
   int64_t head_dim() const { return hidden_size_ / num_attention_heads_; }
+  /// Parameters of the encoder (embeddings, layers, pooler) this config builds.
+  int64_t encoder_parameters() const;
   int64_t num_labels() const { return static_cast<int64_t>(id2label_.size()); }
 };
 

@@ -7,6 +7,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/json_util.h"
 #include "bert/common/log.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -36,7 +37,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
   if (dir.tokenizer_config) {
     config_name = dir.tokenizer_config->string();
     try {
-      config = json::parse(read_file(*dir.tokenizer_config));
+      config = parse_json_limited(read_file(*dir.tokenizer_config));
     } catch (const json::parse_error& e) {
       throw ConfigError(fmt::format("{}: invalid JSON: {}", config_name, e.what()));
     }

@@ -17,6 +17,14 @@ Truncation parse_truncation(const std::string& name) {
       "unknown truncation strategy '{}'; choose longest_first, only_first or only_second", name));
 }
 
+std::vector<std::string> missing_input_tokens(const SpecialTokens& s) {
+  std::vector<std::string> missing;
+  for (const auto& [token, id] : {std::pair{&s.cls, s.cls_id}, std::pair{&s.sep, s.sep_id},
+                                  std::pair{&s.pad, s.pad_id}, std::pair{&s.unk, s.unk_id}})
+    if (id < 0) missing.push_back(*token);
+  return missing;
+}
+
 void Tokenizer::set_vocab(std::vector<std::string> id_to_token, SpecialTokens special) {
   id_to_token_ = std::move(id_to_token);
   token_to_id_.clear();
@@ -143,6 +151,9 @@ Encoding Tokenizer::encode(std::string_view text,
   if (specials && (special_.cls_id < 0 || special_.sep_id < 0))
     throw TokenizerError(
         fmt::format("the vocabulary lacks '{}' or '{}'", special_.cls, special_.sep));
+  if (options.max_length > kMaxEncodeLength)
+    throw TokenizerError(fmt::format("max_length {} is above the supported maximum {}",
+                                     options.max_length, kMaxEncodeLength));
   if (options.max_length > 0) {
     const int64_t added = specials ? (pair ? 3 : 2) : 0;
     if (options.max_length < added)

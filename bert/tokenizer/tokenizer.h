@@ -34,11 +34,18 @@ struct EncodeOptions {
   Padding padding = Padding::kNone;
 };
 
+/// The longest encoding that padding or truncation may ask for (2^20 tokens; BERT has 512).
+constexpr int64_t kMaxEncodeLength = int64_t{1} << 20;
+
 /// The names and ids of BERT's special tokens in this vocabulary (id -1 if absent).
 struct SpecialTokens {
   std::string unk = "[UNK]", cls = "[CLS]", sep = "[SEP]", pad = "[PAD]", mask = "[MASK]";
   int64_t unk_id = -1, cls_id = -1, sep_id = -1, pad_id = -1, mask_id = -1;
 };
+
+/// The special tokens a BERT input needs ([CLS], [SEP], [PAD], [UNK]; [MASK] only for
+/// pre-training) that this vocabulary lacks, by name; empty when it has them all.
+std::vector<std::string> missing_input_tokens(const SpecialTokens& special);
 
 /// Text -> Encoding for BERT: a subword model (WordPiece or SentencePiece) followed by BERT's
 /// post-processing ([CLS] A [SEP] B [SEP], segment ids, truncation, padding). Immutable after

@@ -140,6 +140,7 @@ FinetunedModel load_finetuned(const fs::path& path) {
   FinetunedModel m;
   m.dir = PretrainedDir::find(path);
   m.config = BertConfig::from_file(m.dir.config);
+  check_weights_fit_config(m.dir, m.config);
   m.tokenizer = tok::load_tokenizer(m.dir, m.config.vocab_size());
   m.adapter = task_of_model_dir(m.dir, m.config);
   m.model = m.adapter->build_model(m.config);
@@ -171,7 +172,7 @@ void predict_split(const fs::path& model_dir,
       continue;
     }
     if (out.empty() || out == "-") {
-      log::warn("[predict] the {} file needs --out (written beside it)", suffix);
+      log::info("[predict] {} not written: it goes beside an --out file", suffix.substr(1));
       continue;
     }
     const fs::path main = out;

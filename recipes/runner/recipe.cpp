@@ -126,7 +126,7 @@ void read_sweep(const YamlReader& reader,
       // Each value as the training section would read it, located at the value itself.
       for (const auto& value : list) {
         YAML::Node one(YAML::NodeType::Map);
-        one[key] = value;
+        one[key] = YAML::Clone(value);  // a copy: assigning the node would tie the documents
         tasks::TrainerOptions o = training;
         ErrorList value_errors;
         const YamlReader value_reader(one, recipe.file.string(), "sweep.grid");
@@ -145,6 +145,15 @@ void read_sweep(const YamlReader& reader,
     }
     recipe.sweep.grid.emplace_back(key, std::move(list));
   }
+  size_t trials = std::max<size_t>(1, recipe.sweep.seeds.size());
+  for (const auto& [key, values] : recipe.sweep.grid)
+    trials =
+        values.size() > kMaxSweepTrials / trials ? kMaxSweepTrials + 1 : trials * values.size();
+  if (trials > kMaxSweepTrials)
+    errors.add(fmt::format(
+        "{}: the grid times the seeds makes more than {} trials; split the sweep into several "
+        "recipes",
+        grid.where(), kMaxSweepTrials));
 }
 
 }  // namespace
@@ -359,7 +368,8 @@ std::vector<KeyDoc> recipe_key_docs(const std::string& task) {
   add(std::move(split_docs));
   add(describe_struct<tasks::TrainerOptions>("training"));
   add({{"sweep.grid", "mapping of key: [values]", "",
-        "Values to try; a training key or a dotted recipe path (task.max_seq_length)"},
+        "Values to try; a training key or a dotted recipe path (task.max_seq_length); at most "
+        "10000 trials (values multiplied, times the seeds)"},
        {"sweep.seeds", "list of int", "", "Seeds per setting (default: training.seed only)"},
        {"sweep.jobs", "int", "1", "Trials in parallel (the CLI's --jobs wins)"},
        {"sweep.nproc_per_trial", "int", "1", "Processes per trial (data-parallel when > 1)"},

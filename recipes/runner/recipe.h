@@ -40,6 +40,9 @@ struct DataSection {
 
 /// `sweep:` — the grid and seeds. Each grid key is a training key ("learning_rate") or a dotted
 /// recipe path ("task.max_seq_length"); values are YAML scalars as written.
+/// The most trials one sweep may have (grid values multiplied, times the seeds).
+constexpr size_t kMaxSweepTrials = 10000;
+
 struct SweepSection {
   std::vector<std::pair<std::string, std::vector<YAML::Node>>> grid;  ///< in file order
   std::vector<int64_t> seeds;   ///< empty = training.seed only

@@ -10,6 +10,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/json_util.h"
 #include "bert/common/signals.h"
 #include "data/text_file.h"
 
@@ -202,7 +203,7 @@ std::optional<TrialResult> TrialResult::read(const TrialDir& dir) {
   const auto path = dir.result();
   if (!fs::exists(path)) return std::nullopt;
   try {
-    return from_json(json::parse(read_file(path)), path.string());
+    return from_json(parse_json_limited(read_file(path)), path.string());
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -128,7 +128,10 @@ std::vector<Trial> expand_sweep(const Recipe& recipe, bool check_files) {
       for (size_t k = 0; k < grid.size(); ++k) {
         const auto& [key, values] = grid[k];
         const auto& value = values[index[k]];
-        set_path(root, key.find('.') == std::string::npos ? "training." + key : key, value);
+        // A copy of the value: assigning the recipe's own node would tie each trial's document
+        // to the recipe's, which then holds every trial's nodes (memory quadratic in trials).
+        set_path(root, key.find('.') == std::string::npos ? "training." + key : key,
+                 YAML::Clone(value));
         trial.hyperparameters.emplace_back(key, value_text(value));
         name += short_key(key) + safe_value(value_text(value)) + "_";
       }
@@ -217,19 +220,13 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
                      t->recipe.model.pretrained.string();
     if (!prepared.insert(key).second) continue;
     std::vector<std::string> found;
-    try {
+    try_step(found, [&] {
       if (options.feature_cache) {
         prepare_task(t->recipe, dir.cache());
       } else {
         found = input_problems(t->recipe, /*read_data=*/true);
       }
-    } catch (const ConfigError& e) {
-      found = e.problems();
-    } catch (const c10::Error& e) {
-      found = {e.what_without_backtrace()};
-    } catch (const std::exception& e) {
-      found = {e.what()};
-    }
+    });
     if (found.empty()) ++settings_ok;
     for (const auto& p : found) setting_problems.push_back(t->name + ": " + p);
   }

@@ -43,21 +43,6 @@ std::string spec_fingerprint(const data::DataSpec& spec) {
   return std::string(e.c_str()) + "|bytes=" + hash_file(spec.path);
 }
 
-/// Runs `step`; an exception becomes one problem (a LibTorch error without its backtrace).
-bool try_step(std::vector<std::string>& problems, const std::function<void()>& step) {
-  try {
-    step();
-    return true;
-  } catch (const ConfigError& e) {
-    for (const auto& p : e.problems()) problems.push_back(p);
-  } catch (const c10::Error& e) {
-    problems.push_back(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    problems.push_back(e.what());
-  }
-  return false;
-}
-
 /// Shapes of the encoder's weights that `config` implies, against a safetensors header (names
 /// with or without a model prefix such as "bert."), and the number of layers it holds.
 void check_weight_shapes(const fs::path& file,
@@ -101,6 +86,7 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   PreparedTask p;
   p.dir = PretrainedDir::find(recipe.model.pretrained);
   p.config = BertConfig::from_file(p.dir.config);
+  check_weights_fit_config(p.dir, p.config);
   p.tokenizer = tok::load_tokenizer(p.dir, p.config.vocab_size());
   p.adapter = recipe.adapter;
   TORCH_CHECK(p.adapter, recipe.file.string(), ": the recipe has no task adapter");
@@ -132,6 +118,20 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   return p;
 }
 
+bool try_step(std::vector<std::string>& problems, const std::function<void()>& step) {
+  try {
+    step();
+    return true;
+  } catch (const ConfigError& e) {
+    for (const auto& p : e.problems()) problems.push_back(p);
+  } catch (const c10::Error& e) {
+    problems.push_back(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    problems.push_back(e.what());
+  }
+  return false;
+}
+
 std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   std::vector<std::string> problems;
   PretrainedDir dir;
@@ -139,16 +139,14 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   std::unique_ptr<tok::Tokenizer> tokenizer;
   const bool model_ok =
       try_step(problems, [&] { dir = PretrainedDir::find(recipe.model.pretrained); }) &&
-      try_step(problems, [&] { config = BertConfig::from_file(dir.config); });
+      try_step(problems, [&] { config = BertConfig::from_file(dir.config); }) &&
+      try_step(problems, [&] { check_weights_fit_config(dir, config); });
   if (model_ok) {
     try_step(problems, [&] { tokenizer = tok::load_tokenizer(dir, config.vocab_size()); });
     if (tokenizer) {
-      const auto& s = tokenizer->special_tokens();
       const auto file = (dir.vocab ? *dir.vocab : dir.sentencepiece.value_or(dir.dir)).string();
-      for (const auto& [token, id] : {std::pair{s.cls, s.cls_id}, std::pair{s.sep, s.sep_id},
-                                      std::pair{s.pad, s.pad_id}, std::pair{s.unk, s.unk_id}})
-        if (id < 0)
-          problems.push_back(fmt::format("{}: no special token {} in the vocabulary", file, token));
+      for (const auto& token : tok::missing_input_tokens(tokenizer->special_tokens()))
+        problems.push_back(fmt::format("{}: no special token {} in the vocabulary", file, token));
     }
     if (dir.format == WeightsFormat::kSafetensors)
       try_step(problems, [&] { check_weight_shapes(dir.weights, config, problems); });
@@ -262,7 +260,8 @@ ExitCode run_trial(const Recipe& recipe,
               record.best_step);
     return ExitCode::kOk;
   } catch (const std::exception& e) {
-    if (group && !dynamic_cast<const tasks::DistributedError*>(&e)) group->report_failure(e.what());
+    if (group && !dynamic_cast<const tasks::DistributedError*>(&e))
+      group->report_failure(message_of(e));
     if (lead) {
       record.status = TrialStatus::kFailed;
       record.error = e.what();

@@ -1,8 +1,10 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
@@ -30,6 +32,10 @@ struct PreparedTask {
 /// feature cache in `cache_dir` when it is not empty (the key covers the data bytes, the
 /// tokenizer files, the task options and labels, the split's role and the data spec).
 PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cache_dir);
+
+/// Runs `step`, true if it returns; an exception it throws becomes problems instead (a
+/// ConfigError's each, a LibTorch error without its backtrace).
+bool try_step(std::vector<std::string>& problems, const std::function<void()>& step);
 
 /// What is wrong with a recipe's inputs, every problem found (empty: none), without training:
 /// the model directory (config consistency, the vocabulary's special tokens, the tokenizer and

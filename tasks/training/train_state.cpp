@@ -9,6 +9,7 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/json_util.h"
 #include "tasks/training/training_dir.h"
 
 namespace bert::tasks {
@@ -89,7 +90,7 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir,
   const auto state_text = read_file(files.state());
   json j;
   try {
-    j = json::parse(state_text);
+    j = parse_json_limited(state_text);
   } catch (const json::exception& e) {
     throw CheckpointError(fmt::format("{}: {}", files.state().string(), e.what()));
   }

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "bert/common/error.h"
 #include "bert/common/log.h"
 #include "tasks/training/callbacks.h"
 #include "tasks/training/optimizer.h"
@@ -267,7 +268,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {
-    if (group_) group_->report_failure(e.what());  // the others then name this rank
+    if (group_) group_->report_failure(message_of(e));  // the others then name this rank
     throw;
   }
   if (run.skipped_steps > 0)

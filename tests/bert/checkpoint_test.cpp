@@ -9,6 +9,7 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/checkpoint/torch_pickle.h"
 #include "bert/common/error.h"
+#include "bert/common/json_util.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -195,6 +196,49 @@ TEST_F(CheckpointTest, TruncatedPickleAndLegacyFormatAreClearErrors) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("not a zip-format torch.save file"), std::string::npos);
   }
+}
+
+TEST_F(CheckpointTest, TensorViewsWhoseStridesOverflowAreRefused) {
+  TempDir dir;
+  // {'w': _rebuild_tensor_v2(storage 0 of 1 float, 0, (2, 2), (2**62, 2**62), False, None)}
+  const std::string big = std::string("\x8a\x08", 2) + std::string(7, '\0') + "\x40";  // 2**62
+  const std::string pickle =
+      std::string("\x80\x02}(X\x01\0\0\0w", 10) + "ctorch._utils\n_rebuild_tensor_v2\n(" +
+      std::string("(X\x07\0\0\0storage", 13) + "ctorch\nFloatStorage\n" +
+      std::string(
+          "X\x01\0\0\0"
+          "0",
+          6) +
+      std::string(
+          "X\x03\0\0\0"
+          "cpu",
+          8) +
+      "K\x01tQ" + std::string("K\0", 2) + "K\x02K\x02\x86" + big + big + "\x86\x89Nt" + "Ru.";
+  caffe2::serialize::PyTorchStreamWriter writer((dir.path() / "w.bin").string());
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  const float one = 1;
+  writer.writeRecord("data/0", &one, sizeof one);
+  writer.writeEndOfFile();
+  EXPECT_NE(testing::error_message([&] {
+              load_torch_state_dict(dir.path() / "w.bin");
+            }).find("tensor with invalid size or stride"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointTest, JsonDepthIsCheckedOutsideStringsOnly) {
+  EXPECT_EQ(json_depth_violation("[[1]]", 2), std::string_view::npos);
+  EXPECT_EQ(json_depth_violation("[[[1]]]", 2), 2u);
+  EXPECT_EQ(json_depth_violation(R"(["[[[[", "\"[[["])", 1), std::string_view::npos);
+  EXPECT_EQ(json_depth_violation(R"({"a": {"b": [0]}})", 2), 12u);
+  try {
+    parse_json_limited(std::string(200, '[') + std::string(200, ']'));
+    FAIL();
+  } catch (const nlohmann::json::parse_error& e) {
+    EXPECT_EQ(e.byte, 129u);
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos);
+  }
+  EXPECT_EQ(clip(std::string(300, 'x')), std::string(100, 'x') + "... (300 bytes)");
+  EXPECT_EQ(clip("\u00e9\u00e9", 3), "\u00e9... (4 bytes)");  // not inside a character
 }
 
 TEST_F(CheckpointTest, MissingWeightsNameTheDirectory) {

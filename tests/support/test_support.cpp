@@ -37,9 +37,10 @@ std::filesystem::path bertft_binary() {
 
 BertftRun run_bertft(const std::string& args,
                      const std::filesystem::path& log,
-                     const std::string& env) {
-  const std::string command = env + " " + bertft_binary().string() + " " + args +
-                              " < /dev/null > " + log.string() + " 2>&1";
+                     const std::string& env,
+                     const std::filesystem::path& input) {
+  const std::string command = env + " " + bertft_binary().string() + " " + args + " < " +
+                              input.string() + " > " + log.string() + " 2>&1";
   const int status = std::system(command.c_str());
   BertftRun run;
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

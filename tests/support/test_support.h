@@ -76,10 +76,11 @@ struct BertftRun {
   std::string output;
 };
 /// Runs `bertft <args>` through the shell with `env` ("VAR=value ...") in front, stdin from
-/// /dev/null, stdout and stderr together in `log`.
+/// `input`, stdout and stderr together in `log`.
 BertftRun run_bertft(const std::string& args,
                      const std::filesystem::path& log,
-                     const std::string& env = "");
+                     const std::string& env = "",
+                     const std::filesystem::path& input = "/dev/null");
 
 /// Writes `bytes` to `path` (test helper, not atomic).
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);

@@ -24,6 +24,7 @@ bool has_prefix_key(const TensorMap& tensors, const std::string& prefix) {
 int run_inspect(const std::string& model_dir, bool strict) {
   const auto dir = PretrainedDir::find(model_dir);
   const auto config = BertConfig::from_file(dir.config);
+  check_weights_fit_config(dir, config);
   const TensorMap tensors = read_weights(dir.weights);
   LoadOptions options;
   options.strict = strict;
@@ -73,17 +74,11 @@ int run_inspect(const std::string& model_dir, bool strict) {
                tokenizer->special_tokens().cls_id, tokenizer->special_tokens().sep_id,
                tokenizer->special_tokens().pad_id, tokenizer->special_tokens().unk_id,
                tokenizer->special_tokens().mask_id);
-    // A BERT input needs [CLS], [SEP], [PAD] and [UNK] ([MASK] only for pre-training).
-    const auto& s = tokenizer->special_tokens();
-    int missing = 0;
-    for (const auto& [token, id] : {std::pair{s.cls, s.cls_id}, std::pair{s.sep, s.sep_id},
-                                    std::pair{s.pad, s.pad_id}, std::pair{s.unk, s.unk_id}})
-      if (id < 0) {
-        log::error("{}: no special token {} in the vocabulary",
-                   (dir.vocab ? *dir.vocab : *dir.sentencepiece).string(), token);
-        ++missing;
-      }
-    if (missing > 0) return code(ExitCode::kFailed);
+    const auto missing = tok::missing_input_tokens(tokenizer->special_tokens());
+    for (const auto& token : missing)
+      log::error("{}: no special token {} in the vocabulary",
+                 (dir.vocab ? *dir.vocab : *dir.sentencepiece).string(), token);
+    if (!missing.empty()) return code(ExitCode::kFailed);
   }
   return code(ExitCode::kOk);
 }

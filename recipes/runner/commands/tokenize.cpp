@@ -9,8 +9,10 @@
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
+#include "bert/common/json_util.h"
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/sentencepiece_model.h"
+#include "bert/tokenizer/unicode.h"
 #include "data/data_spec.h"
 #include "recipes/runner/command.h"
 
@@ -98,12 +100,19 @@ int run_tokenize(const TokenizeArgs& a) {
     if (first != std::string::npos && line[first] == '{') {
       json j;
       try {
-        j = json::parse(line);
+        j = parse_json_limited(line);
       } catch (const json::parse_error& e) {
         throw DataError(fmt::format("<stdin>:{}: invalid JSON: {}", line_no, e.what()));
       }
       batch.push_back(text_fields(j, fmt::format("<stdin>:{}", line_no)));
     } else {
+      try {  // here, so that the error names this line rather than the batch's last
+        std::vector<char32_t> code_points;
+        std::vector<uint32_t> offsets;
+        tok::unicode::decode_utf8(line, code_points, offsets);
+      } catch (const TokenizerError& e) {
+        throw TokenizerError(fmt::format("<stdin>:{}: {}", line_no, e.what()));
+      }
       batch.emplace_back(line, std::nullopt);
     }
     if (batch.size() == kChunk) {
@@ -135,7 +144,7 @@ CommandRun setup_tokenize(CLI::App& app, const GlobalOptions&) {
   app.add_flag("--no-casing-check", a->no_casing_check,
                "Allow a vocabulary whose casing contradicts --lowercase");
   app.add_option("--max-length", a->max_length, "Truncate to this many tokens (0 = off)")
-      ->check(non_negative());
+      ->check(CLI::Range(int64_t{0}, tok::kMaxEncodeLength));
   app.add_option("--truncation", a->truncation, "longest_first | only_first | only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   app.add_flag("--pad", a->pad, "Pad every line to --max-length");

@@ -1,0 +1,147 @@
+// Writes the seed corpus of every fuzz target: `bertft_fuzz_seeds SOURCE_DIR OUT_DIR` makes
+// OUT_DIR/<target>/seed-<n>, each a small valid input that the project generates itself
+// (weights it writes, a pickle it spells out, its own recipes, texts made up here).
+#include <caffe2/serialize/inline_container.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bert/checkpoint/safetensors.h"
+#include "bert/model/bert_config.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const fs::path& dir, const std::vector<std::string>& seeds) {
+  fs::create_directories(dir);
+  for (size_t i = 0; i < seeds.size(); ++i)
+    std::ofstream(dir / ("seed-" + std::to_string(i)), std::ios::binary) << seeds[i];
+}
+
+std::string u32(uint32_t n) {
+  return {static_cast<char>(n & 0xFF), static_cast<char>((n >> 8) & 0xFF),
+          static_cast<char>((n >> 16) & 0xFF), static_cast<char>(n >> 24)};
+}
+std::string unicode(const std::string& s) {
+  return "X" + u32(static_cast<uint32_t>(s.size())) + s;
+}
+std::string small_int(int n) {
+  return "K" + std::string(1, static_cast<char>(n));
+}
+
+/// One tensor entry as torch.save pickles it: _rebuild_tensor_v2((storage pid), offset, size,
+/// stride, requires_grad, OrderedDict()).
+std::string tensor(const std::string& storage_type,
+                   const std::string& key,
+                   int numel,
+                   const std::vector<int>& size,
+                   const std::vector<int>& stride) {
+  std::string p = "ctorch._utils\n_rebuild_tensor_v2\n(";
+  p += "(" + unicode("storage") + "ctorch\n" + storage_type + "\n" + unicode(key) + unicode("cpu") +
+       small_int(numel) + "tQ";
+  p += small_int(0);
+  p += "(";
+  for (int s : size) p += small_int(s);
+  p += "t(";
+  for (int s : stride) p += small_int(s);
+  p += "t\x89"
+       "ccollections\nOrderedDict\n)R"
+       "tR";
+  return p;
+}
+
+/// A state dict of two tensors: a 4x4 float matrix (storage 0, 64 bytes) and a 1-element long
+/// (storage 1, 8 bytes), as a protocol-2 pickle.
+std::string state_dict_pickle() {
+  return std::string("\x80\x02}(") + unicode("encoder.weight") +
+         tensor("FloatStorage", "0", 16, {4, 4}, {4, 1}) + unicode("position_ids") +
+         tensor("LongStorage", "1", 1, {1}, {1}) + "u.";
+}
+
+std::string torch_zip(const std::string& pickle) {
+  std::string zip;
+  caffe2::serialize::PyTorchStreamWriter writer([&zip](const void* bytes, size_t n) {
+    zip.append(static_cast<const char*>(bytes), n);
+    return n;
+  });
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  const char storage[64] = {0, 0, -128, 63};
+  writer.writeRecord("data/0", storage, 64);
+  writer.writeRecord("data/1", storage, 8);
+  writer.writeEndOfFile();
+  return zip;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s SOURCE_DIR OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const fs::path source(argv[1]), out(argv[2]);
+  torch::manual_seed(1);
+  bert::TensorMap tensors{{"embeddings.word_embeddings.weight", torch::randn({5, 4})},
+                          {"pooler.dense.bias", torch::randn({4}).to(torch::kBFloat16)},
+                          {"position_ids", torch::arange(4)}};
+  write(out / "safetensors", {bert::safetensors_bytes(tensors, {{"format", "pt"}}),
+                              bert::safetensors_bytes({{"a", torch::zeros({0, 3})}}, nullptr)});
+  const auto pickle = state_dict_pickle();
+  write(out / "torch_pickle", {pickle});
+  write(out / "torch_zip", {torch_zip(pickle)});
+
+  bert::BertConfig config;
+  config.vocab_size(99).hidden_size(32).num_hidden_layers(2).num_attention_heads(4);
+  config.id2label({"negative", "positive"}).architectures({"BertForSequenceClassification"});
+  write(out / "config_json", {config.to_json().dump(1), bert::BertConfig().to_json().dump()});
+
+  std::vector<std::string> recipes;
+  for (const auto& entry : fs::recursive_directory_iterator(source / "recipes"))
+    if (entry.path().extension() == ".yaml") {
+      std::ifstream in(entry.path(), std::ios::binary);
+      recipes.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  write(out / "recipe_yaml", recipes);
+
+  write(out / "wordpiece",
+        {std::string("\x10") + "The tokenizer's fuzzing, naïve!",
+         std::string("\x21") + "UNABLE to 中文 ß" + std::string(1, '\0') + "second part é",
+         "\x07\t \u00a0x"});
+
+  write(out / "reader_glue",
+        {std::string(1, '\0') + "src\t1\t\tA sentence.\nsrc\t0\t*\tAnother one.\n",
+         std::string("\x01") + "sentence\tlabel\ngood film\t1\nbad film\t0\n",
+         std::string("\x02") + "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t7\t8\tA b.\tA c.\n",
+         std::string("\x03") +
+             "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
+             "sentence1\tsentence2\tscore\n0\tmain\tf\t2012\t0\ts\ts\tA.\tB.\t3.2\n",
+         std::string("\x07") + "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n"});
+  write(out / "reader_tsv", {"text\tlabel\nfirst row\tyes\nsecond row\tno\n",
+                             std::string("\x10") + "a\tb\tc\n1\t2\t3\n"});
+  write(out / "reader_csv",
+        {std::string(1, '\0') + "text,label\n\"quoted, text\",1\nplain,0\n",
+         std::string(1, '\0') + "sentence1,sentence2,label\n\"a \"\"b\"\"\",c,0\n"});
+  write(out / "reader_jsonl", {std::string(1, '\0') + "{\"text\": \"one\", \"label\": \"a\"}\n"
+                                                      "{\"text\": \"two\", \"text_pair\": \"x\", "
+                                                      "\"label\": \"b\", \"id\": \"7\"}\n"});
+  write(out / "reader_squad",
+        {std::string(1, '\0') + R"({"version": "v2.0", "data": [{"title": "T", "paragraphs": [)"
+                                R"({"context": "Alpha beta gamma.", "qas": [{"id": "q1", )"
+                                R"("question": "Which?", "answers": [{"text": "beta", )"
+                                R"("answer_start": 6}], "is_impossible": false}]}]}]})"});
+  write(out / "reader_conll", {std::string(1, '\0') + "-DOCSTART- -X- -X- O\n\nAlice NNP B-NP "
+                                                      "B-PER\nsleeps VBZ B-VP O\n\nBob NNP B-NP "
+                                                      "B-PER\n"});
+  write(out / "reader_swag",
+        {std::string(1, '\0') + ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,"
+                                "ending1,ending2,ending3,label\n0,v1,3,A b,A,b,gold,x,y,z,w,2\n"});
+  write(out / "predictions",
+        {"{\"id\": \"0\", \"label\": \"yes\"}\n{\"id\": \"1\", \"label\": \"no\"}\n", "1\n0\n1\n",
+         "{\"q1\": \"beta\", \"q2\": \"\"}", "{\"q1\": 0.25}"});
+  return 0;
+}
