@@ -121,8 +121,9 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
       metadata_ = info;
       continue;
     }
+    const std::string shown = clip(name);  // a lambda may not capture a structured binding
     const auto bad = [&](const std::string& what) {
-      return CheckpointError(fmt::format("{}: tensor '{}': {}", where, clip(name), what));
+      return CheckpointError(fmt::format("{}: tensor '{}': {}", where, shown, what));
     };
     if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
         !info.contains("data_offsets"))
@@ -222,7 +223,7 @@ std::string safetensors_bytes(const TensorMap& tensors, const json& metadata) {
   for (const auto& [name, tensor] : tensors) {
     TORCH_CHECK(tensor.defined(), "tensor '", name, "' is undefined");
     auto t = tensor.detach().to(torch::kCPU).contiguous();
-    items.push_back({name, t, t.element_size()});
+    items.push_back({name, t, static_cast<size_t>(t.element_size())});
   }
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return a.elem != b.elem ? a.elem > b.elem : a.name < b.name;

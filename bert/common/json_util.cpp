@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "bert/common/error.h"
+
 namespace bert {
 
 size_t json_depth_violation(std::string_view text, int max_depth) {
@@ -32,7 +34,14 @@ nlohmann::json parse_json_limited(std::string_view text) {
   if (at != std::string_view::npos)
     throw nlohmann::json::parse_error::create(
         101, at + 1, fmt::format("nested deeper than {} levels", kMaxJsonDepth), nullptr);
-  return nlohmann::json::parse(text);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond a double's range ("1e999") is out_of_range, not a parse error; the
+    // callers turn parse errors into messages naming the file, so it becomes one (no byte:
+    // nlohmann gives none for it).
+    throw nlohmann::json::parse_error::create(101, 0, clip(e.what()), nullptr);
+  }
 }
 
 }  // namespace bert

@@ -13,7 +13,7 @@ constexpr int kMaxJsonDepth = 128;
 
 /// nlohmann::json::parse for bytes from outside: input nested deeper than kMaxJsonDepth is a
 /// json::parse_error (id 101, with the byte where the limit was crossed) like any other
-/// syntax error, before anything is built.
+/// syntax error, before anything is built; so is a number beyond a double's range.
 nlohmann::json parse_json_limited(std::string_view text);
 
 /// The byte offset where `text` (JSON) first nests deeper than `max_depth`, or npos. Strings

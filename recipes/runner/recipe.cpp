@@ -102,9 +102,17 @@ void read_sweep(const YamlReader& reader,
     return;
   }
   const auto keys = training_keys();
-  for (const auto& key : grid.keys()) {
+  for (const auto& item : grid.node()) {
+    // The pair itself, not a lookup by the key's text: a null or non-text key (": [1]") has
+    // none that finds it again.
+    const std::string key = item.first.IsScalar() ? item.first.Scalar() : "";
+    const YAML::Node values = item.second;
+    if (key.empty()) {
+      errors.add(mark_location(recipe.file.string(), item.first.Mark()) +
+                 ": sweep.grid: a key must be a name (a training key or a dotted recipe path)");
+      continue;
+    }
     grid.allow(key);
-    const YAML::Node values = grid.node()[key];
     if (!values.IsSequence() || values.size() == 0) {
       errors.add(grid.where(key) + ": expected a non-empty list of values");
       continue;

@@ -237,6 +237,10 @@ TEST_F(CheckpointTest, JsonDepthIsCheckedOutsideStringsOnly) {
     EXPECT_EQ(e.byte, 129u);
     EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos);
   }
+  // A number out of a double's range is a parse error too (found by fuzz_safetensors: it
+  // escaped as json::out_of_range and ended the process).
+  EXPECT_THROW(parse_json_limited("[1" + std::string(400, '0') + "]"), nlohmann::json::parse_error);
+  EXPECT_THROW(parse_json_limited("{\"a\": 1e999}"), nlohmann::json::parse_error);
   EXPECT_EQ(clip(std::string(300, 'x')), std::string(100, 'x') + "... (300 bytes)");
   EXPECT_EQ(clip("\u00e9\u00e9", 3), "\u00e9... (4 bytes)");  // not inside a character
 }

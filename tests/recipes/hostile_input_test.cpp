@@ -162,6 +162,17 @@ TEST_F(HostileInputTest, ASweepAboveTheMaximumIsAConfigurationError) {
       << run.output;
 }
 
+TEST_F(HostileInputTest, ASweepGridKeyThatIsNotANameIsAConfigurationError) {
+  // Found by fuzz_recipe_yaml: a null key was looked up again by its text and ended the process.
+  testing::write_bytes(dir_.path() / "r.yaml",
+                       "model: {pretrained: m}\ntask: {type: sequence_classification}\n"
+                       "data: {train: t.tsv, dev: d.tsv}\nsweep:\n  grid:\n    : [3]\n");
+  const auto run = bertft("validate " + (dir_.path() / "r.yaml").string());
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_NE(run.output.find("r.yaml:6:5: sweep.grid: a key must be a name"), std::string::npos)
+      << run.output;
+}
+
 TEST_F(HostileInputTest, SquadTypeErrorsNameTheFileAndJsonPath) {
   const json squad = {{"version", "v2.0"},
                       {"data",
