@@ -1,17 +1,20 @@
 // The bertft benchmark suite (issue 6): gemm, train_step, infer, seq_scaling, tokenizer, load,
 // sweep, precision (bf16 vs fp32 dev accuracy on SST-2), data_parallel (1 process x 2 threads vs
-// 2 processes x 1 thread, issue 13). Every model figure is also given as a
-// ratio to the GEMM ceiling of the same precision measured in the same run (MFU), so machine noise
-// cancels, and next to the Hugging Face transformers baseline of ../shared/docs/FACTS.md (measured
-// on the AMX machine kind: compare it only on that kind).
-// Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--json FILE]. `--only profile`
-// (not in the default set) breaks one bf16 train step down by operator.
+// 2 processes x 1 thread, issue 13), vs_hf (Hugging Face transformers on the same workloads, run
+// A B A B with bertft, issue 16). Every model figure is also given as a ratio to the GEMM ceiling
+// of the same precision measured in the same run (MFU), so machine noise cancels.
+// The suite runs on every CPU kind: bf16 rows are measured only where the CPU's bf16 GEMM is
+// clearly faster than fp32 (training.precision: auto's probe decides), and say so otherwise.
+// Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--rounds N] [--json FILE].
+// `--only profile` (not in the default set) breaks one train step down by operator.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +34,7 @@
 #include "tasks/registry.h"
 #include "tasks/training/distributed.h"
 #include "tasks/training/optimizer.h"
+#include "tasks/training/precision.h"
 #include "tasks/training/trainer.h"
 
 namespace {
@@ -203,11 +207,73 @@ int data_parallel_worker(
   return 0;
 }
 
+/// One side of the vs_hf section inside bench_suite (a child process, as HF's perf_bert.py
+/// is one): perf_bert.py's workload done the bertft way. A bert-base classifier (seed 0),
+/// `batch` x `seq` tokens with the second half of each row segment 1; "train" is forward +
+/// backward + AdamW with HF's no-decay groups, dropout on; "infer" is an eval forward without
+/// autograd. The median of `steps` steps after `warmup`, and the peak RSS, go to `out` as JSON.
+int hf_twin_worker(const std::string& mode,
+                   bool bf16,
+                   int64_t batch,
+                   int64_t seq,
+                   int warmup,
+                   int steps,
+                   const fs::path& out) {
+  const auto config = base_config();
+  const auto a = classifier();
+  auto [model, optimizer, params] = start_training(*a);
+  auto b = random_batch(batch, seq, config.vocab_size());
+  b.token_type_ids.slice(1, seq / 2).fill_(1);
+  const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+  std::vector<double> times;
+  if (mode == "train") {
+    for (int i = 0; i < warmup + steps; ++i) {
+      const auto t = Clock::now();
+      optimizer->zero_grad();
+      torch::Tensor loss;
+      {
+        const bert::tasks::AutocastScope autocast(precision, torch::kCPU);
+        loss = a->loss(model->forward(b), b);
+      }
+      loss.backward();
+      optimizer->step();
+      if (i >= warmup) times.push_back(since(t));
+    }
+  } else {
+    model->eval();
+    const c10::InferenceMode inference;
+    for (int i = 0; i < warmup + steps; ++i) {
+      const auto t = Clock::now();
+      const bert::tasks::AutocastScope autocast(precision, torch::kCPU);
+      model->forward(b);
+      if (i >= warmup) times.push_back(since(t));
+    }
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times.size() % 2
+                            ? times[times.size() / 2]
+                            : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
+  std::ofstream(out) << json{{"median_s", median}, {"peak_rss_mib", peak_rss_mib()}}.dump() << "\n";
+  return 0;
+}
+
 struct Suite {
   int iters = 2;
+  int rounds = 2;
   int threads = 1;
   json results = json::object();
   std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
+  /// Whether this CPU runs bf16 GEMMs clearly faster than fp32 (the probe of precision: auto),
+  /// and the probe's words; without it the bf16 rows are skipped (~100x slower on AVX2 only).
+  bool bf16_fast = false;
+  std::string bf16_reason;
+
+  /// The precisions the model sections measure: fp32, and bf16 where it is fast.
+  std::vector<bool> precisions() const {
+    return bf16_fast ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  }
+  /// The precision a single-precision section uses: the one this CPU runs fastest.
+  Precision fastest() const { return bf16_fast ? Precision::kBf16 : Precision::kFp32; }
 
   std::unique_ptr<bert::tasks::TaskAdapter> adapter() const { return classifier(); }
 
@@ -217,8 +283,8 @@ struct Suite {
     const int64_t T = 1024, H = 768, I = 3072;
     for (const auto& [name, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
              {"qkv/out 768x768", H, H}, {"ffn up 768x3072", H, I}, {"ffn down 3072x768", I, H}}) {
-      double tf[2];
-      for (int bf16 = 0; bf16 < 2; ++bf16) {
+      double tf[2] = {0, 0};
+      for (int bf16 = 0; bf16 < (bf16_fast ? 2 : 1); ++bf16) {
         // bf16 operands made once: the ceiling is the matmul itself (oneDNN / AMX), not casts.
         const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
         const auto x = torch::randn({T, k}).to(dtype), w = torch::randn({n, k}).to(dtype);
@@ -227,23 +293,23 @@ struct Suite {
         tf[bf16] = 2.0 * T * k * n / s / 1e12;
         results["gemm"][name][bf16 ? "bf16_tflops" : "fp32_tflops"] = tf[bf16];
       }
-      fmt::print("{:<28} {:>10.3f} {:>10.3f}\n", name, tf[0], tf[1]);
+      fmt::print("{:<28} {:>10.3f} {:>10}\n", name, tf[0],
+                 bf16_fast ? fmt::format("{:.3f}", tf[1]) : "skipped");
       if (name == "ffn up 768x3072") ceiling = {{"fp32", tf[0]}, {"bf16", tf[1]}};
     }
+    if (!bf16_fast) fmt::print("(bf16 skipped everywhere: {})\n", bf16_reason);
   }
 
   void train_step() {
     fmt::print(
         "\n== train_step: bert-base seq classification, forward + backward + AdamW (clip 1.0) "
         "==\n");
-    fmt::print("{:<16} {:>8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9} {:>10}\n", "shape", "fwd s",
-               "bwd s", "opt s", "step s", "tokens/s", "TFLOP/s", "MFU", "peak MiB", "vs HF");
+    fmt::print("{:<16} {:>8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>9}\n", "shape", "fwd s",
+               "bwd s", "opt s", "step s", "tokens/s", "TFLOP/s", "MFU", "peak MiB");
     const auto config = base_config();
     const auto a = adapter();
-    // HF transformers + PyTorch 1.13 on this machine (FACTS.md): seconds per step.
-    const std::map<std::string, double> hf = {{"8x128 fp32", 5.2}, {"8x128 bf16", 1.76}};
     for (const int64_t batch : {8, 32})
-      for (const bool bf16 : {false, true}) {
+      for (const bool bf16 : precisions()) {
         auto [model, optimizer, params] = start_training(*a);
         const auto b = random_batch(batch, 128, config.vocab_size());
         reset_peak_rss();
@@ -278,12 +344,9 @@ struct Suite {
         const std::string precision = bf16 ? "bf16" : "fp32";
         const std::string name = fmt::format("{}x128 {}", batch, precision);
         const double mfu = tflops / ceiling[precision];
-        const auto it = hf.find(name);
-        const std::string vs_hf = it == hf.end() ? "-" : fmt::format("{:.2f}x", it->second / step);
         fmt::print(
-            "{:<16} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.3f} {:>7.2f} {:>9.0f} "
-            "{:>10}\n",
-            name, fwd, bwd, opt, step, tokens / step, tflops, mfu, peak_rss_mib(), vs_hf);
+            "{:<16} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.3f} {:>7.2f} {:>9.0f}\n",
+            name, fwd, bwd, opt, step, tokens / step, tflops, mfu, peak_rss_mib());
         results["train_step"][name] = {{"forward_s", fwd},
                                        {"backward_s", bwd},
                                        {"optimizer_s", opt},
@@ -292,7 +355,6 @@ struct Suite {
                                        {"tflops", tflops},
                                        {"mfu", mfu},
                                        {"peak_rss_mib", peak_rss_mib()}};
-        if (it != hf.end()) results["train_step"][name]["speedup_vs_hf"] = it->second / step;
       }
   }
 
@@ -381,10 +443,10 @@ struct Suite {
     results["data_parallel"]["gradient_mib"] = dual[1]["gradient_mib"];
   }
 
-  /// Where one bf16 train step (8 x 128) spends its time, by operator self time (LibTorch's own
-  /// profiler; children's time is subtracted from their parent's). Not in the default set. The
-  /// profiler inflates memory-bound operators several-fold: use the shares to find candidates and
-  /// the unprofiled best step time (printed first) to judge a change.
+  /// Where one train step (8 x 128, the fastest precision) spends its time, by operator self time
+  /// (LibTorch's own profiler; children's time is subtracted from their parent's). Not in the
+  /// default set. The profiler inflates memory-bound operators several-fold: use the shares to find
+  /// candidates and the unprofiled best step time (printed first) to judge a change.
   void profile() {
     const auto config = base_config();
     const auto a = adapter();
@@ -393,7 +455,7 @@ struct Suite {
     const auto step = [&] {
       torch::Tensor loss;
       {
-        const bert::tasks::AutocastScope autocast(Precision::kBf16, torch::kCPU);
+        const bert::tasks::AutocastScope autocast(fastest(), torch::kCPU);
         loss = a->loss(model->forward(b), b);
       }
       loss.backward();
@@ -411,8 +473,8 @@ struct Suite {
       faults = minor_faults() - before;
     }
     fmt::print(
-        "\n== profile: bf16 train step, bert-base 8x128: best {:.3f} s, {} page faults a step ==\n",
-        best, faults);
+        "\n== profile: {} train step, bert-base 8x128: best {:.3f} s, {} page faults a step ==\n",
+        bf16_fast ? "bf16" : "fp32", best, faults);
     results["profile_step"] = {{"step_s", best}, {"page_faults", faults}};
     namespace prof = torch::autograd::profiler;
     const auto t = Clock::now();
@@ -467,18 +529,16 @@ struct Suite {
   void infer() {
     fmt::print(
         "\n== infer: bert-base seq classification, eval, no_grad ==\n{:<18} {:>9} {:>10} {:>9} "
-        "{:>7} {:>10}\n",
-        "shape", "seconds", "seq/s", "TFLOP/s", "MFU", "vs HF");
+        "{:>7}\n",
+        "shape", "seconds", "seq/s", "TFLOP/s", "MFU");
     const auto config = base_config();
     const auto a = adapter();
     torch::manual_seed(0);
     auto model = a->build_model(config);
     model->eval();
     torch::NoGradGuard no_grad;
-    const std::map<std::string, double> hf = {{"32x128 fp32", 5.8},
-                                              {"32x128 bf16", 15.3}};  // sequences/s
     for (const int64_t seq : {128, 384})
-      for (const bool bf16 : {false, true}) {
+      for (const bool bf16 : precisions()) {
         if (seq == 384 && !bf16) continue;  // fp32 at 384 would take minutes; bf16 is the fast path
         for (const int64_t batch : {1, 8, 32}) {
           const auto b = random_batch(batch, seq, config.vocab_size());
@@ -491,26 +551,22 @@ struct Suite {
           const double tflops =
               forward_flops(config, static_cast<double>(batch), static_cast<double>(seq)) / s /
               1e12;
-          const auto it = hf.find(name);
-          const std::string vs_hf =
-              it == hf.end() ? "-" : fmt::format("{:.2f}x", (batch / s) / it->second);
-          fmt::print("{:<18} {:>9.4f} {:>10.2f} {:>9.3f} {:>7.2f} {:>10}\n", name, s, batch / s,
-                     tflops, tflops / ceiling[precision], vs_hf);
+          fmt::print("{:<18} {:>9.4f} {:>10.2f} {:>9.3f} {:>7.2f}\n", name, s, batch / s, tflops,
+                     tflops / ceiling[precision]);
           results["infer"][name] = {{"seconds", s},
                                     {"sequences_per_s", batch / s},
                                     {"tflops", tflops},
                                     {"mfu", tflops / ceiling[precision]}};
           if (batch == 1) results["infer"][name]["latency_ms"] = s * 1e3;
-          if (it != hf.end()) results["infer"][name]["speedup_vs_hf"] = (batch / s) / it->second;
         }
       }
   }
 
   void seq_scaling() {
     fmt::print(
-        "\n== seq_scaling: bf16 forward, 4096 tokens per batch ==\n{:<10} {:>9} {:>11} {:>9} "
+        "\n== seq_scaling: {} forward, 4096 tokens per batch ==\n{:<10} {:>9} {:>11} {:>9} "
         "{:>15}\n",
-        "shape", "seconds", "tokens/s", "TFLOP/s", "attention share");
+        bf16_fast ? "bf16" : "fp32", "shape", "seconds", "tokens/s", "TFLOP/s", "attention share");
     const auto config = base_config();
     const auto a = adapter();
     auto model = a->build_model(config);
@@ -519,7 +575,7 @@ struct Suite {
     for (const int64_t seq : {64, 128, 256, 512}) {
       const int64_t batch = 4096 / seq;
       const auto b = random_batch(batch, seq, config.vocab_size());
-      const bert::tasks::AutocastScope autocast(Precision::kBf16, torch::kCPU);
+      const bert::tasks::AutocastScope autocast(fastest(), torch::kCPU);
       const double s = best_time(1, [&] { model->forward(b); });
       const double flops =
           forward_flops(config, static_cast<double>(batch), static_cast<double>(seq));
@@ -637,6 +693,94 @@ struct Suite {
     }
   }
 
+  /// bertft against Hugging Face transformers on the same workloads, same threads: HF's own
+  /// perf_bert.py (../shared/tools/hf-reference; needs its setup.sh run into build/hf-reference,
+  /// or BERTFT_HF_PYTHON) with OpenMP's default wait policy and with PASSIVE, and bertft's twin
+  /// (hf_twin_worker), each a fresh process, interleaved A B C A B C for `rounds` rounds; the
+  /// best median of each, and bertft's speed-up over the better HF and its peak RSS against HF's.
+  void vs_hf(const fs::path& shared, const fs::path& tmp) {
+    const auto script = shared / "tools" / "hf-reference" / "perf_bert.py";
+    const char* env_python = std::getenv("BERTFT_HF_PYTHON");
+    const fs::path python =
+        env_python ? fs::path(env_python) : fs::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
+    if (!fs::exists(script) || !fs::exists(python)) {
+      fmt::print(
+          "\n(vs_hf skipped: run ../shared/tools/hf-reference/setup.sh build/hf-reference, or set "
+          "BERTFT_HF_PYTHON)\n");
+      return;
+    }
+    fmt::print(
+        "\n== vs_hf: HF transformers 4.31 (perf_bert.py) vs bertft, bert-base, {} threads, "
+        "interleaved, {} rounds, best median of 3 steps ==\n{:<20} {:>10} {:>10} {:>10} {:>8} "
+        "{:>10} {:>10}\n",
+        threads, rounds, "workload", "HF s", "HF pass s", "bertft s", "speedup", "HF MiB",
+        "bertft MiB");
+    const auto executable = fs::read_symlink("/proc/self/exe").string();
+    const auto out = tmp / "vs_hf.json";
+    const auto run = [&](const std::string& command) -> json {
+      fs::remove(out);
+      const int rc = std::system(
+          fmt::format("{} > {} 2> {}", command, out.string(), (tmp / "vs_hf.log").string())
+              .c_str());
+      if (rc != 0 || !fs::exists(out)) return json{};
+      std::ifstream in(out);
+      std::string line, last;
+      while (std::getline(in, line))
+        if (!line.empty() && line[0] == '{') last = line;
+      return last.empty() ? json{} : json::parse(last);
+    };
+    for (const auto& [mode, batch] :
+         std::vector<std::pair<std::string, int>>{{"train", 8}, {"infer", 32}})
+      for (const bool bf16 : precisions()) {
+        const std::string precision = bf16 ? "bf16" : "fp32";
+        const std::string hf_args =
+            fmt::format("{} {} {} {} --batch {} --seq 128 --warmup 1 --steps 3 --threads {}",
+                        python.string(), script.string(), mode, precision, batch, threads);
+        const std::string twin = fmt::format(
+            "{} --hf-twin {} --bf16 {} --batch {} --seq 128 --warmup 1 --steps 3 "
+            "--threads {} --json /dev/stdout",
+            executable, mode, bf16 ? 1 : 0, batch, threads);
+        // best median and its peak RSS, for HF default, HF passive, bertft
+        std::array<std::pair<double, double>, 3> best;
+        best.fill({1e30, 0});
+        bool failed = false;
+        for (int round = 0; round < rounds && !failed; ++round) {
+          const std::array<json, 3> r = {run("env -u OMP_WAIT_POLICY " + hf_args),
+                                         run("env OMP_WAIT_POLICY=PASSIVE " + hf_args), run(twin)};
+          for (size_t k = 0; k < 3; ++k) {
+            if (!r[k].contains("median_s")) {
+              failed = true;
+              break;
+            }
+            const double median = r[k]["median_s"];
+            if (median < best[k].first) best[k] = {median, r[k]["peak_rss_mib"].get<double>()};
+          }
+        }
+        const std::string name = fmt::format("{} {}x128 {}", mode, batch, precision);
+        if (failed) {
+          fmt::print("{:<20} failed: {}\n", name, bert::read_file(tmp / "vs_hf.log"));
+          continue;
+        }
+        const auto better = std::min(best[0], best[1]);
+        const double speedup = better.first / best[2].first;
+        fmt::print("{:<20} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.2f}x {:>10.0f} {:>10.0f}\n", name,
+                   best[0].first, best[1].first, best[2].first, speedup, better.second,
+                   best[2].second);
+        results["vs_hf"][name] = {
+            {"hf_default_s", best[0].first},    {"hf_passive_s", best[1].first},
+            {"bertft_s", best[2].first},        {"speedup_vs_better_hf", speedup},
+            {"hf_peak_rss_mib", better.second}, {"bertft_peak_rss_mib", best[2].second}};
+        if (ceiling.count(precision) && ceiling[precision] > 0) {
+          const double flops = (mode == "train" ? 3 : 1) *
+                               forward_flops(base_config(), batch, 128) / best[2].first / 1e12;
+          results["vs_hf"][name]["bertft_mfu"] = flops / ceiling[precision];
+          fmt::print("{:<20} bertft at {:.2f} of the {} GEMM ceiling measured above\n", "",
+                     flops / ceiling[precision], precision);
+        }
+      }
+    if (!bf16_fast) fmt::print("(bf16 not compared: {})\n", bf16_reason);
+  }
+
   /// The numerics check that goes with the bf16 speed: a real small task (GLUE SST-2, 67 349 train
   /// / 872 dev sentences) fine-tuned in fp32 and in bf16, three seeds each, through `bertft sweep`;
   /// the dev accuracies' means must agree within seed noise. The model is a small BERT from random
@@ -646,6 +790,10 @@ struct Suite {
     const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
     if (!fs::exists(sst2 / "train.tsv") || !fs::exists(bertft)) {
       fmt::print("\n(precision skipped: SST-2 or the bertft binary missing)\n");
+      return;
+    }
+    if (!bf16_fast) {
+      fmt::print("\n(precision skipped: no fast bf16 here, {})\n", bf16_reason);
       return;
     }
     write_small_model(vocab, tmp / "precision_model", 128);
@@ -710,11 +858,24 @@ struct Suite {
 int main(int argc, char** argv) {
   bert::prefer_passive_openmp(argv);  // measure under the OpenMP setting bertft itself runs with
   std::string only =
-                  "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,precision,data_parallel",
-              json_out;
-  int iters = 2, worker = -1, port = 0, overlap = 1;
+                  "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,precision,data_parallel,"
+                  "vs_hf",
+              json_out, twin;
+  int iters = 2, rounds = 2, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
+      seq = 128, warmup = 1, steps = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--data-parallel-worker"))
+    const auto number = [&](const char* flag, int& value) {
+      if (std::strcmp(argv[i], flag)) return false;
+      value = std::atoi(argv[i + 1]);
+      return true;
+    };
+    if (number("--rounds", rounds) || number("--threads", threads) || number("--bf16", bf16) ||
+        number("--batch", batch) || number("--seq", seq) || number("--warmup", warmup) ||
+        number("--steps", steps))
+      continue;
+    if (!std::strcmp(argv[i], "--hf-twin"))
+      twin = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--data-parallel-worker"))
       worker = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--port"))
       port = std::atoi(argv[i + 1]);
@@ -731,12 +892,20 @@ int main(int argc, char** argv) {
     bert::configure_threads(1);
     return data_parallel_worker(worker, 2, port, iters, overlap != 0, json_out);
   }
+  if (!twin.empty()) {
+    bert::configure_threads(threads);
+    return hf_twin_worker(twin, bf16 != 0, batch, seq, warmup, steps, json_out);
+  }
   const auto wants = [&](const std::string& name) {
     return ("," + only + ",").find("," + name + ",") != std::string::npos;
   };
   Suite suite;
   suite.iters = iters;
-  suite.threads = bert::configure_threads(0);
+  suite.rounds = rounds;
+  suite.threads = bert::configure_threads(threads);
+  const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);
+  suite.bf16_fast = choice.precision == Precision::kBf16;
+  suite.bf16_reason = choice.reason;
   const fs::path shared = fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
   const fs::path tmp = fs::temp_directory_path() / fmt::format("bertft-bench-{}", ::getpid());
   fs::create_directories(tmp);
@@ -744,8 +913,11 @@ int main(int argc, char** argv) {
   fmt::print("bertft benchmark suite | {} threads | LibTorch {} | OMP_WAIT_POLICY={}\n",
              suite.threads, TORCH_VERSION,
              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(default)");
+  fmt::print("precision: {}\n", choice.reason);
   suite.results["threads"] = suite.threads;
-  if (wants("gemm") || wants("train_step") || wants("infer")) suite.gemm();
+  suite.results["bf16_fast"] = suite.bf16_fast;
+  suite.results["precision_probe"] = choice.reason;
+  if (wants("gemm") || wants("train_step") || wants("infer") || wants("vs_hf")) suite.gemm();
   if (wants("train_step")) suite.train_step();
   if (wants("infer")) suite.infer();
   if (wants("seq_scaling")) suite.seq_scaling();
@@ -755,6 +927,7 @@ int main(int argc, char** argv) {
   if (wants("load")) suite.load(tmp);
   if (wants("sweep")) suite.sweep(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
   if (wants("precision")) suite.precision(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
+  if (wants("vs_hf")) suite.vs_hf(shared, tmp);
   fs::remove_all(tmp);
   suite.results["seconds"] = since(start);
   fmt::print("\nsuite time {:.0f} s\n", since(start));
