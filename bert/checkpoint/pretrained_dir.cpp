@@ -65,7 +65,8 @@ TensorMap read_single(const fs::path& file, std::optional<torch::ScalarType> dty
 
 }  // namespace
 
-void check_weights_fit_config(const PretrainedDir& dir, const BertConfig& config) {
+BertConfig read_model_config(const PretrainedDir& dir) {
+  auto config = BertConfig::from_file(dir.config);
   uintmax_t bytes = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir.dir, ec)) {
@@ -78,6 +79,7 @@ void check_weights_fit_config(const PretrainedDir& dir, const BertConfig& config
         "{}: config.json describes an encoder of {} parameters ({} bytes at least), but the "
         "weights in {} have {} bytes",
         dir.config.string(), config.encoder_parameters(), needed, dir.dir.string(), bytes));
+  return config;
 }
 
 TensorMap read_weights(const fs::path& weights, std::optional<torch::ScalarType> dtype) {

@@ -37,10 +37,11 @@ struct PretrainedDir {
   static PretrainedDir find(const std::filesystem::path& dir);
 };
 
-/// Throws CheckpointError when the weights files of `dir` are too small to hold the encoder
-/// `config` describes (2 bytes a parameter, the smallest float type): checked before a model
-/// is built, so that a config.json cannot make bertft allocate what its weights cannot fill.
-void check_weights_fit_config(const PretrainedDir& dir, const BertConfig& config);
+/// The config.json of `dir` for building its model: BertConfig::from_file, then a
+/// CheckpointError when the weights files of `dir` are too small to hold the encoder it
+/// describes (2 bytes a parameter, the smallest float type), so that a config.json cannot make
+/// bertft allocate what its weights cannot fill.
+BertConfig read_model_config(const PretrainedDir& dir);
 
 /// Reads every tensor of a weights file or sharded index (any WeightsFormat), converting
 /// floating tensors to `dtype` when given. Throws CheckpointError.

@@ -139,8 +139,7 @@ std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,
 FinetunedModel load_finetuned(const fs::path& path) {
   FinetunedModel m;
   m.dir = PretrainedDir::find(path);
-  m.config = BertConfig::from_file(m.dir.config);
-  check_weights_fit_config(m.dir, m.config);
+  m.config = read_model_config(m.dir);
   m.tokenizer = tok::load_tokenizer(m.dir, m.config.vocab_size());
   m.adapter = task_of_model_dir(m.dir, m.config);
   m.model = m.adapter->build_model(m.config);

@@ -85,8 +85,7 @@ void check_weight_shapes(const fs::path& file,
 PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   PreparedTask p;
   p.dir = PretrainedDir::find(recipe.model.pretrained);
-  p.config = BertConfig::from_file(p.dir.config);
-  check_weights_fit_config(p.dir, p.config);
+  p.config = read_model_config(p.dir);
   p.tokenizer = tok::load_tokenizer(p.dir, p.config.vocab_size());
   p.adapter = recipe.adapter;
   TORCH_CHECK(p.adapter, recipe.file.string(), ": the recipe has no task adapter");
@@ -124,10 +123,8 @@ bool try_step(std::vector<std::string>& problems, const std::function<void()>& s
     return true;
   } catch (const ConfigError& e) {
     for (const auto& p : e.problems()) problems.push_back(p);
-  } catch (const c10::Error& e) {
-    problems.push_back(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    problems.push_back(e.what());
+    problems.push_back(message_of(e));
   }
   return false;
 }
@@ -139,8 +136,7 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   std::unique_ptr<tok::Tokenizer> tokenizer;
   const bool model_ok =
       try_step(problems, [&] { dir = PretrainedDir::find(recipe.model.pretrained); }) &&
-      try_step(problems, [&] { config = BertConfig::from_file(dir.config); }) &&
-      try_step(problems, [&] { check_weights_fit_config(dir, config); });
+      try_step(problems, [&] { config = read_model_config(dir); });
   if (model_ok) {
     try_step(problems, [&] { tokenizer = tok::load_tokenizer(dir, config.vocab_size()); });
     if (tokenizer) {
@@ -264,7 +260,7 @@ ExitCode run_trial(const Recipe& recipe,
       group->report_failure(message_of(e));
     if (lead) {
       record.status = TrialStatus::kFailed;
-      record.error = e.what();
+      record.error = message_of(e);
       record.write(dir);
     }
     throw;

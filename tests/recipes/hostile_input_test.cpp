@@ -65,6 +65,13 @@ class HostileInputTest : public ::testing::Test {
     writer.writeEndOfFile();
     return zip;
   }
+  /// dev.json: SQuAD v2.0 with one paragraph, "Alpha beta.", asked `qas`.
+  void write_squad(const json& qas) {
+    const json squad = {
+        {"version", "v2.0"},
+        {"data", {{{"title", "T"}, {"paragraphs", {{{"context", "Alpha beta."}, {"qas", qas}}}}}}}};
+    testing::write_bytes(dir_.path() / "dev.json", squad.dump());
+  }
   testing::TempDir dir_;
 };
 
@@ -174,17 +181,10 @@ TEST_F(HostileInputTest, ASweepGridKeyThatIsNotANameIsAConfigurationError) {
 }
 
 TEST_F(HostileInputTest, SquadTypeErrorsNameTheFileAndJsonPath) {
-  const json squad = {{"version", "v2.0"},
-                      {"data",
-                       {{{"title", "T"},
-                         {"paragraphs",
-                          {{{"context", "Alpha beta."},
-                            {"qas",
-                             {{{"id", "q1"},
-                               {"question", "Which?"},
-                               {"answers", json::array()},
-                               {"is_impossible", "yes"}}}}}}}}}}};
-  testing::write_bytes(dir_.path() / "dev.json", squad.dump());
+  write_squad({{{"id", "q1"},
+                {"question", "Which?"},
+                {"answers", json::array()},
+                {"is_impossible", "yes"}}});
   testing::write_bytes(dir_.path() / "pred.json", R"({"q1": ""})");
   const auto run =
       bertft("score --task question_answering --data " + (dir_.path() / "dev.json").string() +
@@ -195,21 +195,12 @@ TEST_F(HostileInputTest, SquadTypeErrorsNameTheFileAndJsonPath) {
 }
 
 TEST_F(HostileInputTest, ValidNoAnswerProbabilitiesAreReadAndDeepOnesRefused) {
-  const json squad = {{"version", "v2.0"},
-                      {"data",
-                       {{{"title", "T"},
-                         {"paragraphs",
-                          {{{"context", "Alpha beta."},
-                            {"qas",
-                             {{{"id", "q1"},
-                               {"question", "Which?"},
-                               {"answers", {{{"text", "beta"}, {"answer_start", 6}}}},
-                               {"is_impossible", false}},
-                              {{"id", "q2"},
-                               {"question", "None?"},
-                               {"answers", json::array()},
-                               {"is_impossible", true}}}}}}}}}}};
-  testing::write_bytes(dir_.path() / "dev.json", squad.dump());
+  write_squad(
+      {{{"id", "q1"},
+        {"question", "Which?"},
+        {"answers", {{{"text", "beta"}, {"answer_start", 6}}}},
+        {"is_impossible", false}},
+       {{"id", "q2"}, {"question", "None?"}, {"answers", json::array()}, {"is_impossible", true}}});
   testing::write_bytes(dir_.path() / "pred.json", R"({"q1": "beta", "q2": "Alpha"})");
   testing::write_bytes(dir_.path() / "na.json", R"({"q1": 0.1, "q2": 0.9})");
   const std::string score = "score --task question_answering --data " +

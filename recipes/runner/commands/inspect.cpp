@@ -23,8 +23,7 @@ bool has_prefix_key(const TensorMap& tensors, const std::string& prefix) {
 
 int run_inspect(const std::string& model_dir, bool strict) {
   const auto dir = PretrainedDir::find(model_dir);
-  const auto config = BertConfig::from_file(dir.config);
-  check_weights_fit_config(dir, config);
+  const auto config = read_model_config(dir);
   const TensorMap tensors = read_weights(dir.weights);
   LoadOptions options;
   options.strict = strict;
