@@ -1,9 +1,11 @@
 #include "bert/common/threads.h"
 
+#include <malloc.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace bert {
@@ -20,6 +22,13 @@ void prefer_passive_openmp(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   ::setenv("OMP_WAIT_POLICY", "passive", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure
+}
+
+bool keep_freed_memory() {
+  const char* choice = std::getenv("BERTFT_MALLOC");
+  if (choice != nullptr && std::string(choice) == "system") return false;
+  constexpr int kOneGiB = 1 << 30;
+  return ::mallopt(M_MMAP_THRESHOLD, kOneGiB) == 1 && ::mallopt(M_TRIM_THRESHOLD, kOneGiB) == 1;
 }
 
 }  // namespace bert

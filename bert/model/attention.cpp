@@ -1,5 +1,7 @@
 #include "bert/model/attention.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 
 namespace bert {
@@ -21,25 +23,64 @@ torch::Tensor BertSelfAttentionImpl::split_heads(const torch::Tensor& x) const {
       .transpose(1, 2);                           // [batch, heads, seq, head_dim]
 }
 
+namespace {
+
+/// The additive mask [batch, 1, 1, seq] as baddbmm's input [batch * heads, 1, seq]. Under
+/// autocast baddbmm casts it to the low-precision type, where fp32's lowest would round to -inf
+/// (a fully masked row would then give NaN, not HF's uniform row): clamp to that type's lowest.
+torch::Tensor mask_for_heads(const torch::Tensor& additive_mask, int64_t heads) {
+  const int64_t batch = additive_mask.size(0), seq = additive_mask.size(-1);
+  torch::Tensor mask =
+      additive_mask.expand({batch, heads, 1, seq}).reshape({batch * heads, 1, seq});
+  const bool cpu = at::autocast::is_cpu_enabled(), gpu = at::autocast::is_enabled();
+  if (cpu || gpu) {
+    const auto low =
+        cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+    mask = mask.clamp_min(low == torch::kHalf ? -65504.0 : -3.3895313892515355e38);
+  }
+  return mask;
+}
+
+}  // namespace
+
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
                                              const torch::Tensor& additive_mask,
                                              torch::Tensor* probs_out) {
-  const int64_t batch = hidden.size(0), seq = hidden.size(1);
-  const torch::Tensor q = split_heads(query_(hidden));  // [batch, heads, seq, head_dim]
-  const torch::Tensor k = split_heads(key_(hidden));    // [batch, heads, seq, head_dim]
-  const torch::Tensor v = split_heads(value_(hidden));  // [batch, heads, seq, head_dim]
+  const int64_t batch = hidden.size(0), seq = hidden.size(1), heads = num_heads_;
+  // [batch * heads, seq, head_dim]: a copy out of the projection's [batch, seq, heads, head_dim].
+  const auto per_head = [&](const torch::Tensor& x) {
+    return split_heads(x).reshape({batch * heads, seq, head_dim_});
+  };
+  const torch::Tensor q = per_head(query_(hidden));
+  const torch::Tensor k = per_head(key_(hidden));
+  const torch::Tensor v = per_head(value_(hidden));
 
-  // Same order of operations as HF: scores, then the scale, then the mask.
-  torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2))  // [batch, heads, seq, seq]
-                         / std::sqrt(static_cast<double>(head_dim_));
-  if (additive_mask.defined())
-    scores = scores + additive_mask;  // mask broadcasts over heads, queries
+  // HF computes (q k^T) / sqrt(head_dim) + mask in three passes over [batch, heads, seq, seq].
+  // Where 1/sqrt(head_dim) is a power of two (head_dim 64 as in every BERT size, 4, 16, 256)
+  // scaling commutes with rounding, and one baddbmm (alpha * q k^T + mask) gives HF's scores bit
+  // for bit in the GEMM's own output pass. Otherwise HF's order in place: bmm, divide, add.
+  const double root = std::sqrt(static_cast<double>(head_dim_));
+  int exponent = 0;
+  const bool exact_scale =
+      root * root == static_cast<double>(head_dim_) && std::frexp(root, &exponent) == 0.5;
+  const bool masked = additive_mask.defined();
+  const torch::Tensor mask = masked ? mask_for_heads(additive_mask, heads) : torch::Tensor();
+  torch::Tensor scores;  // [batch * heads, seq, seq]
+  if (exact_scale) {
+    const torch::Tensor input = masked ? mask : torch::zeros({1, 1, 1}, q.options());
+    scores = torch::baddbmm(input, q, k.transpose(1, 2), /*beta=*/masked ? 1.0 : 0.0,
+                            /*alpha=*/1.0 / root);
+  } else {
+    scores = torch::bmm(q, k.transpose(1, 2)).div_(root);
+    if (masked) scores.add_(mask);
+  }
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
-  if (probs_out != nullptr) *probs_out = probs;
+  if (probs_out != nullptr) *probs_out = probs.view({batch, heads, seq, seq});
   probs = dropout_(probs);
-  return torch::matmul(probs, v)  // [batch, heads, seq, head_dim]
-      .transpose(1, 2)            // [batch, seq, heads, head_dim]
-      .reshape({batch, seq, num_heads_ * head_dim_});
+  return torch::bmm(probs, v)  // [batch * heads, seq, head_dim]
+      .view({batch, heads, seq, head_dim_})
+      .transpose(1, 2)  // [batch, seq, heads, head_dim]
+      .reshape({batch, seq, heads * head_dim_});
 }
 
 BertSelfOutputImpl::BertSelfOutputImpl(const BertConfig& c) {

@@ -10,6 +10,7 @@
 
 int main(int argc, char** argv) {
   bert::prefer_passive_openmp(argv);
+  bert::keep_freed_memory();
   try {
     return bert::recipes::run_cli(argc, argv);
   } catch (const bert::ConfigError& e) {

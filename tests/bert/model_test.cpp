@@ -1,11 +1,14 @@
 #include <ATen/autocast_mode.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "bert/checkpoint/load.h"
+#include "bert/model/attention.h"
 #include "bert/model/bert_model.h"
 #include "bert/model/pretraining.h"
 #include "tests/support/test_support.h"
@@ -97,6 +100,70 @@ TEST_F(BertModelTest, PaddingDoesNotChangeRealTokens) {
   const auto a = model->forward(ids, torch::ones_like(ids)).last_hidden_state;
   const auto b = model->forward(padded, mask).last_hidden_state.slice(1, 0, 4);
   EXPECT_LT(testing::max_abs_diff(a, b), 1e-6);
+}
+
+// Self-attention written out the way HF's BertSelfAttention computes it (no fused paths).
+torch::Tensor plain_attention(BertSelfAttention& attention,
+                              const torch::Tensor& hidden,
+                              const torch::Tensor& additive_mask,
+                              int64_t heads) {
+  const auto p = attention->named_parameters();
+  const int64_t batch = hidden.size(0), seq = hidden.size(1), width = hidden.size(2);
+  const int64_t dim = width / heads;
+  const auto project = [&](const std::string& name) {
+    return torch::linear(hidden, p[name + ".weight"], p[name + ".bias"])
+        .view({batch, seq, heads, dim})
+        .permute({0, 2, 1, 3});
+  };
+  auto scores = torch::matmul(project("query"), project("key").transpose(-1, -2)) /
+                std::sqrt(static_cast<double>(dim));
+  if (additive_mask.defined()) scores = scores + additive_mask;
+  return torch::matmul(torch::softmax(scores, -1), project("value"))
+      .permute({0, 2, 1, 3})
+      .reshape({batch, seq, width});
+}
+
+// head_dim 64 (bert-base's) takes the one-GEMM path (scale and mask folded into baddbmm), head_dim
+// 8 the in-place one; the fixtures (head_dim 8) test only the second. Both must equal the plain
+// computation within 1e-5 in fp32, forward and backward, with padding and a fully masked sequence.
+TEST_F(BertModelTest, FusedAttentionEqualsThePlainComputation) {
+  for (const int64_t heads : {2, 16}) {
+    auto config = tiny_config();
+    config.hidden_size(128).num_attention_heads(heads);
+    BertSelfAttention attention(config);
+    attention->eval();
+    const auto keep =
+        torch::tensor({{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}});
+    const auto mask = additive_attention_mask(keep, torch::kFloat);
+    for (const bool masked : {true, false}) {
+      const auto m = masked ? mask : torch::Tensor();
+      const auto hidden = torch::randn({3, 7, 128}, torch::requires_grad());
+      const auto fused = attention->forward(hidden, m);
+      const auto grad_out = torch::randn_like(fused);
+      const auto fused_grads = torch::autograd::grad({fused}, {hidden}, {grad_out});
+      const auto plain = plain_attention(attention, hidden, m, heads);
+      const auto plain_grads = torch::autograd::grad({plain}, {hidden}, {grad_out});
+      const auto what = fmt::format("heads {} masked {}", heads, masked);
+      EXPECT_TRUE(torch::isfinite(fused).all().item<bool>()) << what;
+      EXPECT_LT(testing::max_abs_diff(fused, plain), 1e-5) << what;
+      EXPECT_LT(testing::max_abs_diff(fused_grads[0], plain_grads[0]), 1e-5) << what;
+    }
+  }
+}
+
+TEST_F(BertModelTest, FullyMaskedRowStaysFiniteUnderBf16Autocast) {
+  auto config = tiny_config();
+  config.hidden_size(128).num_attention_heads(2);
+  BertSelfAttention attention(config);
+  attention->eval();
+  const auto keep = torch::tensor({{1, 1, 1, 0}, {0, 0, 0, 0}});
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
+  const auto out =
+      attention->forward(torch::randn({2, 4, 128}), additive_attention_mask(keep, torch::kFloat));
+  at::autocast::clear_cache();
+  at::autocast::set_cpu_enabled(false);
+  EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
 }
 
 TEST_F(BertModelTest, InitialisationFollowsBert) {
