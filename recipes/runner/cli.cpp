@@ -62,6 +62,12 @@ const std::vector<Command>& command_table() {
        &setup_inspect},
       {"convert", "Rewrite a Hugging Face BERT directory (any weights format) as model.safetensors",
        &setup_convert},
+      {"embed",
+       "Sentence embeddings of a text file (cls / mean / max pooling) as .safetensors, .npy or "
+       ".jsonl, ids beside the vectors",
+       &setup_embed},
+      {"similar", "Exact cosine top-k search of query texts over `bertft embed` vectors",
+       &setup_similar},
   };
   return commands;
 }

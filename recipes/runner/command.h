@@ -51,6 +51,8 @@ CommandRun setup_extend_vocab(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_tokenize(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_inspect(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_convert(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_embed(CLI::App& app, const GlobalOptions& global);
+CommandRun setup_similar(CLI::App& app, const GlobalOptions& global);
 
 /// WordPiece options for a --lowercase flag (uncased: lower-case and strip accents, as HF);
 /// shared by the commands that build a tokenizer from a vocab.txt.

@@ -1,0 +1,146 @@
+// `bertft embed` and `bertft similar`.
+#include "recipes/runner/embed.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+#include "bert/common/log.h"
+#include "bert/common/yaml.h"
+#include "data/text_file.h"
+#include "recipes/runner/command.h"
+#include "recipes/runner/run_dir.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct EmbedCommand {
+  std::string model, data, format = "auto", field, out, pooling = "cls", device = "cpu";
+  bool normalize = false;
+  int64_t max_seq_length = 128, batch_size = 32, limit = 0;
+};
+
+int run_embed(const EmbedCommand& o) {
+  data::DataSpec spec;
+  spec.path = o.data;
+  spec.format = parse_enum<data::DataFormat>(o.format).value_or(data::DataFormat::kAuto);
+  spec.limit = o.limit;
+  EmbedOptions options;
+  options.pooling = parse_pooling(o.pooling);
+  options.normalize = o.normalize;
+  options.max_seq_length = o.max_seq_length;
+  options.batch_size = o.batch_size;
+  const auto rows = read_texts(spec, o.field);
+  if (rows.texts.empty()) throw DataError(o.data + ": no texts to embed");
+  const SentenceEncoder encoder(o.model, torch::Device(o.device));
+  const auto start = std::chrono::steady_clock::now();
+  EmbeddingFile file;
+  file.vectors = encoder.encode(rows.texts, options);
+  file.ids = rows.ids;
+  file.info = {{"model", fs::absolute(o.model).string()},
+               {"pooling", pooling_name(options.pooling)},
+               {"normalize", options.normalize},
+               {"max_seq_length", options.max_seq_length}};
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_embeddings(o.out, file);
+  log::info("[embed] {} texts -> {} ({} x {}, {} pooling{}) in {:.1f} s ({:.0f} texts/s)",
+            rows.texts.size(), o.out, file.vectors.size(0), file.vectors.size(1), o.pooling,
+            o.normalize ? ", normalized" : "", seconds,
+            rows.texts.size() / std::max(seconds, 1e-9));
+  return code(ExitCode::kOk);
+}
+
+struct SimilarCommand {
+  std::string index, model, query, queries, device = "cpu";
+  int64_t top_k = 10;
+};
+
+int run_similar(const SimilarCommand& o) {
+  const auto index = read_embeddings(o.index);
+  std::vector<std::string> texts;
+  if (!o.query.empty()) texts.push_back(o.query);
+  if (!o.queries.empty()) {
+    if (o.queries == "-") {
+      for (std::string line; std::getline(std::cin, line);)
+        if (!line.empty()) texts.push_back(line);
+    } else {
+      const std::string lines = read_file(o.queries);
+      for (const auto& line : data::split_lines(lines))
+        if (!line.text.empty()) texts.emplace_back(line.text);
+    }
+  }
+  if (texts.empty()) throw ConfigError("similar: give --query TEXT or --queries FILE (- = stdin)");
+  // Queries are encoded as the index was, unless told otherwise.
+  const std::string model = !o.model.empty() ? o.model : index.info.value("model", std::string());
+  if (model.empty())
+    throw ConfigError(o.index + ": does not name the model it was made with: pass --model");
+  EmbedOptions options;
+  options.pooling = parse_pooling(index.info.value("pooling", std::string("cls")));
+  options.max_seq_length = index.info.value("max_seq_length", int64_t{128});
+  const SentenceEncoder encoder(model, torch::Device(o.device));
+  if (encoder.hidden_size() != index.vectors.size(1))
+    throw ConfigError(fmt::format("{}: vectors of width {} but {} encodes {}", o.index,
+                                  index.vectors.size(1), model, encoder.hidden_size()));
+  const auto queries = encoder.encode(texts, options);
+  const auto [scores, rows] =
+      cosine_top_k(index.vectors, queries, o.top_k, index.info.value("normalize", false));
+  for (size_t q = 0; q < texts.size(); ++q) {
+    json hits = json::array();
+    for (int64_t j = 0; j < rows.size(1); ++j) {
+      const auto row = rows[static_cast<int64_t>(q)][j].item<int64_t>();
+      hits.push_back({{"id", index.ids[static_cast<size_t>(row)]},
+                      {"score", scores[static_cast<int64_t>(q)][j].item<double>()}});
+    }
+    std::cout << json{{"query", texts[q]}, {"hits", hits}}.dump() << "\n";
+  }
+  return code(ExitCode::kOk);
+}
+
+}  // namespace
+
+CommandRun setup_embed(CLI::App& app, const GlobalOptions&) {
+  auto o = std::make_shared<EmbedCommand>();
+  app.add_option("--model", o->model, "Model directory (HF BERT, base or fine-tuned)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--data", o->data,
+                 "Texts: plain lines (.txt), or JSONL / TSV / CSV / GLUE / SQuAD JSON")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--format", o->format, "auto | glue | tsv | csv | jsonl | squad")
+      ->check(CLI::IsMember({"auto", "glue", "tsv", "csv", "jsonl", "squad"}));
+  app.add_option("--field", o->field, "SQuAD: question (default) or context");
+  app.add_option("--out", o->out, "Output: .safetensors, .npy (ids in .npy.ids.txt) or .jsonl")
+      ->required();
+  app.add_option("--pooling", o->pooling, "cls | mean | max")
+      ->check(CLI::IsMember({"cls", "mean", "max"}));
+  app.add_flag("--normalize", o->normalize, "L2-normalise each vector");
+  app.add_option("--max-seq-length", o->max_seq_length, "Tokens per text, [CLS] and [SEP] included")
+      ->check(positive());
+  app.add_option("--batch-size", o->batch_size, "Texts per batch")->check(positive());
+  app.add_option("--limit", o->limit, "Only the first N texts (0 = all)");
+  app.add_option("--device", o->device, "cpu | cuda | cuda:N");
+  return [o] { return run_embed(*o); };
+}
+
+CommandRun setup_similar(CLI::App& app, const GlobalOptions&) {
+  auto o = std::make_shared<SimilarCommand>();
+  app.add_option("--index", o->index, "Embeddings from `bertft embed` (.safetensors or .npy)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--query", o->query, "One query text");
+  app.add_option("--queries", o->queries, "A file of query lines (- = stdin)");
+  app.add_option("--model", o->model, "Encoder for the queries (default: the index's own)");
+  app.add_option("--top-k", o->top_k, "Hits per query")->check(positive());
+  app.add_option("--device", o->device, "cpu | cuda | cuda:N");
+  return [o] { return run_similar(*o); };
+}
+
+}  // namespace bert::recipes

@@ -1,0 +1,209 @@
+#include "recipes/runner/embed.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bert/checkpoint/safetensors.h"
+#include "bert/common/error.h"
+#include "bert/common/file_util.h"
+#include "tests/support/test_support.h"
+
+namespace bert::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+/// tests/fixtures/hf_embed: a tiny BERT (head size 64), texts written for it, and what HF's
+/// BertTokenizer + AutoModel + pooling give for them (make_fixture.py beside it).
+fs::path fixture_dir() {
+  return fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_embed";
+}
+
+struct Fixture {
+  std::vector<std::string> texts;
+  int64_t max_length = 0;
+  TensorMap expected;
+};
+Fixture load_fixture() {
+  Fixture f;
+  const auto j = json::parse(read_file(fixture_dir() / "texts.json"));
+  f.texts = j["texts"].get<std::vector<std::string>>();
+  f.max_length = j["max_length"];
+  f.expected = SafetensorsReader(fixture_dir() / "expected.safetensors").read_all();
+  return f;
+}
+
+class EmbedTest : public testing::SeededTest {
+ protected:
+  testing::TempDir dir_;
+};
+
+TEST_F(EmbedTest, TokenIdsEqualHfs) {
+  const auto f = load_fixture();
+  const SentenceEncoder encoder(fixture_dir());
+  const auto ids = f.expected.at("input_ids");
+  const auto mask = f.expected.at("attention_mask");
+  for (size_t i = 0; i < f.texts.size(); ++i) {
+    tok::EncodeOptions options;
+    options.max_length = f.max_length;
+    const auto e = encoder.tokenizer().encode(f.texts[i], std::nullopt, options);
+    const auto row = static_cast<int64_t>(i);
+    const auto n = mask[row].sum().item<int64_t>();
+    EXPECT_TRUE(torch::equal(torch::tensor(e.ids, torch::kLong), ids[row].slice(0, 0, n)))
+        << f.texts[i];
+  }
+}
+
+TEST_F(EmbedTest, VectorsEqualHfsForEveryPooling) {
+  const auto f = load_fixture();
+  const SentenceEncoder encoder(fixture_dir());
+  for (const auto pooling : {Pooling::kCls, Pooling::kMean, Pooling::kMax})
+    for (const bool normalize : {false, true}) {
+      EmbedOptions options;
+      options.pooling = pooling;
+      options.normalize = normalize;
+      options.max_seq_length = f.max_length;
+      options.batch_size = 3;  // several batches, each padded to its own longest text
+      const auto key = pooling_name(pooling) + (normalize ? "_normalized" : "");
+      const auto& expected = f.expected.at(key);
+      const auto from_text = encoder.encode(f.texts, options);
+      EXPECT_LT(testing::max_abs_diff(from_text, expected), 1e-5) << key << " from text";
+      const auto from_ids =
+          encoder.encode_ids(f.expected.at("input_ids"), f.expected.at("attention_mask"), options);
+      EXPECT_LT(testing::max_abs_diff(from_ids, expected), 1e-5) << key << " from HF's ids";
+    }
+}
+
+TEST_F(EmbedTest, FilesRoundTripWithTheirIds) {
+  EmbeddingFile file;
+  file.vectors = torch::randn({5, 7});
+  file.ids = {"a", "b", "c/1", "d e", "\"q\""};
+  file.info = {{"pooling", "mean"}, {"model", "/m"}};
+  write_embeddings(dir_.path() / "e.safetensors", file);
+  const auto st = read_embeddings(dir_.path() / "e.safetensors");
+  EXPECT_TRUE(torch::equal(st.vectors, file.vectors));
+  EXPECT_EQ(st.ids, file.ids);
+  EXPECT_EQ(st.info, file.info);
+  write_embeddings(dir_.path() / "e.npy", file);
+  const auto npy = read_embeddings(dir_.path() / "e.npy");
+  EXPECT_TRUE(torch::equal(npy.vectors, file.vectors));
+  EXPECT_EQ(npy.ids, file.ids);
+  EXPECT_EQ(read_file(dir_.path() / "e.npy").substr(0, 6), "\x93NUMPY");
+  EXPECT_EQ((read_file(dir_.path() / "e.npy").size() - 5 * 7 * 4) % 64, 0u);  // header aligned
+  write_embeddings(dir_.path() / "e.jsonl", file);
+  std::ifstream in(dir_.path() / "e.jsonl");
+  std::string line;
+  std::getline(in, line);
+  const auto first = json::parse(line);
+  EXPECT_EQ(first["id"], "a");
+  EXPECT_NEAR(first["embedding"][6].get<double>(), file.vectors[0][6].item<double>(), 1e-6);
+  EXPECT_THROW(write_embeddings(dir_.path() / "e.csv", file), DataError);
+}
+
+TEST_F(EmbedTest, MalformedFilesAreNamed) {
+  EmbeddingFile file;
+  file.vectors = torch::randn({3, 4});
+  file.ids = {"1", "2", "3"};
+  write_embeddings(dir_.path() / "e.npy", file);
+  const auto bytes = read_file(dir_.path() / "e.npy");
+  testing::write_bytes(dir_.path() / "cut.npy", bytes.substr(0, bytes.size() - 4));
+  const auto message = testing::error_message([&] { read_embeddings(dir_.path() / "cut.npy"); });
+  EXPECT_NE(message.find("cut.npy"), std::string::npos) << message;
+  EXPECT_NE(message.find("data bytes"), std::string::npos) << message;
+  save_safetensors(dir_.path() / "other.safetensors", {{"weights", torch::ones({2})}});
+  EXPECT_THROW(read_embeddings(dir_.path() / "other.safetensors"), CheckpointError);
+}
+
+TEST_F(EmbedTest, TopKEqualsAFullSort) {
+  const auto index = torch::randn({1000, 16});
+  const auto queries = torch::randn({7, 16});
+  const auto [scores, rows] = cosine_top_k(index, queries, 10, /*unit_index=*/false, /*block=*/64);
+  namespace F = torch::nn::functional;
+  const auto unit = [](const torch::Tensor& x) {
+    return F::normalize(x, F::NormalizeFuncOptions().dim(1));
+  };
+  const auto all = torch::matmul(unit(queries), unit(index).t());
+  const auto [want_scores, want_rows] = all.topk(10, 1);
+  EXPECT_TRUE(torch::equal(rows, want_rows));
+  EXPECT_LT(testing::max_abs_diff(scores, want_scores), 1e-6);
+  const auto [unit_scores, unit_rows] = cosine_top_k(unit(index), queries, 10, true, 100);
+  EXPECT_TRUE(torch::equal(unit_rows, want_rows));
+  // k larger than the index: every row, best first.
+  const auto [s, r] = cosine_top_k(index.slice(0, 0, 3), queries, 10);
+  EXPECT_EQ(r.size(1), 3);
+}
+
+TEST_F(EmbedTest, ReadsLinesAndSquadParagraphs) {
+  testing::write_bytes(dir_.path() / "t.txt", "first\n\n  \nsecond line\nthird");
+  data::DataSpec spec;
+  spec.path = dir_.path() / "t.txt";
+  const auto lines = read_texts(spec);
+  EXPECT_EQ(lines.texts, (std::vector<std::string>{"first", "second line", "third"}));
+  EXPECT_EQ(lines.ids, (std::vector<std::string>{"1", "4", "5"}));
+  const json squad = {{"version", "1.1"},
+                      {"data",
+                       {{{"title", "T"},
+                         {"paragraphs",
+                          {{{"context", "Alpha beta."},
+                            {"qas",
+                             {{{"id", "q1"},
+                               {"question", "Which?"},
+                               {"answers", {{{"text", "beta"}, {"answer_start", 6}}}}},
+                              {{"id", "q2"},
+                               {"question", "What?"},
+                               {"answers", {{{"text", "Alpha"}, {"answer_start", 0}}}}}}}},
+                           {{"context", "Gamma."},
+                            {"qas",
+                             {{{"id", "q3"},
+                               {"question", "Who?"},
+                               {"answers", {{{"text", "Gamma"}, {"answer_start", 0}}}}}}}}}}}}}};
+  testing::write_bytes(dir_.path() / "s.json", squad.dump());
+  spec.path = dir_.path() / "s.json";
+  const auto contexts = read_texts(spec, "context");
+  EXPECT_EQ(contexts.texts, (std::vector<std::string>{"Alpha beta.", "Gamma."}));
+  EXPECT_EQ(contexts.ids, (std::vector<std::string>{"T/0", "T/1"}));
+  const auto questions = read_texts(spec, "question");
+  EXPECT_EQ(questions.ids, (std::vector<std::string>{"q1", "q2", "q3"}));
+  EXPECT_THROW(read_texts(spec, "answer"), ConfigError);
+}
+
+TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
+  const auto f = load_fixture();
+  std::string lines;
+  for (const auto& t : f.texts) lines += t + "\n";
+  testing::write_bytes(dir_.path() / "texts.txt", lines);
+  const auto index = dir_.path() / "index.safetensors";
+  const auto embed = testing::run_bertft(
+      "embed --model " + fixture_dir().string() + " --data " +
+          (dir_.path() / "texts.txt").string() + " --pooling mean --normalize --max-seq-length " +
+          std::to_string(f.max_length) + " --out " + index.string(),
+      dir_.path() / "embed.log");
+  ASSERT_EQ(embed.code, 0) << embed.output;
+  const auto file = read_embeddings(index);
+  EXPECT_LT(testing::max_abs_diff(file.vectors, f.expected.at("mean_normalized")), 1e-5);
+  testing::write_bytes(dir_.path() / "queries.txt", f.texts[1] + "\n" + f.texts[4] + "\n");
+  const auto similar =
+      testing::run_bertft("similar --index " + index.string() + " --queries " +
+                              (dir_.path() / "queries.txt").string() + " --top-k 3",
+                          dir_.path() / "similar.log");
+  ASSERT_EQ(similar.code, 0) << similar.output;
+  std::istringstream out(similar.output);
+  std::vector<json> hits;
+  for (std::string line; std::getline(out, line);)
+    if (!line.empty() && line[0] == '{') hits.push_back(json::parse(line));
+  ASSERT_EQ(hits.size(), 2u) << similar.output;
+  EXPECT_EQ(hits[0]["hits"][0]["id"], "2");  // line numbers are the ids
+  EXPECT_EQ(hits[1]["hits"][0]["id"], "5");
+  EXPECT_NEAR(hits[0]["hits"][0]["score"].get<double>(), 1.0, 1e-5);
+  EXPECT_EQ(hits[0]["hits"].size(), 3u);
+  const auto bad =
+      testing::run_bertft("similar --index " + index.string(), dir_.path() / "bad.log");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--query"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace bert::recipes
