@@ -6,7 +6,9 @@
 // The suite runs on every CPU kind: bf16 rows are measured only where the CPU's bf16 GEMM is
 // clearly faster than fp32 (training.precision: auto's probe decides), and say so otherwise.
 // Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--rounds N] [--json FILE].
-// `--only profile` (not in the default set) breaks one train step down by operator.
+// Not in the default set: `--only profile` breaks one train step down by operator; `--only
+// real_data [--real-limit N]` times MRPC and STS-B training against HF run_glue-style
+// (bench/hf_glue_epoch.py); `--only similar` times `bertft similar` over 1 M vectors.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -29,6 +31,7 @@
 #include "bert/common/threads.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/wordpiece.h"
+#include "recipes/runner/embed.h"
 #include "recipes/runner/new_model.h"
 #include "recipes/runner/process.h"
 #include "tasks/registry.h"
@@ -105,6 +108,13 @@ Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
   b.labels = torch::randint(0, 2, {batch});
   for (int64_t i = 0; i < batch; ++i) b.feature_indices.push_back(i), b.lengths.push_back(seq);
   return b;
+}
+
+/// The HF reference kit's interpreter: $BERTFT_HF_PYTHON, else build/hf-reference/python.
+fs::path hf_python() {
+  const char* env_python = std::getenv("BERTFT_HF_PYTHON");
+  return env_python ? fs::path(env_python)
+                    : fs::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
 }
 
 /// The bert-base-cased WordPiece tokenizer (its vocab from ../shared).
@@ -260,6 +270,7 @@ int hf_twin_worker(const std::string& mode,
 struct Suite {
   int iters = 2;
   int rounds = 2;
+  int real_limit = 256;  ///< train examples per task in the real_data section
   int threads = 1;
   json results = json::object();
   std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
@@ -591,6 +602,34 @@ struct Suite {
     }
   }
 
+  /// `bertft similar`'s search (cosine_top_k) over 1 M bert-base-sized vectors (3 GiB, unit rows
+  /// as `embed --normalize` writes them): queries per second for one query at a time and for
+  /// batches of 64, with the fraction of the GEMM ceiling the batched matmul reaches. Not in the
+  /// default set.
+  void similar() {
+    const int64_t rows = 1000000, width = 768;
+    fmt::print("\n== similar: exact cosine top-10 over {} x {} fp32 unit vectors ==\n", rows,
+               width);
+    torch::Tensor index;
+    {
+      c10::InferenceMode guard;
+      index = torch::randn({rows, width});
+      index.div_(index.norm(2, 1, true));
+    }
+    for (const int64_t batch : {1, 64}) {
+      const auto queries = torch::randn({batch, width});
+      const double s = best_time(
+          iters + 1, [&] { bert::recipes::cosine_top_k(index, queries, 10, /*unit_index=*/true); });
+      const double tflops = 2.0 * batch * rows * width / s / 1e12;
+      fmt::print("{:>3} quer{} per call: {:.3f} s, {:.0f} queries/s, {:.3f} TFLOP/s{}\n", batch,
+                 batch == 1 ? "y" : "ies", s, batch / s, tflops,
+                 ceiling.count("fp32")
+                     ? fmt::format(" ({:.2f} of the GEMM ceiling)", tflops / ceiling["fp32"])
+                     : "");
+      results["similar"][std::to_string(batch)] = {{"seconds", s}, {"queries_per_s", batch / s}};
+    }
+  }
+
   void tokenizer(const fs::path& shared) {
     const auto squad = shared / "data" / "squad" / "dev-v1.1.json";
     const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
@@ -700,9 +739,7 @@ struct Suite {
   /// best median of each, and bertft's speed-up over the better HF and its peak RSS against HF's.
   void vs_hf(const fs::path& shared, const fs::path& tmp) {
     const auto script = shared / "tools" / "hf-reference" / "perf_bert.py";
-    const char* env_python = std::getenv("BERTFT_HF_PYTHON");
-    const fs::path python =
-        env_python ? fs::path(env_python) : fs::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
+    const fs::path python = hf_python();
     if (!fs::exists(script) || !fs::exists(python)) {
       fmt::print(
           "\n(vs_hf skipped: run ../shared/tools/hf-reference/setup.sh build/hf-reference, or set "
@@ -781,6 +818,91 @@ struct Suite {
     if (!bf16_fast) fmt::print("(bf16 not compared: {})\n", bf16_reason);
   }
 
+  /// Real data, end to end (issue 16): training steps over the first `real_limit` examples of
+  /// MRPC and STS-B train (GLUE pairs; RTE is not in ../shared/data) at bert-base shape, batch 8,
+  /// max 128 tokens. HF transformers 4.31 (bench/hf_glue_epoch.py) with run_glue's defaults (every
+  /// sequence padded to 128) and with dynamic padding; bertft with its dynamic padding, and with
+  /// dynamic padding plus group_by_length. One warm-up step each, then the timed pass: the time
+  /// per example is an epoch's. Not in the default set (about 10 minutes at 256 examples).
+  void real_data(const fs::path& shared, const fs::path& tmp) {
+    const auto script = fs::path(BERTFT_SOURCE_DIR) / "bench" / "hf_glue_epoch.py";
+    const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
+    const fs::path python = hf_python();
+    fmt::print(
+        "\n== real_data: one pass over the first {} train examples, bert-base fp32, batch 8, max "
+        "128 tokens, {} threads ==\n{:<8} {:<26} {:>9} {:>10} {:>9} {:>9}\n",
+        real_limit, threads, "task", "run", "seconds", "tokens", "vs HF128", "peak MiB");
+    const auto tok = cased_tokenizer(vocab);
+    for (const auto& [task, dir] :
+         std::vector<std::pair<std::string, std::string>>{{"mrpc", "MRPC"}, {"stsb", "STS-B"}}) {
+      const auto train = shared / "data" / "glue" / dir / "train.tsv";
+      if (!fs::exists(train) || !fs::exists(vocab)) {
+        fmt::print("{:<8} skipped: {} not found\n", task, train.string());
+        continue;
+      }
+      json& out = results["real_data"][task];
+      double hf_padded = 0;
+      const auto row = [&](const std::string& run, double seconds, int64_t tokens, double mib) {
+        if (run == "HF run_glue (pad 128)") hf_padded = seconds;
+        const std::string ratio = hf_padded > 0 ? fmt::format("{:.2f}x", hf_padded / seconds) : "";
+        fmt::print("{:<8} {:<26} {:>9.1f} {:>10} {:>9} {:>9.0f}\n", task, run, seconds, tokens,
+                   ratio, mib);
+        out[run] = {{"seconds", seconds}, {"padded_tokens", tokens}, {"peak_rss_mib", mib}};
+      };
+      if (fs::exists(python) && fs::exists(script)) {
+        for (const auto& [run, padding] : std::vector<std::pair<std::string, std::string>>{
+                 {"HF run_glue (pad 128)", "max_length"}, {"HF dynamic padding", "longest"}}) {
+          const auto log = tmp / "real_data.json";
+          const int rc = std::system(
+              fmt::format("env OMP_WAIT_POLICY=PASSIVE {} {} --data {} --task {} --vocab {} "
+                          "--limit {} --padding {} --threads {} > {} 2> {}",
+                          python.string(), script.string(), train.string(), task, vocab.string(),
+                          real_limit, padding, threads, log.string(), (tmp / "hf.log").string())
+                  .c_str());
+          if (rc != 0) {
+            fmt::print("{:<8} {:<26} failed: {}\n", task, run, bert::read_file(tmp / "hf.log"));
+            continue;
+          }
+          const auto r = json::parse(bert::read_file(log));
+          row(run, r["seconds"], r["padded_tokens"], r["peak_rss_mib"]);
+        }
+      } else {
+        fmt::print("{:<8} HF rows skipped: set up build/hf-reference (or BERTFT_HF_PYTHON)\n",
+                   task);
+      }
+      for (const bool grouped : {false, true}) {
+        auto a = bert::tasks::TaskRegistry::global().create(
+            "sequence_classification",
+            bert::YamlReader(YAML::Load(task == "stsb" ? "{num_labels: 1}" : "{}"), "bench"));
+        bert::data::DataSpec spec;
+        spec.path = train;
+        spec.format = bert::data::DataFormat::kGlue;
+        spec.limit = real_limit;
+        const auto examples = a->read(spec);
+        a->fit_labels(*examples);
+        const auto features = a->featurize(examples, *tok, /*training=*/true);
+        reset_peak_rss();
+        auto [model, optimizer, params] = start_training(*a);
+        const auto batches =
+            bert::tasks::Trainer::epoch_batches(*features, 8, /*seed=*/42, grouped);
+        const auto step = [&](const std::vector<int64_t>& indices) {
+          const auto b = a->collate(*features, indices);
+          a->loss(model->forward(b), b).backward();
+          torch::nn::utils::clip_grad_norm_(params, 1.0);
+          optimizer->step();
+          optimizer->zero_grad();
+          return b.input_ids.numel();
+        };
+        step(batches.front());  // warm-up, as on the HF side
+        int64_t tokens = 0;
+        const auto t0 = Clock::now();
+        for (const auto& indices : batches) tokens += step(indices);
+        row(grouped ? "bertft dynamic + grouped" : "bertft dynamic padding", since(t0), tokens,
+            peak_rss_mib());
+      }
+    }
+  }
+
   /// The numerics check that goes with the bf16 speed: a real small task (GLUE SST-2, 67 349 train
   /// / 872 dev sentences) fine-tuned in fp32 and in bf16, three seeds each, through `bertft sweep`;
   /// the dev accuracies' means must agree within seed noise. The model is a small BERT from random
@@ -857,12 +979,13 @@ struct Suite {
 
 int main(int argc, char** argv) {
   bert::prefer_passive_openmp(argv);  // measure under the OpenMP setting bertft itself runs with
+  bert::keep_freed_memory();
   std::string only =
                   "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,precision,data_parallel,"
                   "vs_hf",
               json_out, twin;
   int iters = 2, rounds = 2, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
-      seq = 128, warmup = 1, steps = 3;
+      seq = 128, warmup = 1, steps = 3, real_limit = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     const auto number = [&](const char* flag, int& value) {
       if (std::strcmp(argv[i], flag)) return false;
@@ -871,7 +994,7 @@ int main(int argc, char** argv) {
     };
     if (number("--rounds", rounds) || number("--threads", threads) || number("--bf16", bf16) ||
         number("--batch", batch) || number("--seq", seq) || number("--warmup", warmup) ||
-        number("--steps", steps))
+        number("--steps", steps) || number("--real-limit", real_limit))
       continue;
     if (!std::strcmp(argv[i], "--hf-twin"))
       twin = argv[i + 1];
@@ -902,6 +1025,7 @@ int main(int argc, char** argv) {
   Suite suite;
   suite.iters = iters;
   suite.rounds = rounds;
+  suite.real_limit = real_limit;
   suite.threads = bert::configure_threads(threads);
   const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);
   suite.bf16_fast = choice.precision == Precision::kBf16;
@@ -917,7 +1041,8 @@ int main(int argc, char** argv) {
   suite.results["threads"] = suite.threads;
   suite.results["bf16_fast"] = suite.bf16_fast;
   suite.results["precision_probe"] = choice.reason;
-  if (wants("gemm") || wants("train_step") || wants("infer") || wants("vs_hf")) suite.gemm();
+  if (wants("gemm") || wants("train_step") || wants("infer") || wants("vs_hf") || wants("similar"))
+    suite.gemm();
   if (wants("train_step")) suite.train_step();
   if (wants("infer")) suite.infer();
   if (wants("seq_scaling")) suite.seq_scaling();
@@ -928,6 +1053,8 @@ int main(int argc, char** argv) {
   if (wants("sweep")) suite.sweep(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
   if (wants("precision")) suite.precision(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
   if (wants("vs_hf")) suite.vs_hf(shared, tmp);
+  if (wants("real_data")) suite.real_data(shared, tmp);
+  if (wants("similar")) suite.similar();
   fs::remove_all(tmp);
   suite.results["seconds"] = since(start);
   fmt::print("\nsuite time {:.0f} s\n", since(start));
