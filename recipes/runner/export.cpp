@@ -1,9 +1,11 @@
 #include "recipes/runner/export.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bert/checkpoint/load.h"
 #include "bert/common/error.h"
@@ -14,6 +16,7 @@
 #include "recipes/runner/recipe.h"
 #include "recipes/runner/run_dir.h"
 #include "recipes/runner/trial.h"
+#include "tasks/question_answering/adapter.h"
 #include "tasks/registry.h"
 #include "tasks/training/trainer.h"
 
@@ -150,20 +153,32 @@ FinetunedModel load_finetuned(const fs::path& path) {
   return m;
 }
 
-void predict_split(const fs::path& model_dir,
-                   const data::DataSpec& spec,
-                   const std::string& out,
-                   const PredictOptions& o) {
-  auto m = load_finetuned(model_dir);
+namespace {
+
+/// Reads and featurises `spec` with the model's adapter and runs the model over it (batch size,
+/// device and precision from `o`): the features and the per-feature outputs.
+std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predict_spec(
+    FinetunedModel& m, const data::DataSpec& spec, const PredictOptions& o) {
   const auto examples = m.adapter->read(spec);
-  const auto features = m.adapter->featurize(examples, *m.tokenizer, false);
+  auto features = m.adapter->featurize(examples, *m.tokenizer, false);
   tasks::TrainerOptions trainer_options;
   trainer_options.eval_batch_size = o.batch_size;
   trainer_options.device = o.device;
   trainer_options.precision =
       parse_enum<tasks::Precision>(o.precision).value_or(tasks::Precision::kFp32);
   const tasks::Trainer trainer(trainer_options);
-  const auto outputs = trainer.predict(*m.adapter, m.model, *features);
+  auto outputs = trainer.predict(*m.adapter, m.model, *features);
+  return {std::move(features), std::move(outputs)};
+}
+
+}  // namespace
+
+void predict_split(const fs::path& model_dir,
+                   const data::DataSpec& spec,
+                   const std::string& out,
+                   const PredictOptions& o) {
+  auto m = load_finetuned(model_dir);
+  const auto [features, outputs] = predict_spec(m, spec, o);
   const auto files = m.adapter->prediction_files(*features, outputs, o.logits);
   for (const auto& [suffix, text] : files) {
     if (suffix.empty() && (out.empty() || out == "-")) {
@@ -203,6 +218,110 @@ int run_predict(const PredictOptions& o) {
   errors.throw_if_any();
   predict_split(o.model, spec, o.out, o);
   return 0;
+}
+
+namespace {
+
+/// Number of code points in the first `bytes` bytes of UTF-8 `text`.
+int64_t code_points_before(const std::string& text, int64_t bytes) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < bytes && i < static_cast<int64_t>(text.size()); ++i)
+    n += (static_cast<unsigned char>(text[static_cast<size_t>(i)]) & 0xC0) != 0x80;
+  return n;
+}
+
+/// A temporary directory removed on scope exit (the raw-text inputs are written as data files
+/// so that every task reads them through its own reader).
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / fmt::format("bertft-predict-{}", ::getpid());
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+}  // namespace
+
+int run_predict_text(const PredictOptions& o) {
+  auto m = load_finetuned(o.model);
+  const std::string type = m.adapter->type();
+  const ScratchDir scratch;
+  data::DataSpec spec;
+  json inputs = json::array();  // echoed beside each prediction
+  if (type == "sequence_classification") {
+    if (o.text.empty()) throw ConfigError("predict: a classification model takes --text");
+    std::string lines;
+    const auto add = [&](const std::string& a, const std::optional<std::string>& b) {
+      json row = {{"text", a}};
+      if (b) row["text_pair"] = *b;
+      inputs.push_back(row);
+      lines += row.dump() + "\n";
+    };
+    if (o.text == "-") {
+      for (std::string line; std::getline(std::cin, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.empty()) continue;
+        const auto tab = line.find('\t');
+        if (tab == std::string::npos)
+          add(line, std::nullopt);
+        else
+          add(line.substr(0, tab), line.substr(tab + 1));
+      }
+    } else {
+      add(o.text, o.text_pair.empty() ? std::nullopt : std::optional<std::string>(o.text_pair));
+    }
+    if (inputs.empty()) throw DataError("predict --text -: no text on stdin");
+    spec.path = scratch.path / "text.jsonl";
+    spec.format = data::DataFormat::kJsonl;
+    write_file_atomic(spec.path, lines);
+  } else if (type == "question_answering") {
+    if (o.question.empty() || o.context.empty())
+      throw ConfigError("predict: a question answering model takes --question and --context");
+    const json squad = {
+        {"version", "1.1"},
+        {"data",
+         {{{"title", "text"},
+           {"paragraphs",
+            {{{"context", o.context},
+              {"qas", {{{"id", "0"}, {"question", o.question}, {"answers", json::array()}}}}}}}}}}};
+    inputs.push_back({{"question", o.question}});
+    spec.path = scratch.path / "text.json";
+    spec.format = data::DataFormat::kSquad;
+    write_file_atomic(spec.path, squad.dump());
+  } else {
+    throw ConfigError(fmt::format(
+        "predict: raw text (--text, --question) is not available for {} models yet; write the "
+        "input as a data file and pass --data",
+        type));
+  }
+  const auto [features, outputs] = predict_spec(m, spec, o);
+  if (type == "question_answering") {
+    const auto& qa = dynamic_cast<const tasks::QuestionAnsweringAdapter&>(*m.adapter);
+    const auto decoded = qa.decode(*features, outputs);
+    const auto answer = qa.predict(*features, outputs)["0"].get<std::string>();
+    json out = {{"answer", answer}, {"start", nullptr}, {"end", nullptr}, {"score", 0.0}};
+    for (const auto& c : decoded.nbest[0]) {
+      if (c.text != answer) continue;  // the n-best entry the answer came from (or the null one)
+      out["score"] = c.probability;
+      if (c.byte_start >= 0) {
+        out["start"] = code_points_before(o.context, c.byte_start);
+        out["end"] = code_points_before(o.context, c.byte_end);
+      }
+      break;
+    }
+    std::cout << out.dump() << "\n";
+    return code(ExitCode::kOk);
+  }
+  const auto predictions = m.adapter->predict(*features, outputs);
+  for (size_t i = 0; i < predictions.size(); ++i) {
+    json out = inputs[i];
+    const auto& p = predictions[i];
+    if (p.contains("label")) out["label"] = p["label"];
+    out["score"] = p.contains("probability") ? p["probability"] : p["score"];
+    std::cout << out.dump() << "\n";
+  }
+  return code(ExitCode::kOk);
 }
 
 int run_eval(const std::string& model_dir,

@@ -46,10 +46,18 @@ FinetunedModel load_finetuned(const std::filesystem::path& dir);
 /// <out stem>.na_probs.json for v2.0); prints metrics when the data is labelled.
 struct PredictOptions {
   std::string model, data, out, format = "auto", glue_task, device = "cpu", precision = "fp32";
+  /// Raw text instead of --data (run_predict_text): `text` ("-" = one per stdin line, a tab
+  /// separating a pair) and `text_pair` for classification; `question` + `context` for QA.
+  std::string text, text_pair, question, context;
   int64_t batch_size = 64;
   bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
 };
 int run_predict(const PredictOptions& options);
+/// `bertft predict --text` / `--question --context`: predictions on raw text as JSON lines, like
+/// HF pipelines: classification {"label", "score"} (regression {"score"}) per text; extractive QA
+/// {"answer", "start", "end", "score"} with the span in characters (Unicode code points) of the
+/// context and the span's probability among the n-best. ConfigError for other tasks.
+int run_predict_text(const PredictOptions& options);
 /// Predicts the split `spec` with the model in `model_dir` into `out` (stdout when "" or "-")
 /// and the files beside it, as run_predict (options other than model, data and format).
 void predict_split(const std::filesystem::path& model_dir,

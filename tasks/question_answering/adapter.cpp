@@ -289,7 +289,8 @@ QuestionAnsweringAdapter::Decoded QuestionAnsweringAdapter::decode(
                      end = offsets[static_cast<size_t>(en)].second;
           candidates.push_back({items[e].context.substr(static_cast<size_t>(begin),
                                                         static_cast<size_t>(end - begin)),
-                                static_cast<double>(sl[s]) + el[en], sl[s], el[en], 0.0});
+                                static_cast<double>(sl[s]) + el[en], sl[s], el[en], 0.0, begin,
+                                end});
         }
       }
     }

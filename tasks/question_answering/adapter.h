@@ -59,6 +59,7 @@ class QaFeatureSet final : public FeatureSet {
 struct QaCandidate {
   std::string text;
   double score = 0, start_logit = 0, end_logit = 0, probability = 0;
+  int64_t byte_start = -1, byte_end = -1;  ///< the span in the context's UTF-8 bytes (-1: null)
 };
 
 /// Extractive question answering (SQuAD v1.1 / v2.0; BertForQuestionAnswering): start/end

@@ -1,4 +1,5 @@
 // `bertft predict`.
+#include "bert/common/error.h"
 #include "recipes/runner/command.h"
 #include "recipes/runner/export.h"
 
@@ -9,9 +10,19 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   app.add_option("--model", o->model, "Fine-tuned model directory (bertft export or HF)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  app.add_option("--data", o->data, "Data file (JSONL, GLUE TSV, CSV, SQuAD JSON, CoNLL, SWAG CSV)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  auto* data = app.add_option("--data", o->data,
+                              "Data file (JSONL, GLUE TSV, CSV, SQuAD JSON, CoNLL, SWAG CSV)")
+                   ->check(CLI::ExistingFile);
+  auto* text = app.add_option(
+      "--text", o->text, "Classification on raw text (- = stdin lines; a tab separates a pair)");
+  app.add_option("--text-pair", o->text_pair, "The second text of a pair (with --text)")
+      ->needs(text);
+  auto* question = app.add_option("--question", o->question, "Question answering: the question");
+  auto* context = app.add_option("--context", o->context, "Question answering: the context");
+  question->needs(context);
+  context->needs(question);
+  data->excludes(text)->excludes(question);
+  text->excludes(question);
   app.add_option("--format", o->format, "auto | glue | tsv | csv | jsonl | squad | conll | swag");
   app.add_option("--glue-task", o->glue_task, "GLUE task, when not clear from the directory name");
   app.add_option("--out", o->out, "Predictions file (default stdout)");
@@ -21,7 +32,12 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   app.add_option("--device", o->device, "cpu | cuda | cuda:N");
   app.add_option("--precision", o->precision, "fp32 | bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  return [o] { return run_predict(*o); };
+  return [o] {
+    if (!o->text.empty() || !o->question.empty()) return run_predict_text(*o);
+    if (o->data.empty())
+      throw ConfigError("predict: give --data FILE, --text TEXT or --question/--context");
+    return run_predict(*o);
+  };
 }
 
 }  // namespace bert::recipes
