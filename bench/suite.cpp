@@ -217,6 +217,47 @@ int data_parallel_worker(
   return 0;
 }
 
+/// One bertft run of the real_data section (a child process, so its peak RSS is its own): the
+/// first `limit` examples of `task`'s GLUE train.tsv, bert-base fp32, batch 8, max 128 tokens,
+/// dynamic padding (with `grouped`, length-grouped batches), one warm-up step, then one timed pass
+/// of forward, backward, clipping at 1.0, AdamW. Writes seconds, padded tokens and peak RSS.
+int real_data_worker(const std::string& task, bool grouped, int limit, const fs::path& out) {
+  const fs::path shared = fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
+  const auto train = shared / "data" / "glue" / (task == "stsb" ? "STS-B" : "MRPC") / "train.tsv";
+  const auto tok = cased_tokenizer(shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt");
+  auto a = bert::tasks::TaskRegistry::global().create(
+      "sequence_classification",
+      bert::YamlReader(YAML::Load(task == "stsb" ? "{num_labels: 1}" : "{}"), "bench"));
+  bert::data::DataSpec spec;
+  spec.path = train;
+  spec.format = bert::data::DataFormat::kGlue;
+  spec.limit = limit;
+  const auto examples = a->read(spec);
+  a->fit_labels(*examples);
+  const auto features = a->featurize(examples, *tok, /*training=*/true);
+  auto [model, optimizer, params] = start_training(*a);
+  const auto batches = bert::tasks::Trainer::epoch_batches(*features, 8, /*seed=*/42, grouped);
+  const auto step = [&](const std::vector<int64_t>& indices) {
+    const auto b = a->collate(*features, indices);
+    a->loss(model->forward(b), b).backward();
+    torch::nn::utils::clip_grad_norm_(params, 1.0);
+    optimizer->step();
+    optimizer->zero_grad();
+    return b.input_ids.numel();
+  };
+  step(batches.front());  // warm-up, as on the HF side
+  int64_t tokens = 0;
+  const auto t0 = Clock::now();
+  for (const auto& indices : batches) tokens += step(indices);
+  const double seconds = since(t0);
+  std::ofstream(out) << json{{"seconds", seconds},
+                             {"padded_tokens", tokens},
+                             {"peak_rss_mib", peak_rss_mib()}}
+                            .dump()
+                     << "\n";
+  return 0;
+}
+
 /// One side of the vs_hf section inside bench_suite (a child process, as HF's perf_bert.py
 /// is one): perf_bert.py's workload done the bertft way. A bert-base classifier (seed 0),
 /// `batch` x `seq` tokens with the second half of each row segment 1; "train" is forward +
@@ -821,9 +862,10 @@ struct Suite {
   /// Real data, end to end (issue 16): training steps over the first `real_limit` examples of
   /// MRPC and STS-B train (GLUE pairs; RTE is not in ../shared/data) at bert-base shape, batch 8,
   /// max 128 tokens. HF transformers 4.31 (bench/hf_glue_epoch.py) with run_glue's defaults (every
-  /// sequence padded to 128) and with dynamic padding; bertft with its dynamic padding, and with
-  /// dynamic padding plus group_by_length. One warm-up step each, then the timed pass: the time
-  /// per example is an epoch's. Not in the default set (about 10 minutes at 256 examples).
+  /// sequence padded to 128) and with dynamic padding; bertft (real_data_worker) with its dynamic
+  /// padding, and with dynamic padding plus group_by_length. Every run is a fresh process (peak
+  /// RSS its own); one warm-up step each, then the timed pass: the time per example is an
+  /// epoch's. Not in the default set (about 12 minutes at 256 examples).
   void real_data(const fs::path& shared, const fs::path& tmp) {
     const auto script = fs::path(BERTFT_SOURCE_DIR) / "bench" / "hf_glue_epoch.py";
     const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
@@ -832,7 +874,6 @@ struct Suite {
         "\n== real_data: one pass over the first {} train examples, bert-base fp32, batch 8, max "
         "128 tokens, {} threads ==\n{:<8} {:<26} {:>9} {:>10} {:>9} {:>9}\n",
         real_limit, threads, "task", "run", "seconds", "tokens", "vs HF128", "peak MiB");
-    const auto tok = cased_tokenizer(vocab);
     for (const auto& [task, dir] :
          std::vector<std::pair<std::string, std::string>>{{"mrpc", "MRPC"}, {"stsb", "STS-B"}}) {
       const auto train = shared / "data" / "glue" / dir / "train.tsv";
@@ -870,35 +911,23 @@ struct Suite {
         fmt::print("{:<8} HF rows skipped: set up build/hf-reference (or BERTFT_HF_PYTHON)\n",
                    task);
       }
+      // Each bertft run in a fresh process too, so its peak RSS is its own.
+      const auto executable = fs::read_symlink("/proc/self/exe").string();
       for (const bool grouped : {false, true}) {
-        auto a = bert::tasks::TaskRegistry::global().create(
-            "sequence_classification",
-            bert::YamlReader(YAML::Load(task == "stsb" ? "{num_labels: 1}" : "{}"), "bench"));
-        bert::data::DataSpec spec;
-        spec.path = train;
-        spec.format = bert::data::DataFormat::kGlue;
-        spec.limit = real_limit;
-        const auto examples = a->read(spec);
-        a->fit_labels(*examples);
-        const auto features = a->featurize(examples, *tok, /*training=*/true);
-        reset_peak_rss();
-        auto [model, optimizer, params] = start_training(*a);
-        const auto batches =
-            bert::tasks::Trainer::epoch_batches(*features, 8, /*seed=*/42, grouped);
-        const auto step = [&](const std::vector<int64_t>& indices) {
-          const auto b = a->collate(*features, indices);
-          a->loss(model->forward(b), b).backward();
-          torch::nn::utils::clip_grad_norm_(params, 1.0);
-          optimizer->step();
-          optimizer->zero_grad();
-          return b.input_ids.numel();
-        };
-        step(batches.front());  // warm-up, as on the HF side
-        int64_t tokens = 0;
-        const auto t0 = Clock::now();
-        for (const auto& indices : batches) tokens += step(indices);
-        row(grouped ? "bertft dynamic + grouped" : "bertft dynamic padding", since(t0), tokens,
-            peak_rss_mib());
+        const auto log = tmp / "real_data.json";
+        const int rc = std::system(
+            fmt::format("{} --real-data-worker {} --grouped {} --real-limit {} --threads {} --json "
+                        "{} > {} 2>&1",
+                        executable, task, grouped ? 1 : 0, real_limit, threads, log.string(),
+                        (tmp / "worker.log").string())
+                .c_str());
+        const std::string run = grouped ? "bertft dynamic + grouped" : "bertft dynamic padding";
+        if (rc != 0) {
+          fmt::print("{:<8} {:<26} failed: {}\n", task, run, bert::read_file(tmp / "worker.log"));
+          continue;
+        }
+        const auto r = json::parse(bert::read_file(log));
+        row(run, r["seconds"], r["padded_tokens"], r["peak_rss_mib"]);
       }
     }
   }
@@ -983,9 +1012,9 @@ int main(int argc, char** argv) {
   std::string only =
                   "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,precision,data_parallel,"
                   "vs_hf",
-              json_out, twin;
+              json_out, twin, real_worker;
   int iters = 2, rounds = 2, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
-      seq = 128, warmup = 1, steps = 3, real_limit = 256;
+      seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const auto number = [&](const char* flag, int& value) {
       if (std::strcmp(argv[i], flag)) return false;
@@ -994,10 +1023,13 @@ int main(int argc, char** argv) {
     };
     if (number("--rounds", rounds) || number("--threads", threads) || number("--bf16", bf16) ||
         number("--batch", batch) || number("--seq", seq) || number("--warmup", warmup) ||
-        number("--steps", steps) || number("--real-limit", real_limit))
+        number("--steps", steps) || number("--real-limit", real_limit) ||
+        number("--grouped", grouped))
       continue;
     if (!std::strcmp(argv[i], "--hf-twin"))
       twin = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--real-data-worker"))
+      real_worker = argv[i + 1];
     else if (!std::strcmp(argv[i], "--data-parallel-worker"))
       worker = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--port"))
@@ -1014,6 +1046,10 @@ int main(int argc, char** argv) {
   if (worker >= 0) {
     bert::configure_threads(1);
     return data_parallel_worker(worker, 2, port, iters, overlap != 0, json_out);
+  }
+  if (!real_worker.empty()) {
+    bert::configure_threads(threads);
+    return real_data_worker(real_worker, grouped != 0, real_limit, json_out);
   }
   if (!twin.empty()) {
     bert::configure_threads(threads);
