@@ -73,6 +73,7 @@ SentenceEncoder::SentenceEncoder(const fs::path& model_dir, torch::Device device
   model_->eval();
   tokenizer_ = tok::load_tokenizer(dir, config.vocab_size());
   hidden_ = config.hidden_size();
+  max_positions_ = config.max_position_embeddings();
 }
 
 torch::Tensor SentenceEncoder::encode_ids(const torch::Tensor& input_ids,
@@ -91,7 +92,9 @@ torch::Tensor SentenceEncoder::encode_ids(const torch::Tensor& input_ids,
 torch::Tensor SentenceEncoder::encode(const std::vector<std::string>& texts,
                                       const EmbedOptions& options) const {
   tok::EncodeOptions encode_options;
-  encode_options.max_length = options.max_seq_length;
+  // Longer texts are cut to what the model has positions for, as HF pipelines cut them to the
+  // tokenizer's model_max_length.
+  encode_options.max_length = std::min(options.max_seq_length, max_positions_);
   std::vector<std::pair<std::string, std::optional<std::string>>> inputs;
   inputs.reserve(texts.size());
   for (const auto& text : texts) inputs.emplace_back(text, std::nullopt);

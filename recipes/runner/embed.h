@@ -41,8 +41,9 @@ class SentenceEncoder {
   /// Throws CheckpointError when encoder weights are missing (only the pooler may be).
   SentenceEncoder(const std::filesystem::path& model_dir, torch::Device device = torch::kCPU);
 
-  /// One vector per text, float32 on the CPU: [texts.size(), hidden]. Texts are sorted by
-  /// length into batches (less padding); the result is in input order.
+  /// One vector per text, float32 on the CPU: [texts.size(), hidden]. Texts are cut to
+  /// min(max_seq_length, max_position_embeddings) tokens and sorted by length into batches (less
+  /// padding); the result is in input order.
   torch::Tensor encode(const std::vector<std::string>& texts, const EmbedOptions& options) const;
   /// The same from token ids already made (the HF parity test's entry point).
   torch::Tensor encode_ids(const torch::Tensor& input_ids,
@@ -57,6 +58,7 @@ class SentenceEncoder {
   mutable BertModel model_{nullptr};  // forward() is not const in torch::nn
   torch::Device device_;
   int64_t hidden_ = 0;
+  int64_t max_positions_ = 0;
 };
 
 /// Texts with their ids. A `.txt` file (or format "lines") gives one text per non-empty line, id

@@ -71,6 +71,13 @@ TEST_F(EmbedTest, VectorsEqualHfsForEveryPooling) {
       const auto& expected = f.expected.at(key);
       const auto from_text = encoder.encode(f.texts, options);
       EXPECT_LT(testing::max_abs_diff(from_text, expected), 1e-5) << key << " from text";
+      if (pooling == Pooling::kCls && !normalize) {  // longer than the model's 64 positions: cut
+        auto longer = f.texts;
+        longer.push_back(std::string(200, 'a'));
+        for (int i = 0; i < 70; ++i) longer.back() += " blue";
+        options.max_seq_length = 512;
+        EXPECT_EQ(encoder.encode(longer, options).size(0), static_cast<int64_t>(longer.size()));
+      }
       const auto from_ids =
           encoder.encode_ids(f.expected.at("input_ids"), f.expected.at("attention_mask"), options);
       EXPECT_LT(testing::max_abs_diff(from_ids, expected), 1e-5) << key << " from HF's ids";
