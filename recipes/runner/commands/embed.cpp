@@ -27,6 +27,10 @@ struct EmbedCommand {
 };
 
 int run_embed(const EmbedCommand& o) {
+  const auto ext = fs::path(o.out).extension();
+  if (ext != ".safetensors" && ext != ".npy" && ext != ".jsonl")  // before hours of encoding
+    throw ConfigError("--out " + o.out +
+                      ": embeddings are written as .safetensors, .npy or .jsonl");
   data::DataSpec spec;
   spec.path = o.data;
   spec.format = parse_enum<data::DataFormat>(o.format).value_or(data::DataFormat::kAuto);
