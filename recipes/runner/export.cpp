@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,12 +13,14 @@
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/unicode.h"
 #include "data/text_file.h"
 #include "recipes/runner/recipe.h"
 #include "recipes/runner/run_dir.h"
 #include "recipes/runner/trial.h"
 #include "tasks/question_answering/adapter.h"
 #include "tasks/registry.h"
+#include "tasks/token_classification/adapter.h"
 #include "tasks/training/trainer.h"
 
 namespace bert::recipes {
@@ -243,38 +246,125 @@ struct ScratchDir {
 
 }  // namespace
 
+std::vector<RawWord> split_words(const std::string& text) {
+  namespace u = tok::unicode;
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> bytes;
+  u::decode_utf8(text, cps, bytes);
+  std::vector<RawWord> words;
+  int64_t begin = -1;
+  const auto close = [&](int64_t end) {
+    if (begin >= 0)
+      words.push_back(
+          {text.substr(bytes[static_cast<size_t>(begin)],
+                       bytes[static_cast<size_t>(end)] - bytes[static_cast<size_t>(begin)]),
+           begin, end});
+    begin = -1;
+  };
+  for (int64_t i = 0; i < static_cast<int64_t>(cps.size()); ++i) {
+    const char32_t c = cps[static_cast<size_t>(i)];
+    if (u::is_whitespace(c) || u::is_control(c) || c == 0 || c == 0xFFFD) {
+      close(i);
+    } else if (u::is_punctuation(c) || u::is_chinese_char(c)) {
+      close(i);
+      begin = i;
+      close(i + 1);
+    } else if (begin < 0) {
+      begin = i;
+    }
+  }
+  close(static_cast<int64_t>(cps.size()));
+  return words;
+}
+
+json group_entities(const std::vector<RawWord>& words,
+                    const std::vector<std::string>& tags,
+                    const std::vector<double>& scores,
+                    const std::string& outside) {
+  json entities = json::array();
+  std::string type;
+  size_t first = 0;
+  const auto flush = [&](size_t end) {
+    if (end == first || type == outside) return;
+    double sum = 0;
+    for (size_t w = first; w < end; ++w) sum += scores[w];
+    std::string span;
+    for (size_t w = first; w < end; ++w) span += (w > first ? " " : "") + words[w].text;
+    entities.push_back({{"entity_group", type},
+                        {"score", sum / static_cast<double>(end - first)},
+                        {"word", span},
+                        {"start", words[first].start},
+                        {"end", words[end - 1].end}});
+  };
+  for (size_t w = 0; w < words.size(); ++w) {
+    const auto& tag = tags[w];
+    const bool prefixed =
+        tag.size() > 2 && tag[1] == '-' && std::string("BIES").find(tag[0]) != std::string::npos;
+    const bool begins = prefixed && (tag[0] == 'B' || tag[0] == 'S');
+    const std::string t = prefixed ? tag.substr(2) : tag;
+    if (w == 0 || t != type || begins) {
+      flush(w);
+      type = t;
+      first = w;
+    }
+  }
+  flush(words.size());
+  return entities;
+}
+
 int run_predict_text(const PredictOptions& o) {
   auto m = load_finetuned(o.model);
   const std::string type = m.adapter->type();
   const ScratchDir scratch;
   data::DataSpec spec;
   json inputs = json::array();  // echoed beside each prediction
+  // --text: one text, or with "-" one per stdin line (a tab before a pair's second text).
+  std::vector<std::pair<std::string, std::optional<std::string>>> texts;
+  if (o.text == "-") {
+    for (std::string line; std::getline(std::cin, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty()) continue;
+      const auto tab = line.find('\t');
+      if (tab == std::string::npos)
+        texts.emplace_back(line, std::nullopt);
+      else
+        texts.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+    }
+    if (texts.empty()) throw DataError("predict --text -: no text on stdin");
+  } else if (!o.text.empty()) {
+    texts.emplace_back(
+        o.text, o.text_pair.empty() ? std::nullopt : std::optional<std::string>(o.text_pair));
+  }
+  std::vector<std::vector<RawWord>> words;  // token classification: each text's words
+  std::string outside;
   if (type == "sequence_classification") {
-    if (o.text.empty()) throw ConfigError("predict: a classification model takes --text");
+    if (texts.empty()) throw ConfigError("predict: a classification model takes --text");
     std::string lines;
-    const auto add = [&](const std::string& a, const std::optional<std::string>& b) {
+    for (const auto& [a, b] : texts) {
       json row = {{"text", a}};
       if (b) row["text_pair"] = *b;
       inputs.push_back(row);
       lines += row.dump() + "\n";
-    };
-    if (o.text == "-") {
-      for (std::string line; std::getline(std::cin, line);) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.empty()) continue;
-        const auto tab = line.find('\t');
-        if (tab == std::string::npos)
-          add(line, std::nullopt);
-        else
-          add(line.substr(0, tab), line.substr(tab + 1));
-      }
-    } else {
-      add(o.text, o.text_pair.empty() ? std::nullopt : std::optional<std::string>(o.text_pair));
     }
-    if (inputs.empty()) throw DataError("predict --text -: no text on stdin");
     spec.path = scratch.path / "text.jsonl";
     spec.format = data::DataFormat::kJsonl;
     write_file_atomic(spec.path, lines);
+  } else if (type == "token_classification") {
+    if (texts.empty()) throw ConfigError("predict: a token classification model takes --text");
+    const auto labels = m.adapter->labels();
+    outside = std::find(labels.begin(), labels.end(), "O") != labels.end() ? "O" : labels.at(0);
+    std::string conll;
+    for (const auto& [a, b] : texts) {
+      const std::string text = b ? a + "\t" + *b : a;  // a tab in a line is just a space here
+      words.push_back(split_words(text));
+      if (words.back().empty()) throw DataError("predict --text: a text without words");
+      for (const auto& w : words.back()) conll += w.text + " " + outside + "\n";
+      conll += "\n";
+      inputs.push_back({{"text", text}});
+    }
+    spec.path = scratch.path / "text.conll";
+    spec.format = data::DataFormat::kConll;
+    write_file_atomic(spec.path, conll);
   } else if (type == "question_answering") {
     if (o.question.empty() || o.context.empty())
       throw ConfigError("predict: a question answering model takes --question and --context");
@@ -311,6 +401,17 @@ int run_predict_text(const PredictOptions& o) {
       break;
     }
     std::cout << out.dump() << "\n";
+    return code(ExitCode::kOk);
+  }
+  if (type == "token_classification") {
+    const auto& ner = dynamic_cast<const tasks::TokenClassificationAdapter&>(*m.adapter);
+    std::vector<std::vector<double>> scores;
+    const auto tags = ner.predict_tags(*features, outputs, &scores);
+    for (size_t i = 0; i < words.size(); ++i) {
+      json out = inputs[i];
+      out["entities"] = group_entities(words[i], tags[i], scores[i], outside);
+      std::cout << out.dump() << "\n";
+    }
     return code(ExitCode::kOk);
   }
   const auto predictions = m.adapter->predict(*features, outputs);

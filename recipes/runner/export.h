@@ -56,8 +56,29 @@ int run_predict(const PredictOptions& options);
 /// `bertft predict --text` / `--question --context`: predictions on raw text as JSON lines, like
 /// HF pipelines: classification {"label", "score"} (regression {"score"}) per text; extractive QA
 /// {"answer", "start", "end", "score"} with the span in characters (Unicode code points) of the
-/// context and the span's probability among the n-best. ConfigError for other tasks.
+/// context and the span's probability among the n-best; token classification {"entities"}
+/// (group_entities over split_words). ConfigError for multiple choice.
 int run_predict_text(const PredictOptions& options);
+
+/// A word of raw text as BERT's pre-tokenizer cuts it (whitespace and control characters
+/// separate, every punctuation and CJK character is a word of its own), with its span in code
+/// points. TokenizerError for invalid UTF-8.
+struct RawWord {
+  std::string text;
+  int64_t start = 0, end = 0;
+};
+std::vector<RawWord> split_words(const std::string& text);
+
+/// HF's token-classification grouping (aggregation_strategy "first" on words): a word's tag
+/// "B-X"/"S-X" starts an entity of type X, "I-X"/"E-X" continues one of type X; any other tag is
+/// its own type; adjacent words of one type without a start are one entity; entities of type
+/// `outside` are dropped. Each: {"entity_group", "score" (the mean of its words' scores), "word"
+/// (the words joined by spaces, as HF's convert_tokens_to_string gives whole words), "start",
+/// "end" (code points)}.
+nlohmann::json group_entities(const std::vector<RawWord>& words,
+                              const std::vector<std::string>& tags,
+                              const std::vector<double>& scores,
+                              const std::string& outside);
 /// Predicts the split `spec` with the model in `model_dir` into `out` (stdout when "" or "-")
 /// and the files beside it, as run_predict (options other than model, data and format).
 void predict_split(const std::filesystem::path& model_dir,

@@ -223,18 +223,28 @@ torch::Tensor TokenClassificationAdapter::loss(const torch::Tensor& logits,
 }
 
 std::vector<std::vector<std::string>> TokenClassificationAdapter::predict_tags(
-    const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+    const FeatureSet& features,
+    const std::vector<torch::Tensor>& outputs,
+    std::vector<std::vector<double>>* scores) const {
   const auto& set = features_as<TokenFeatureSet>(features, "token_classification");
   const auto& items = items_of<data::TaggedSentence>(*set.examples, "token_classification");
   const std::string outside = labels_.find("O") ? "O" : labels_.name(0);
   std::vector<std::vector<std::string>> tags(items.size());
   for (size_t i = 0; i < items.size(); ++i) tags[i].assign(items[i].words.size(), outside);
+  if (scores) {
+    scores->assign(items.size(), {});
+    for (size_t i = 0; i < items.size(); ++i) (*scores)[i].assign(items[i].words.size(), 0.0);
+  }
   for (size_t f = 0; f < set.features.size(); ++f) {
     const auto best = outputs.at(f).argmax(-1);  // [seq]
     const auto* b = best.data_ptr<int64_t>();
-    auto& sentence = tags[static_cast<size_t>(set.features[f].example)];
-    for (const auto& [pos, word] : set.word_positions[f])
-      sentence[static_cast<size_t>(word)] = labels_.name(b[pos]);
+    const auto probs =
+        scores ? torch::softmax(outputs.at(f), -1) : torch::Tensor();  // [seq, labels]
+    const auto example = static_cast<size_t>(set.features[f].example);
+    for (const auto& [pos, word] : set.word_positions[f]) {
+      tags[example][static_cast<size_t>(word)] = labels_.name(b[pos]);
+      if (scores) (*scores)[example][static_cast<size_t>(word)] = probs[pos][b[pos]].item<double>();
+    }
   }
   if (train_scheme() != options_.tag_scheme)
     for (auto& s : tags) s = metrics::convert_tags(s, train_scheme(), options_.tag_scheme);

@@ -98,9 +98,13 @@ class TokenClassificationAdapter final : public TaskAdapter {
                       const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return "f1"; }
 
-  /// Predicted tags per sentence, in tag_scheme.
+  /// Predicted tags per sentence, in tag_scheme. With `scores`, each word's probability of its
+  /// tag (softmax over the labels at the word's first sub-token, HF's "first" strategy; 0 for a
+  /// word no window reached).
   std::vector<std::vector<std::string>> predict_tags(
-      const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const;
+      const FeatureSet& features,
+      const std::vector<torch::Tensor>& outputs,
+      std::vector<std::vector<double>>* scores = nullptr) const;
 
  private:
   metrics::TagScheme train_scheme() const {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "bert/common/file_util.h"
+#include "recipes/runner/export.h"
 #include "tests/support/test_support.h"
 
 namespace bert {
@@ -117,6 +118,97 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
       dir_.path() / "data.log");
   ASSERT_EQ(data.code, 0) << data.output;
   EXPECT_NE(data.output.find(json(answer).dump()), std::string::npos) << data.output;
+}
+
+TEST(RawTextWords, CutAsBertsPreTokenizer) {
+  const auto words = recipes::split_words(" Zoë's  U.S.\tcafé,東京 x");
+  std::vector<std::string> texts;
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const auto& w : words) texts.push_back(w.text), spans.emplace_back(w.start, w.end);
+  EXPECT_EQ(texts, (std::vector<std::string>{"Zoë", "'", "s", "U", ".", "S", ".", "café", ",", "東",
+                                             "京", "x"}));
+  EXPECT_EQ(spans.front(), (std::pair<int64_t, int64_t>{1, 4}));  // code points, not bytes
+  EXPECT_EQ(spans.back(), (std::pair<int64_t, int64_t>{21, 22}));
+}
+
+// The grouping rules of HF's aggregation_strategy="first" (words already carry one tag each).
+TEST(RawTextEntities, GroupedAsHfDoes) {
+  const auto words = recipes::split_words("John Smith met Ann in New York City today");
+  const std::vector<std::string> tags = {"B-PER", "I-PER", "O",     "B-PER", "O",
+                                         "B-LOC", "I-LOC", "B-LOC", "O"};
+  const std::vector<double> scores = {0.9, 0.7, 0.99, 0.6, 0.9, 0.8, 0.6, 0.5, 0.9};
+  const auto e = recipes::group_entities(words, tags, scores, "O");
+  ASSERT_EQ(e.size(), 4u) << e.dump();
+  EXPECT_EQ(e[0]["entity_group"], "PER");
+  EXPECT_EQ(e[0]["word"], "John Smith");
+  EXPECT_NEAR(e[0]["score"].get<double>(), 0.8, 1e-12);
+  EXPECT_EQ(e[0]["start"], 0);
+  EXPECT_EQ(e[0]["end"], 10);
+  EXPECT_EQ(e[1]["word"], "Ann");
+  EXPECT_EQ(e[2]["word"], "New York");  // B-LOC starts a new entity even after I-LOC
+  EXPECT_EQ(e[3]["word"], "City");
+  // I- after O starts an entity; a type change ends one; IOBES S-/E- as B-/I-; bare labels.
+  const auto f = recipes::group_entities(recipes::split_words("a b c d e f"),
+                                         {"I-ORG", "I-MISC", "S-LOC", "B-LOC", "E-LOC", "LABEL_3"},
+                                         {1, 1, 1, 1, 1, 1}, "O");
+  ASSERT_EQ(f.size(), 5u) << f.dump();
+  EXPECT_EQ(f[0]["entity_group"], "ORG");
+  EXPECT_EQ(f[1]["entity_group"], "MISC");
+  EXPECT_EQ(f[2]["word"], "c");
+  EXPECT_EQ(f[3]["word"], "d e");
+  EXPECT_EQ(f[4]["entity_group"], "LABEL_3");
+}
+
+// NER on raw text: the words' tags are what `predict --data` gives for the same words in CoNLL
+// columns, and every entity's span slices its words out of the text.
+TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "tokcls9" / "model.safetensors");
+  const auto dir = model_with_vocab("tokcls9", dir_.path() / "m");
+  // CoNLL-2003's nine labels in place of LABEL_0..8.
+  auto config = json::parse(read_file(dir / "config.json"));
+  const std::vector<std::string> names = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
+                                          "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
+  config["id2label"] = json::object();
+  config["label2id"] = json::object();
+  for (size_t i = 0; i < names.size(); ++i) {
+    config["id2label"][std::to_string(i)] = names[i];
+    config["label2id"][names[i]] = i;
+  }
+  testing::write_bytes(dir / "config.json", config.dump(2));
+  const std::string text = "w7 w8, w9 w10 w11 w12 w13 w14 w15 w16 w17 w18";
+  const auto run = testing::run_bertft("predict --model " + dir.string() + " --text '" + text + "'",
+                                       dir_.path() / "ner.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto got = json_lines(run.output);
+  ASSERT_EQ(got.size(), 1u) << run.output;
+  std::string conll;
+  for (const auto& w : recipes::split_words(text)) conll += w.text + " O\n";
+  testing::write_bytes(dir_.path() / "in.conll", conll + "\n");
+  const auto data = testing::run_bertft("predict --model " + dir.string() + " --data " +
+                                            (dir_.path() / "in.conll").string() + " --format conll",
+                                        dir_.path() / "data.log");
+  ASSERT_EQ(data.code, 0) << data.output;
+  std::vector<std::string> tags;
+  std::istringstream lines(data.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string x; fields >> x;) f.push_back(x);
+    if (f.size() == 3) tags.push_back(f[2]);
+  }
+  const auto words = recipes::split_words(text);
+  ASSERT_EQ(tags.size(), words.size()) << data.output;
+  const auto want = recipes::group_entities(words, tags, std::vector<double>(words.size(), 0), "O");
+  const auto& entities = got[0]["entities"];
+  ASSERT_EQ(entities.size(), want.size()) << run.output << "\n" << data.output;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(entities[i]["entity_group"], want[i]["entity_group"]);
+    EXPECT_EQ(entities[i]["word"], want[i]["word"]);
+    const auto start = entities[i]["start"].get<size_t>(), end = entities[i]["end"].get<size_t>();
+    EXPECT_EQ(text.substr(start, end - start), want[i]["word"].get<std::string>());  // ASCII text
+    EXPECT_GT(entities[i]["score"].get<double>(), 0.0);
+    EXPECT_LE(entities[i]["score"].get<double>(), 1.0);
+  }
 }
 
 TEST_F(PipelineTest, RawTextNeedsAModelThatTakesIt) {
