@@ -365,6 +365,16 @@ int run_predict_text(const PredictOptions& o) {
     spec.path = scratch.path / "text.conll";
     spec.format = data::DataFormat::kConll;
     write_file_atomic(spec.path, conll);
+  } else if (type == "multiple_choice") {
+    if (o.text.empty() || o.text == "-" || o.choices.size() < 2)
+      throw ConfigError(
+          "predict: a multiple choice model takes --text CONTEXT and two or more --choice");
+    json row = {{"context", o.text}};
+    for (size_t i = 0; i < o.choices.size(); ++i) row["ending" + std::to_string(i)] = o.choices[i];
+    inputs.push_back({{"text", o.text}});
+    spec.path = scratch.path / "choices.jsonl";
+    spec.format = data::DataFormat::kJsonl;
+    write_file_atomic(spec.path, row.dump() + "\n");
   } else if (type == "question_answering") {
     if (o.question.empty() || o.context.empty())
       throw ConfigError("predict: a question answering model takes --question and --context");
@@ -415,6 +425,16 @@ int run_predict_text(const PredictOptions& o) {
     return code(ExitCode::kOk);
   }
   const auto predictions = m.adapter->predict(*features, outputs);
+  if (type == "multiple_choice") {
+    const auto best = predictions.at(0)["label"].get<size_t>();
+    std::cout << json{{"text", o.text},
+                      {"choice", best},
+                      {"choice_text", o.choices.at(best)},
+                      {"score", predictions[0]["probability"]}}
+                     .dump()
+              << "\n";
+    return code(ExitCode::kOk);
+  }
   for (size_t i = 0; i < predictions.size(); ++i) {
     json out = inputs[i];
     const auto& p = predictions[i];

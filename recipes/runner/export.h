@@ -49,6 +49,7 @@ struct PredictOptions {
   /// Raw text instead of --data (run_predict_text): `text` ("-" = one per stdin line, a tab
   /// separating a pair) and `text_pair` for classification; `question` + `context` for QA.
   std::string text, text_pair, question, context;
+  std::vector<std::string> choices;  ///< multiple choice: the candidates for --text's context
   int64_t batch_size = 64;
   bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
 };
@@ -57,7 +58,8 @@ int run_predict(const PredictOptions& options);
 /// HF pipelines: classification {"label", "score"} (regression {"score"}) per text; extractive QA
 /// {"answer", "start", "end", "score"} with the span in characters (Unicode code points) of the
 /// context and the span's probability among the n-best; token classification {"entities"}
-/// (group_entities over split_words). ConfigError for multiple choice.
+/// (group_entities over split_words); multiple choice {"choice", "text", "score"} for --text
+/// (the context) and --choice (two or more).
 int run_predict_text(const PredictOptions& options);
 
 /// A word of raw text as BERT's pre-tokenizer cuts it (whitespace and control characters

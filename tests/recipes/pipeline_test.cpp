@@ -211,6 +211,34 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   }
 }
 
+// Multiple choice on raw text picks what `predict --data` picks for the same context and choices.
+TEST_F(PipelineTest, MultipleChoiceOnRawTextMatchesTheDataPath) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "mc2" / "model.safetensors");
+  const auto model = model_with_vocab("mc2", dir_.path() / "m").string();
+  testing::write_bytes(dir_.path() / "in.jsonl",
+                       R"({"context": "w7 w8 w9", "ending0": "w10 w11", "ending1": "w30 w31 w32"})"
+                       "\n");
+  const auto reference = testing::run_bertft(
+      "predict --model " + model + " --data " + (dir_.path() / "in.jsonl").string(),
+      dir_.path() / "ref.log");
+  ASSERT_EQ(reference.code, 0) << reference.output;
+  const auto want = json_lines(reference.output);
+  ASSERT_EQ(want.size(), 1u) << reference.output;
+  const auto run = testing::run_bertft("predict --model " + model +
+                                           " --text 'w7 w8 w9' --choice 'w10 w11' --choice 'w30 "
+                                           "w31 w32'",
+                                       dir_.path() / "mc.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto got = json_lines(run.output);
+  ASSERT_EQ(got.size(), 1u) << run.output;
+  EXPECT_EQ(got[0]["choice"], want[0]["label"]);
+  EXPECT_EQ(got[0]["choice_text"], got[0]["choice"] == 0 ? "w10 w11" : "w30 w31 w32");
+  EXPECT_NEAR(got[0]["score"].get<double>(), want[0]["probability"].get<double>(), 1e-9);
+  const auto one = testing::run_bertft("predict --model " + model + " --text 'w7' --choice 'w10'",
+                                       dir_.path() / "one.log");
+  EXPECT_EQ(one.code, 2) << one.output;
+}
+
 TEST_F(PipelineTest, RawTextNeedsAModelThatTakesIt) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "qa" / "model.safetensors");
   const auto model = model_with_vocab("qa", dir_.path() / "m").string();

@@ -17,6 +17,9 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
       "--text", o->text, "Classification on raw text (- = stdin lines; a tab separates a pair)");
   app.add_option("--text-pair", o->text_pair, "The second text of a pair (with --text)")
       ->needs(text);
+  app.add_option("--choice", o->choices,
+                 "Multiple choice: a candidate for the context in --text (repeat, two or more)")
+      ->needs(text);
   auto* question = app.add_option("--question", o->question, "Question answering: the question");
   auto* context = app.add_option("--context", o->context, "Question answering: the context");
   question->needs(context);
