@@ -26,22 +26,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 Pooling parse_pooling(const std::string& name) {
-  if (name == "cls") return Pooling::kCls;
-  if (name == "mean") return Pooling::kMean;
-  if (name == "max") return Pooling::kMax;
-  throw ConfigError("pooling: expected cls, mean or max, got '" + name + "'");
-}
-
-std::string pooling_name(Pooling pooling) {
-  switch (pooling) {
-    case Pooling::kCls:
-      return "cls";
-    case Pooling::kMean:
-      return "mean";
-    case Pooling::kMax:
-      return "max";
-  }
-  return "cls";
+  if (const auto pooling = parse_enum<Pooling>(name)) return *pooling;
+  throw ConfigError("pooling: expected " + enum_choices<Pooling>() + ", got '" + name + "'");
 }
 
 torch::Tensor pool(const torch::Tensor& hidden,
@@ -316,3 +302,12 @@ std::pair<torch::Tensor, torch::Tensor> cosine_top_k(const torch::Tensor& index,
 }
 
 }  // namespace bert::recipes
+
+namespace bert {
+const std::vector<std::pair<const char*, recipes::Pooling>>& EnumNames<recipes::Pooling>::get() {
+  using P = recipes::Pooling;
+  static const std::vector<std::pair<const char*, P>> names = {
+      {"cls", P::kCls}, {"mean", P::kMean}, {"max", P::kMax}};
+  return names;
+}
+}  // namespace bert

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "bert/common/yaml.h"
 #include "bert/model/bert_model.h"
 #include "bert/tokenizer/tokenizer.h"
 #include "data/data_spec.h"
@@ -19,8 +20,9 @@ namespace bert::recipes {
 /// How token vectors become one sentence vector: [CLS]'s, the mean of the real tokens (padding
 /// excluded, as sentence-transformers' mean pooling), or their element-wise maximum.
 enum class Pooling { kCls, kMean, kMax };
-Pooling parse_pooling(const std::string& name);  ///< "cls" | "mean" | "max"; ConfigError else
-std::string pooling_name(Pooling pooling);
+/// "cls" | "mean" | "max" (EnumNames<Pooling>; enum_name() gives the name back); ConfigError
+/// naming the choices otherwise.
+Pooling parse_pooling(const std::string& name);
 
 /// hidden [batch, seq, width], attention_mask [batch, seq] (1 = token) -> [batch, width].
 torch::Tensor pool(const torch::Tensor& hidden,
@@ -97,3 +99,10 @@ std::pair<torch::Tensor, torch::Tensor> cosine_top_k(const torch::Tensor& index,
                                                      int64_t block = 65536);
 
 }  // namespace bert::recipes
+
+namespace bert {
+template <>
+struct EnumNames<recipes::Pooling> {
+  static const std::vector<std::pair<const char*, recipes::Pooling>>& get();
+};
+}  // namespace bert

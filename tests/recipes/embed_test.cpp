@@ -67,7 +67,7 @@ TEST_F(EmbedTest, VectorsEqualHfsForEveryPooling) {
       options.normalize = normalize;
       options.max_seq_length = f.max_length;
       options.batch_size = 3;  // several batches, each padded to its own longest text
-      const auto key = pooling_name(pooling) + (normalize ? "_normalized" : "");
+      const auto key = std::string(enum_name(pooling)) + (normalize ? "_normalized" : "");
       const auto& expected = f.expected.at(key);
       const auto from_text = encoder.encode(f.texts, options);
       EXPECT_LT(testing::max_abs_diff(from_text, expected), 1e-5) << key << " from text";
@@ -197,10 +197,7 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
                               (dir_.path() / "queries.txt").string() + " --top-k 3",
                           dir_.path() / "similar.log");
   ASSERT_EQ(similar.code, 0) << similar.output;
-  std::istringstream out(similar.output);
-  std::vector<json> hits;
-  for (std::string line; std::getline(out, line);)
-    if (!line.empty() && line[0] == '{') hits.push_back(json::parse(line));
+  const auto hits = testing::json_lines(similar.output);
   ASSERT_EQ(hits.size(), 2u) << similar.output;
   EXPECT_EQ(hits[0]["hits"][0]["id"], "2");  // line numbers are the ids
   EXPECT_EQ(hits[1]["hits"][0]["id"], "5");

@@ -27,16 +27,21 @@ fs::path model_with_vocab(const std::string& model, const fs::path& out) {
   return out;
 }
 
-std::vector<json> json_lines(const std::string& output) {
-  std::vector<json> out;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty() && line[0] == '{') out.push_back(json::parse(line));
-  return out;
-}
-
 class PipelineTest : public testing::SeededTest {
  protected:
+  /// What `predict --data` prints for `contents` written to `name`: the reference the raw-text
+  /// paths must reproduce.
+  std::vector<json> predict_data(const std::string& model,
+                                 const std::string& name,
+                                 const std::string& contents) {
+    testing::write_bytes(dir_.path() / name, contents);
+    const auto run =
+        testing::run_bertft("predict --model " + model + " --data " + (dir_.path() / name).string(),
+                            dir_.path() / (name + ".log"));
+    EXPECT_EQ(run.code, 0) << run.output;
+    return testing::json_lines(run.output);
+  }
+
   testing::TempDir dir_;
 };
 
@@ -44,23 +49,18 @@ class PipelineTest : public testing::SeededTest {
 TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "seqcls3" / "model.safetensors");
   const auto model = model_with_vocab("seqcls3", dir_.path() / "m").string();
-  testing::write_bytes(dir_.path() / "in.jsonl",
-                       R"({"text": "w7 w9 W11 w40", "text_pair": "w12 w13"})"
-                       "\n"
-                       R"({"text": "w50 w60"})"
-                       "\n");
-  const auto reference = testing::run_bertft(
-      "predict --model " + model + " --data " + (dir_.path() / "in.jsonl").string(),
-      dir_.path() / "ref.log");
-  ASSERT_EQ(reference.code, 0) << reference.output;
-  const auto want = json_lines(reference.output);
-  ASSERT_EQ(want.size(), 2u) << reference.output;
+  const auto want = predict_data(model, "in.jsonl",
+                                 R"({"text": "w7 w9 W11 w40", "text_pair": "w12 w13"})"
+                                 "\n"
+                                 R"({"text": "w50 w60"})"
+                                 "\n");
+  ASSERT_EQ(want.size(), 2u);
 
   const auto one = testing::run_bertft(
       "predict --model " + model + " --text 'w7 w9 W11 w40' --text-pair 'w12 w13'",
       dir_.path() / "one.log");
   ASSERT_EQ(one.code, 0) << one.output;
-  const auto got = json_lines(one.output);
+  const auto got = testing::json_lines(one.output);
   ASSERT_EQ(got.size(), 1u) << one.output;
   EXPECT_EQ(got[0]["label"], want[0]["label"]);
   EXPECT_NEAR(got[0]["score"].get<double>(), want[0]["probability"].get<double>(), 1e-9);
@@ -70,7 +70,7 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
   const auto lines = testing::run_bertft("predict --model " + model + " --text -",
                                          dir_.path() / "lines.log", "", dir_.path() / "stdin.txt");
   ASSERT_EQ(lines.code, 0) << lines.output;
-  const auto each = json_lines(lines.output);
+  const auto each = testing::json_lines(lines.output);
   ASSERT_EQ(each.size(), 2u) << lines.output;
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(each[i]["label"], want[i]["label"]) << i;
@@ -88,7 +88,7 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
       "predict --model " + model + " --question 'w21 w5' --context '" + context + "'",
       dir_.path() / "qa.log");
   ASSERT_EQ(run.code, 0) << run.output;
-  const auto got = json_lines(run.output);
+  const auto got = testing::json_lines(run.output);
   ASSERT_EQ(got.size(), 1u) << run.output;
   const auto answer = got[0]["answer"].get<std::string>();
   ASSERT_FALSE(answer.empty()) << run.output;  // a v1.1 model always answers
@@ -179,7 +179,7 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   const auto run = testing::run_bertft("predict --model " + dir.string() + " --text '" + text + "'",
                                        dir_.path() / "ner.log");
   ASSERT_EQ(run.code, 0) << run.output;
-  const auto got = json_lines(run.output);
+  const auto got = testing::json_lines(run.output);
   ASSERT_EQ(got.size(), 1u) << run.output;
   std::string conll;
   for (const auto& w : recipes::split_words(text)) conll += w.text + " O\n";
@@ -215,21 +215,17 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
 TEST_F(PipelineTest, MultipleChoiceOnRawTextMatchesTheDataPath) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "mc2" / "model.safetensors");
   const auto model = model_with_vocab("mc2", dir_.path() / "m").string();
-  testing::write_bytes(dir_.path() / "in.jsonl",
-                       R"({"context": "w7 w8 w9", "ending0": "w10 w11", "ending1": "w30 w31 w32"})"
-                       "\n");
-  const auto reference = testing::run_bertft(
-      "predict --model " + model + " --data " + (dir_.path() / "in.jsonl").string(),
-      dir_.path() / "ref.log");
-  ASSERT_EQ(reference.code, 0) << reference.output;
-  const auto want = json_lines(reference.output);
-  ASSERT_EQ(want.size(), 1u) << reference.output;
+  const auto want =
+      predict_data(model, "in.jsonl",
+                   R"({"context": "w7 w8 w9", "ending0": "w10 w11", "ending1": "w30 w31 w32"})"
+                   "\n");
+  ASSERT_EQ(want.size(), 1u);
   const auto run = testing::run_bertft("predict --model " + model +
                                            " --text 'w7 w8 w9' --choice 'w10 w11' --choice 'w30 "
                                            "w31 w32'",
                                        dir_.path() / "mc.log");
   ASSERT_EQ(run.code, 0) << run.output;
-  const auto got = json_lines(run.output);
+  const auto got = testing::json_lines(run.output);
   ASSERT_EQ(got.size(), 1u) << run.output;
   EXPECT_EQ(got[0]["choice"], want[0]["label"]);
   EXPECT_EQ(got[0]["choice_text"], got[0]["choice"] == 0 ? "w10 w11" : "w30 w31 w32");

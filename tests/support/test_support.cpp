@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "bert/common/file_util.h"
 
@@ -46,6 +47,14 @@ BertftRun run_bertft(const std::string& args,
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   run.output = read_file(log);
   return run;
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& output) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '{') out.push_back(nlohmann::json::parse(line));
+  return out;
 }
 
 BertConfig tiny_config() {

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -81,6 +82,10 @@ BertftRun run_bertft(const std::string& args,
                      const std::filesystem::path& log,
                      const std::string& env = "",
                      const std::filesystem::path& input = "/dev/null");
+
+/// The lines of `output` that are JSON objects (a command's JSON-lines output among its log
+/// lines), parsed.
+std::vector<nlohmann::json> json_lines(const std::string& output);
 
 /// Writes `bytes` to `path` (test helper, not atomic).
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);

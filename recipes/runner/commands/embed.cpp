@@ -48,7 +48,7 @@ int run_embed(const EmbedCommand& o) {
   file.vectors = encoder.encode(rows.texts, options);
   file.ids = rows.ids;
   file.info = {{"model", fs::absolute(o.model).string()},
-               {"pooling", pooling_name(options.pooling)},
+               {"pooling", enum_name(options.pooling)},
                {"normalize", options.normalize},
                {"max_seq_length", options.max_seq_length}};
   const double seconds =
