@@ -73,14 +73,10 @@ def main():
     config = BertConfig(vocab_size=tokenizer.vocab_size, num_labels=1 if regression else 2)
     model = BertForSequenceClassification(config)
     model.train()
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-         "weight_decay": 0.0},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
-         "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=5e-5, betas=(0.9, 0.999), eps=1e-8)
+    # TrainingArguments' weight_decay is 0, so Trainer's two parameter groups (decay / no decay)
+    # both decay by 0: one group is the same optimizer.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, betas=(0.9, 0.999), eps=1e-8,
+                                  weight_decay=0.0)
     order = list(range(len(encoded)))
     random.shuffle(order)
     batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]

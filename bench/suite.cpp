@@ -117,6 +117,22 @@ fs::path hf_python() {
                     : fs::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
 }
 
+/// Runs `command` through the shell (stdout to `tmp`/<name>.json, stderr to <name>.log): its
+/// last JSON line, or null when it failed or printed none.
+json run_for_json(const std::string& command, const fs::path& tmp, const std::string& name) {
+  const auto out = tmp / (name + ".json");
+  fs::remove(out);
+  const int rc = std::system(
+      fmt::format("{} > {} 2> {}", command, out.string(), (tmp / (name + ".log")).string())
+          .c_str());
+  if (rc != 0 || !fs::exists(out)) return json{};
+  std::ifstream in(out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') last = line;
+  return last.empty() ? json{} : json::parse(last);
+}
+
 /// The bert-base-cased WordPiece tokenizer (its vocab from ../shared).
 std::unique_ptr<bert::tok::WordPieceTokenizer> cased_tokenizer(const fs::path& vocab) {
   bert::tok::WordPieceOptions options;
@@ -794,18 +810,8 @@ struct Suite {
         threads, rounds, "workload", "HF s", "HF pass s", "bertft s", "speedup", "HF MiB",
         "bertft MiB");
     const auto executable = fs::read_symlink("/proc/self/exe").string();
-    const auto out = tmp / "vs_hf.json";
-    const auto run = [&](const std::string& command) -> json {
-      fs::remove(out);
-      const int rc = std::system(
-          fmt::format("{} > {} 2> {}", command, out.string(), (tmp / "vs_hf.log").string())
-              .c_str());
-      if (rc != 0 || !fs::exists(out)) return json{};
-      std::ifstream in(out);
-      std::string line, last;
-      while (std::getline(in, line))
-        if (!line.empty() && line[0] == '{') last = line;
-      return last.empty() ? json{} : json::parse(last);
+    const auto run = [&](const std::string& command) {
+      return run_for_json(command, tmp, "vs_hf");
     };
     for (const auto& [mode, batch] :
          std::vector<std::pair<std::string, int>>{{"train", 8}, {"infer", 32}})
@@ -883,52 +889,40 @@ struct Suite {
       }
       json& out = results["real_data"][task];
       double hf_padded = 0;
-      const auto row = [&](const std::string& run, double seconds, int64_t tokens, double mib) {
+      // Each run a fresh process (bertft's too), so its peak RSS is its own.
+      const auto measure = [&](const std::string& run, const std::string& command) {
+        const auto r = run_for_json(command, tmp, "real_data");
+        if (!r.contains("seconds")) {
+          fmt::print("{:<8} {:<26} failed: {}\n", task, run,
+                     bert::read_file(tmp / "real_data.log"));
+          return;
+        }
+        const double seconds = r["seconds"];
         if (run == "HF run_glue (pad 128)") hf_padded = seconds;
         const std::string ratio = hf_padded > 0 ? fmt::format("{:.2f}x", hf_padded / seconds) : "";
-        fmt::print("{:<8} {:<26} {:>9.1f} {:>10} {:>9} {:>9.0f}\n", task, run, seconds, tokens,
-                   ratio, mib);
-        out[run] = {{"seconds", seconds}, {"padded_tokens", tokens}, {"peak_rss_mib", mib}};
+        fmt::print("{:<8} {:<26} {:>9.1f} {:>10} {:>9} {:>9.0f}\n", task, run, seconds,
+                   r["padded_tokens"].get<int64_t>(), ratio, r["peak_rss_mib"].get<double>());
+        out[run] = {{"seconds", seconds},
+                    {"padded_tokens", r["padded_tokens"]},
+                    {"peak_rss_mib", r["peak_rss_mib"]}};
       };
       if (fs::exists(python) && fs::exists(script)) {
         for (const auto& [run, padding] : std::vector<std::pair<std::string, std::string>>{
-                 {"HF run_glue (pad 128)", "max_length"}, {"HF dynamic padding", "longest"}}) {
-          const auto log = tmp / "real_data.json";
-          const int rc = std::system(
-              fmt::format("env OMP_WAIT_POLICY=PASSIVE {} {} --data {} --task {} --vocab {} "
-                          "--limit {} --padding {} --threads {} > {} 2> {}",
-                          python.string(), script.string(), train.string(), task, vocab.string(),
-                          real_limit, padding, threads, log.string(), (tmp / "hf.log").string())
-                  .c_str());
-          if (rc != 0) {
-            fmt::print("{:<8} {:<26} failed: {}\n", task, run, bert::read_file(tmp / "hf.log"));
-            continue;
-          }
-          const auto r = json::parse(bert::read_file(log));
-          row(run, r["seconds"], r["padded_tokens"], r["peak_rss_mib"]);
-        }
+                 {"HF run_glue (pad 128)", "max_length"}, {"HF dynamic padding", "longest"}})
+          measure(run, fmt::format("env OMP_WAIT_POLICY=PASSIVE {} {} --data {} --task {} --vocab "
+                                   "{} --limit {} --padding {} --threads {}",
+                                   python.string(), script.string(), train.string(), task,
+                                   vocab.string(), real_limit, padding, threads));
       } else {
         fmt::print("{:<8} HF rows skipped: set up build/hf-reference (or BERTFT_HF_PYTHON)\n",
                    task);
       }
-      // Each bertft run in a fresh process too, so its peak RSS is its own.
       const auto executable = fs::read_symlink("/proc/self/exe").string();
-      for (const bool grouped : {false, true}) {
-        const auto log = tmp / "real_data.json";
-        const int rc = std::system(
-            fmt::format("{} --real-data-worker {} --grouped {} --real-limit {} --threads {} --json "
-                        "{} > {} 2>&1",
-                        executable, task, grouped ? 1 : 0, real_limit, threads, log.string(),
-                        (tmp / "worker.log").string())
-                .c_str());
-        const std::string run = grouped ? "bertft dynamic + grouped" : "bertft dynamic padding";
-        if (rc != 0) {
-          fmt::print("{:<8} {:<26} failed: {}\n", task, run, bert::read_file(tmp / "worker.log"));
-          continue;
-        }
-        const auto r = json::parse(bert::read_file(log));
-        row(run, r["seconds"], r["padded_tokens"], r["peak_rss_mib"]);
-      }
+      for (const bool grouped : {false, true})
+        measure(grouped ? "bertft dynamic + grouped" : "bertft dynamic padding",
+                fmt::format("{} --real-data-worker {} --grouped {} --real-limit {} --threads {} "
+                            "--json /dev/stdout",
+                            executable, task, grouped ? 1 : 0, real_limit, threads));
     }
   }
 
