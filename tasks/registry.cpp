@@ -26,7 +26,8 @@ const TaskInfo* TaskRegistry::find(const std::string& name) const {
   return nullptr;
 }
 
-const TaskInfo* TaskRegistry::find_by_architecture(const std::string& architecture) const {
+const TaskInfo* TaskRegistry::find_by_architecture(const std::string& any_family) const {
+  const std::string architecture = bert_architecture(any_family);
   for (const auto& t : tasks_)
     if (std::find(t.architectures.begin(), t.architectures.end(), architecture) !=
         t.architectures.end())

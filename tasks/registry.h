@@ -49,6 +49,8 @@ class TaskRegistry {
   void add(TaskInfo info);
   const TaskInfo* find(const std::string& name) const;
   /// The task that a model of HF class `architecture` belongs to, or null.
+  /// The task of an HF architecture of any family ("RobertaForTokenClassification" finds the
+  /// task registered as "BertForTokenClassification").
   const TaskInfo* find_by_architecture(const std::string& architecture) const;
   /// The task `name`, or a ConfigError naming `where`, listing the tasks and suggesting the
   /// nearest name.

@@ -98,7 +98,7 @@ metrics::MetricGoal TaskAdapter::main_metric_goal() const {
 }
 
 void TaskAdapter::configure_export(BertConfig& config) const {
-  config.architectures({architecture()});
+  config.architectures({family_architecture(config.family(), architecture())});
   config.id2label(labels());
 }
 

@@ -5,13 +5,12 @@
 
 #include <algorithm>
 
+#include "bert/checkpoint/family_keys.h"
 #include "bert/common/error.h"
 #include "bert/common/strings.h"
 
 namespace bert {
 namespace {
-
-constexpr const char* kBasePrefix = "bert.";
 
 std::string shape_string(const torch::Tensor& t) {
   return fmt::format("{}", t.sizes().vec());
@@ -58,20 +57,22 @@ LoadReport load_state_dict(torch::nn::Module& model,
   report.source = source;
   TensorMap targets = state_dict(model);
 
-  const auto has_prefix = [](const auto& keys) {
-    return std::any_of(keys.begin(), keys.end(),
-                       [](const auto& kv) { return starts_with(kv.first, kBasePrefix); });
+  // The encoder's prefix ("bert.", "roberta.", ...) on each side, if it has one.
+  const auto prefix_of = [](const auto& keys) -> std::optional<std::string> {
+    for (const auto& kv : keys)
+      if (auto prefix = base_prefix_of(kv.first)) return prefix;
+    return std::nullopt;
   };
-  const bool model_prefixed = has_prefix(targets);
-  const bool checkpoint_prefixed = has_prefix(checkpoint);
+  const auto model_prefix = prefix_of(targets);
+  const auto checkpoint_prefix = prefix_of(checkpoint);
 
   // Checkpoint names in the model's key space.
   std::map<std::string, torch::Tensor> mapped;
   for (const auto& [original, tensor] : checkpoint) {
-    std::string key = original;
-    if (model_prefixed && !checkpoint_prefixed) key = kBasePrefix + key;
-    if (!model_prefixed && checkpoint_prefixed && starts_with(key, kBasePrefix))
-      key = key.substr(std::string(kBasePrefix).size());
+    std::string key = bertft_key(original);
+    if (model_prefix && !checkpoint_prefix) key = *model_prefix + key;
+    if (!model_prefix && checkpoint_prefix && starts_with(key, *checkpoint_prefix))
+      key = key.substr(checkpoint_prefix->size());
     for (const auto& [legacy, modern] :
          {std::pair{".gamma", ".weight"}, std::pair{".beta", ".bias"}}) {
       if (ends_with(key, legacy) && key.find("LayerNorm") != std::string::npos) {

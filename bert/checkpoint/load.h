@@ -37,8 +37,9 @@ struct LoadOptions {
 };
 
 /// Copies `checkpoint` into the parameters and persistent buffers of `model` under no_grad,
-/// converting dtypes. Maps names as HF's from_pretrained does: adds or strips the "bert."
-/// prefix of task models, renames LayerNorm gamma/beta to weight/bias, ignores the old
+/// converting dtypes. Maps names as HF's from_pretrained does: adds or strips the encoder prefix
+/// of task models ("bert.", "roberta.", "distilbert.", "electra."), reads DistilBERT's key names
+/// as bertft's (bertft_key), renames LayerNorm gamma/beta to weight/bias, ignores the old
 /// `embeddings.position_ids` / `token_type_ids` buffers, and resolves tied aliases (an alias
 /// whose target is also present must be equal to it). `source` names the checkpoint in errors.
 LoadReport load_state_dict(torch::nn::Module& model,

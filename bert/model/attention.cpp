@@ -88,7 +88,9 @@ BertSelfOutputImpl::BertSelfOutputImpl(const BertConfig& c) {
   layer_norm_ = register_module(
       "LayerNorm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));
-  dropout_ = register_module("dropout", Dropout(c.hidden_dropout_prob()));
+  // DistilBERT adds the attention output to the residual without dropout.
+  const bool dropout = c.family() != ModelFamily::kDistilBert;
+  dropout_ = register_module("dropout", Dropout(dropout ? c.hidden_dropout_prob() : 0.0));
 }
 
 torch::Tensor BertSelfOutputImpl::forward(const torch::Tensor& hidden,

@@ -81,9 +81,128 @@ std::string activation_name(Activation activation) {
   return "gelu";
 }
 
-BertConfig BertConfig::from_json(const json& root, const std::string& source) {
-  if (!root.is_object()) throw ConfigError(fmt::format("{}: expected a JSON object", source));
+namespace {
+
+/// DistilBERT's config.json names for the BERT fields they hold.
+constexpr std::pair<const char*, const char*> kDistilBertKeys[] = {
+    {"dim", "hidden_size"},
+    {"n_layers", "num_hidden_layers"},
+    {"n_heads", "num_attention_heads"},
+    {"hidden_dim", "intermediate_size"},
+    {"activation", "hidden_act"},
+    {"dropout", "hidden_dropout_prob"},
+    {"attention_dropout", "attention_probs_dropout_prob"},
+    {"seq_classif_dropout", "classifier_dropout"},
+};
+
+}  // namespace
+
+std::string family_model_type(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kBert:
+      return "bert";
+    case ModelFamily::kRoberta:
+      return "roberta";
+    case ModelFamily::kXlmRoberta:
+      return "xlm-roberta";
+    case ModelFamily::kDistilBert:
+      return "distilbert";
+    case ModelFamily::kElectra:
+      return "electra";
+  }
+  return "bert";
+}
+
+ModelFamily parse_model_type(const std::string& type, const std::string& where) {
+  for (const auto family : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kXlmRoberta,
+                            ModelFamily::kDistilBert, ModelFamily::kElectra})
+    if (type == family_model_type(family)) return family;
+  throw ConfigError(fmt::format(
+      "{}: key 'model_type': '{}' is not an encoder bertft runs; supported: bert, roberta, "
+      "xlm-roberta, distilbert, electra",
+      where, type));
+}
+
+std::string family_base_prefix(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kRoberta:
+    case ModelFamily::kXlmRoberta:
+      return "roberta";
+    case ModelFamily::kDistilBert:
+      return "distilbert";
+    case ModelFamily::kElectra:
+      return "electra";
+    case ModelFamily::kBert:
+      break;
+  }
+  return "bert";
+}
+
+std::string family_class_stem(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kRoberta:
+      return "Roberta";
+    case ModelFamily::kXlmRoberta:
+      return "XLMRoberta";
+    case ModelFamily::kDistilBert:
+      return "DistilBert";
+    case ModelFamily::kElectra:
+      return "Electra";
+    case ModelFamily::kBert:
+      break;
+  }
+  return "Bert";
+}
+
+std::string family_architecture(ModelFamily family, const std::string& bert_architecture) {
+  const std::string bert = "Bert";
+  if (bert_architecture.compare(0, bert.size(), bert) != 0) return bert_architecture;
+  return family_class_stem(family) + bert_architecture.substr(bert.size());
+}
+
+std::string bert_architecture(const std::string& architecture) {
+  for (const auto family : {ModelFamily::kXlmRoberta, ModelFamily::kRoberta,
+                            ModelFamily::kDistilBert, ModelFamily::kElectra}) {
+    const auto stem = family_class_stem(family);
+    if (architecture.compare(0, stem.size(), stem) == 0)
+      return "Bert" + architecture.substr(stem.size());
+  }
+  return architecture;
+}
+
+BertConfig BertConfig::from_json(const json& original, const std::string& source) {
+  if (!original.is_object()) throw ConfigError(fmt::format("{}: expected a JSON object", source));
   BertConfig c;
+  if (const auto t = original.find("model_type"); t != original.end() && t->is_string())
+    c.family_ = parse_model_type(t->get<std::string>(), source);
+  json root = original;
+  if (c.family_ == ModelFamily::kDistilBert) {
+    // Read DistilBERT's keys as the BERT fields they are; it has no token types and a fixed
+    // LayerNorm epsilon.
+    for (const auto& [own, bert_key] : kDistilBertKeys) {
+      if (root.contains(bert_key))
+        throw ConfigError(fmt::format("{}: key '{}' is not a DistilBERT key (it uses '{}')", source,
+                                      bert_key, own));
+      if (const auto it = root.find(own); it != root.end()) {
+        root[bert_key] = *it;
+        root.erase(own);
+      }
+    }
+    for (const char* key : {"type_vocab_size", "layer_norm_eps"})
+      if (root.contains(key))
+        throw ConfigError(fmt::format("{}: key '{}' is not a DistilBERT key", source, key));
+    c.num_hidden_layers_ = 6;
+    c.type_vocab_size_ = 0;
+    c.classifier_dropout_ = 0.2;  // DistilBertConfig's seq_classif_dropout
+    c.qa_dropout_ = 0.1;
+  } else if (c.positions_after_padding()) {
+    c.pad_token_id_ = 1;  // RobertaConfig's default
+  } else if (c.family_ == ModelFamily::kElectra) {
+    c.embedding_size_ = 128;  // ElectraConfig's defaults
+    c.hidden_size_ = 256;
+    c.num_attention_heads_ = 4;
+    c.intermediate_size_ = 1024;
+  }
   KeyReader r(root, source);
   r.read("vocab_size", c.vocab_size_);
   r.read("hidden_size", c.hidden_size_);
@@ -97,6 +216,16 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
   r.read("initializer_range", c.initializer_range_);
   r.read("layer_norm_eps", c.layer_norm_eps_);
   r.read("pad_token_id", c.pad_token_id_);
+  if (c.family_ == ModelFamily::kElectra) r.read("embedding_size", c.embedding_size_);
+  if (c.family_ == ModelFamily::kDistilBert) {
+    r.mark("qa_dropout");
+    if (const json* d = r.find("qa_dropout"); d != nullptr && !d->is_null()) {
+      if (d->is_number())
+        c.qa_dropout_ = d->get<double>();
+      else
+        r.problem("qa_dropout", fmt::format("expected a number, got {}", clip(d->dump())));
+    }
+  }
 
   r.mark("hidden_act");
   if (const json* act = r.find("hidden_act")) {
@@ -176,17 +305,28 @@ BertConfig BertConfig::from_json(const json& root, const std::string& source) {
       r.problem(flag, "true is unsupported: bertft implements the BERT encoder only");
   }
   r.mark("model_type");
-  if (const json* t = r.find("model_type"); t != nullptr && t->is_string()) {
-    const auto type = t->get<std::string>();
-    if (type != "bert")
-      r.problem("model_type",
-                fmt::format("'{}' is not a BERT checkpoint (expected \"bert\")", type));
-  }
+  if (const json* t = r.find("model_type"); t != nullptr && !t->is_string())
+    r.problem("model_type", fmt::format("expected a string, got {}", clip(t->dump())));
   for (const auto& [key, value] : root.items()) {
     if (!r.seen(key)) c.extra_[key] = value;
   }
-  if (!r.problems().empty()) throw ConfigError(std::move(r.problems()));
-  c.validate(source);
+  // Problems name the keys as the file spells them (DistilBERT's "dim", not "hidden_size").
+  const auto own_names = [&](std::vector<std::string> problems) {
+    if (c.family_ != ModelFamily::kDistilBert) return problems;
+    for (auto& p : problems)
+      for (const auto& [own, bert_key] : kDistilBertKeys) {
+        const std::string from = fmt::format("key '{}'", bert_key);
+        if (const auto at = p.find(from); at != std::string::npos)
+          p.replace(at, from.size(), fmt::format("key '{}'", own));
+      }
+    return problems;
+  };
+  if (!r.problems().empty()) throw ConfigError(own_names(std::move(r.problems())));
+  try {
+    c.validate(source);
+  } catch (const ConfigError& e) {
+    throw ConfigError(own_names(e.problems()));
+  }
   return c;
 }
 
@@ -214,7 +354,15 @@ void BertConfig::validate(const std::string& source) const {
   positive("num_attention_heads", num_attention_heads_);
   positive("intermediate_size", intermediate_size_);
   positive("max_position_embeddings", max_position_embeddings_);
-  positive("type_vocab_size", type_vocab_size_);
+  if (family_ != ModelFamily::kDistilBert) positive("type_vocab_size", type_vocab_size_);
+  if (embedding_size_ < 0 || embedding_size_ > kMaxHiddenSize)
+    problems.push_back(fmt::format("{}: key 'embedding_size': must be in [1, {}], got {}", source,
+                                   kMaxHiddenSize, embedding_size_));
+  if (positions_after_padding() && max_sequence_length() <= 0)
+    problems.push_back(
+        fmt::format("{}: key 'max_position_embeddings': {} leaves no positions after the padding "
+                    "id {} (RoBERTa's positions start at pad_token_id + 1)",
+                    source, max_position_embeddings_, pad_token_id_));
   // Upper bounds far above any released encoder's, so that a hostile config.json cannot make
   // bertft build a model of terabytes before a weight is read.
   for (const auto& [key, value, most] :
@@ -249,15 +397,16 @@ void BertConfig::validate(const std::string& source) const {
 
 int64_t BertConfig::encoder_parameters() const {
   const int64_t h = hidden_size_, i = intermediate_size_;
-  const int64_t embeddings =
-      (vocab_size_ + max_position_embeddings_ + type_vocab_size_) * h + 2 * h;
+  const int64_t e = embedding_dim();
+  const int64_t embeddings = (vocab_size_ + max_position_embeddings_ + type_vocab_size_) * e +
+                             2 * e + (e != h ? e * h + h : 0);
   const int64_t layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
-  return embeddings + num_hidden_layers_ * layer + (h * h + h);
+  return embeddings + num_hidden_layers_ * layer + (base_has_pooler() ? h * h + h : 0);
 }
 
 json BertConfig::to_json() const {
   json out = extra_;
-  out["model_type"] = "bert";
+  out["model_type"] = family_model_type(family_);
   out["vocab_size"] = vocab_size_;
   out["hidden_size"] = hidden_size_;
   out["num_hidden_layers"] = num_hidden_layers_;
@@ -283,6 +432,17 @@ json BertConfig::to_json() const {
     }
     out["id2label"] = id2label;
     out["label2id"] = label2id;
+  }
+  if (family_ == ModelFamily::kElectra) out["embedding_size"] = embedding_dim();
+  if (family_ == ModelFamily::kDistilBert) {
+    for (const auto& [own, bert_key] : kDistilBertKeys) {
+      out[own] = out[bert_key];
+      out.erase(bert_key);
+    }
+    if (out["seq_classif_dropout"].is_null()) out["seq_classif_dropout"] = 0.2;
+    out["qa_dropout"] = qa_dropout_.value_or(0.1);
+    for (const char* key : {"type_vocab_size", "layer_norm_eps", "position_embedding_type"})
+      out.erase(key);
   }
   return out;
 }

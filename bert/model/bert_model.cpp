@@ -19,6 +19,9 @@ torch::Tensor additive_attention_mask(const torch::Tensor& attention_mask,
 
 BertModelImpl::BertModelImpl(const BertConfig& config, bool add_pooling_layer) : config_(config) {
   embeddings = register_module("embeddings", BertEmbeddings(config));
+  if (config.embedding_dim() != config.hidden_size())
+    embeddings_project = register_module(
+        "embeddings_project", torch::nn::Linear(config.embedding_dim(), config.hidden_size()));
   encoder = register_module("encoder", BertEncoder(config));
   if (add_pooling_layer) pooler = register_module("pooler", BertPooler(config));
   init_bert_weights(*this, config.initializer_range());
@@ -29,7 +32,8 @@ BertModelOutput BertModelImpl::forward(const torch::Tensor& input_ids,
                                        const torch::Tensor& token_type_ids,
                                        const ForwardOptions& options) {
   BertModelOutput out;
-  const torch::Tensor hidden = embeddings(input_ids, token_type_ids);  // [batch, seq, hidden]
+  torch::Tensor hidden = embeddings(input_ids, token_type_ids);  // [batch, seq, embedding_dim]
+  if (!embeddings_project.is_empty()) hidden = embeddings_project(hidden);  // [.., hidden]
   torch::Tensor mask;
   if (attention_mask.defined()) {
     TORCH_CHECK(attention_mask.sizes() == input_ids.sizes(), "attention_mask ",

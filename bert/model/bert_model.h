@@ -13,9 +13,11 @@ namespace bert {
 /// (HF's convention, so padded rows match HF bit for bit).
 torch::Tensor additive_attention_mask(const torch::Tensor& attention_mask, torch::ScalarType dtype);
 
-/// The BERT encoder: embeddings -> encoder -> optional pooler. Parameter names are exactly the
-/// keys of an HF `BertModel` state dict (`embeddings.word_embeddings.weight`,
-/// `encoder.layer.0.attention.self.query.weight`, `pooler.dense.weight`, ...).
+/// The BERT encoder: embeddings -> (ELECTRA's embeddings_project) -> encoder -> optional
+/// pooler. Parameter names are exactly the keys of an HF `BertModel` state dict
+/// (`embeddings.word_embeddings.weight`, `encoder.layer.0.attention.self.query.weight`,
+/// `pooler.dense.weight`, ...); RoBERTa's and ELECTRA's are the same, DistilBERT's are mapped
+/// by hf_key_names (bert/checkpoint/family_keys.h).
 class BertModelImpl : public torch::nn::Module {
  public:
   explicit BertModelImpl(const BertConfig& config, bool add_pooling_layer = true);
@@ -31,6 +33,7 @@ class BertModelImpl : public torch::nn::Module {
   bool has_pooler() const { return !pooler.is_empty(); }
 
   BertEmbeddings embeddings{nullptr};
+  torch::nn::Linear embeddings_project{nullptr};  ///< only when embedding_dim != hidden_size
   BertEncoder encoder{nullptr};
   BertPooler pooler{nullptr};
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "bert/checkpoint/family_keys.h"
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/checkpoint/safetensors.h"
@@ -46,8 +47,10 @@ SentenceEncoder::SentenceEncoder(const fs::path& model_dir, torch::Device device
   const auto config = read_model_config(dir);
   const TensorMap tensors = read_weights(dir.weights);
   bool has_pooler = false;
-  for (const auto& [key, value] : tensors)
-    has_pooler = has_pooler || starts_with(key, "pooler.") || starts_with(key, "bert.pooler.");
+  for (const auto& [key, value] : tensors) {
+    const auto base = base_prefix_of(key);  // "bert.", "roberta.", ...
+    has_pooler = has_pooler || starts_with(base ? key.substr(base->size()) : key, "pooler.");
+  }
   model_ = BertModel(config, has_pooler);
   LoadOptions options;
   options.strict = false;  // a task model's head (classifier., cls., qa_outputs.) is not used
@@ -59,7 +62,7 @@ SentenceEncoder::SentenceEncoder(const fs::path& model_dir, torch::Device device
   model_->eval();
   tokenizer_ = tok::load_tokenizer(dir, config.vocab_size());
   hidden_ = config.hidden_size();
-  max_positions_ = config.max_position_embeddings();
+  max_positions_ = config.max_sequence_length();
 }
 
 torch::Tensor SentenceEncoder::encode_ids(const torch::Tensor& input_ids,

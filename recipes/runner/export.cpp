@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bert/checkpoint/family_keys.h"
 #include "bert/checkpoint/load.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -110,8 +111,9 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   const auto tmp = out.parent_path() / (".tmp-" + out.filename().string());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  save_weights(tmp, weights);
-  save_config(tmp, config, adapter.architecture());
+  save_weights(tmp, to_hf_keys(weights, config.family()));
+  const auto architecture = family_architecture(config.family(), adapter.architecture());
+  save_config(tmp, config, architecture);
   tok::load_tokenizer(dir, config.vocab_size())->save(tmp);
   YAML::Node task = YAML::Clone(adapter.options());
   task["type"] = adapter.type();
@@ -126,7 +128,7 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   fs::remove_all(out);
   fs::rename(tmp, out);
   log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.root().string(), result->main_metric,
-            result->score(), out.string(), adapter.architecture());
+            result->score(), out.string(), architecture);
 }
 
 std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,

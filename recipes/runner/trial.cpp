@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 
+#include "bert/checkpoint/family_keys.h"
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/error.h"
@@ -50,10 +51,11 @@ void check_weight_shapes(const fs::path& file,
                          std::vector<std::string>& problems) {
   const SafetensorsReader reader(file);
   const int64_t h = config.hidden_size(), i = config.intermediate_size();
+  const int64_t e = config.embedding_dim();
   const std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
-      {"embeddings.word_embeddings.weight", {config.vocab_size(), h}},
-      {"embeddings.position_embeddings.weight", {config.max_position_embeddings(), h}},
-      {"embeddings.token_type_embeddings.weight", {config.type_vocab_size(), h}},
+      {"embeddings.word_embeddings.weight", {config.vocab_size(), e}},
+      {"embeddings.position_embeddings.weight", {config.max_position_embeddings(), e}},
+      {"embeddings.token_type_embeddings.weight", {config.type_vocab_size(), e}},
       {"attention.self.query.weight", {h, h}},
       {"attention.self.key.weight", {h, h}},
       {"attention.self.value.weight", {h, h}},
@@ -63,11 +65,12 @@ void check_weight_shapes(const fs::path& file,
   };
   int64_t layers = 0;
   for (const auto& entry : reader.entries()) {
-    const auto at = entry.name.find("encoder.layer.");
+    const std::string name = bertft_key(entry.name);  // DistilBERT's names as BERT's
+    const auto at = name.find("encoder.layer.");
     if (at != std::string::npos)
-      layers = std::max<int64_t>(layers, std::atoll(entry.name.c_str() + at + 14) + 1);
+      layers = std::max<int64_t>(layers, std::atoll(name.c_str() + at + 14) + 1);
     for (const auto& [suffix, shape] : expected) {
-      if (!ends_with(entry.name, suffix)) continue;
+      if (!ends_with(name, suffix)) continue;
       if (entry.shape != shape)
         problems.push_back(fmt::format("{}: tensor {} has shape [{}]; config.json implies [{}]",
                                        file.string(), entry.name, fmt::join(entry.shape, ", "),
@@ -80,6 +83,20 @@ void check_weight_shapes(const fs::path& file,
                                    file.string(), layers, config.num_hidden_layers()));
 }
 
+/// The problem with task.max_seq_length against the model's longest input, if there is one.
+std::optional<std::string> max_length_problem(const Recipe& recipe,
+                                              const BertConfig& config,
+                                              const fs::path& config_file) {
+  if (!recipe.adapter || recipe.adapter->max_seq_length() <= config.max_sequence_length())
+    return std::nullopt;
+  return fmt::format(
+      "{}: task.max_seq_length {} exceeds the model's longest input {} (max_position_embeddings "
+      "{}{}; {})",
+      recipe.file.string(), recipe.adapter->max_seq_length(), config.max_sequence_length(),
+      config.max_position_embeddings(),
+      config.positions_after_padding() ? " less pad_token_id + 1" : "", config_file.string());
+}
+
 }  // namespace
 
 PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
@@ -89,10 +106,8 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   p.tokenizer = tok::load_tokenizer(p.dir, p.config.vocab_size());
   p.adapter = recipe.adapter;
   TORCH_CHECK(p.adapter, recipe.file.string(), ": the recipe has no task adapter");
-  if (const auto length = p.adapter->max_seq_length(); length > p.config.max_position_embeddings())
-    throw ConfigError(fmt::format(
-        "{}: task.max_seq_length {} exceeds the model's max_position_embeddings {} ({})",
-        recipe.file.string(), length, p.config.max_position_embeddings(), p.dir.config.string()));
+  if (const auto problem = max_length_problem(recipe, p.config, p.dir.config))
+    throw ConfigError(*problem);
   if (recipe.training.label_smoothing > 0 && !p.adapter->supports_label_smoothing())
     throw ConfigError(fmt::format(
         "{}: training.label_smoothing applies to classification losses; task {} has none here",
@@ -146,12 +161,8 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
     }
     if (dir.format == WeightsFormat::kSafetensors)
       try_step(problems, [&] { check_weight_shapes(dir.weights, config, problems); });
-    if (recipe.adapter && recipe.adapter->max_seq_length() > config.max_position_embeddings())
-      problems.push_back(
-          fmt::format("{}: task.max_seq_length {} exceeds the model's max_position_embeddings "
-                      "{} ({})",
-                      recipe.file.string(), recipe.adapter->max_seq_length(),
-                      config.max_position_embeddings(), dir.config.string()));
+    if (const auto problem = max_length_problem(recipe, config, dir.config))
+      problems.push_back(*problem);
   }
   if (!read_data || !recipe.adapter) return problems;
   auto& adapter = *recipe.adapter;
@@ -174,11 +185,12 @@ tasks::TaskModel build_pretrained_model(const PreparedTask& prepared) {
   const auto source = prepared.dir.weights.string();
   const auto report = load_state_dict(*model, read_weights(prepared.dir.weights), source, options);
   std::vector<std::string> problems, fresh;
+  const auto base = family_base_prefix(prepared.config.family()) + ".";
   for (const auto& key : report.missing)
-    (starts_with(key, "bert.") && !starts_with(key, "bert.pooler.") ? problems : fresh)
+    (starts_with(key, base) && !starts_with(key, base + "pooler.") ? problems : fresh)
         .push_back("missing " + key);
   for (const auto& what : report.mismatched)
-    (starts_with(what, "bert.") ? problems : fresh).push_back("mismatched " + what);
+    (starts_with(what, base) ? problems : fresh).push_back("mismatched " + what);
   if (!problems.empty())
     throw CheckpointError(
         fmt::format("{}: the encoder does not fit the config ({} problems):\n  {}", source,

@@ -1,26 +1,96 @@
 #include "tasks/common/heads.h"
 
+#include "bert/common/error.h"
 #include "bert/model/init.h"
+#include "bert/model/layer.h"
 
 namespace bert::tasks {
+namespace {
+
+/// A number from the config's extra keys (ELECTRA's summary_last_dropout), else `fallback`.
+double extra_number(const BertConfig& config, const char* key, double fallback) {
+  const auto it = config.extra().find(key);
+  return it != config.extra().end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+}  // namespace
 
 BertTaskModelImpl::BertTaskModelImpl(const BertConfig& config, HeadKind kind, int64_t outputs)
-    : kind_(kind) {
-  const bool pooler = kind == HeadKind::kPooled || kind == HeadKind::kChoices;
-  bert = register_module("bert", BertModel(config, pooler));
-  const double p = config.classifier_dropout().value_or(config.hidden_dropout_prob());
+    : kind_(kind), family_(config.family()) {
+  const bool sentence = kind == HeadKind::kPooled || kind == HeadKind::kChoices;
+  const bool roberta = config.positions_after_padding();
+  uses_pooler_ =
+      sentence && (family_ == ModelFamily::kBert || (roberta && kind == HeadKind::kChoices));
+  bert = register_module(family_base_prefix(family_), BertModel(config, uses_pooler_));
+  const int64_t hidden = config.hidden_size();
   const int64_t n = kind == HeadKind::kChoices ? 1 : kind == HeadKind::kSpan ? 2 : outputs;
   TORCH_CHECK(n > 0, "task head needs at least one output, got ", n);
-  if (kind != HeadKind::kSpan) dropout = register_module("dropout", bert::Dropout(p));
-  head = register_module(head_name(), torch::nn::Linear(config.hidden_size(), n));
-  init_bert_weights(*head, config.initializer_range());
+  const double classifier_p = config.classifier_dropout().value_or(config.hidden_dropout_prob());
+  double p = classifier_p;
+
+  std::shared_ptr<torch::nn::Module> holder;  // "classifier" / "sequence_summary" with children
+  const bool distil = family_ == ModelFamily::kDistilBert;
+  if (sentence && !uses_pooler_) {
+    pre_ = torch::nn::Linear(hidden, hidden);
+    if (distil) {
+      pre_activation_ = Activation::kRelu;
+      register_module("pre_classifier", pre_);
+    } else if (kind == HeadKind::kPooled) {  // RoBERTa / ELECTRA classification head
+      pre_tanh_ = roberta;
+      holder = std::make_shared<torch::nn::Module>();
+      holder->register_module("dense", pre_);
+    } else {  // ELECTRA's SequenceSummary: first token, projection, GELU, last dropout
+      const auto type = config.extra().value("summary_type", std::string("first"));
+      const auto activation = config.extra().value("summary_activation", std::string("gelu"));
+      if (type != "first" || activation != "gelu" ||
+          !config.extra().value("summary_use_proj", true) ||
+          config.extra().value("summary_proj_to_labels", false))
+        throw ConfigError(
+            "ELECTRA multiple choice: bertft implements the summary HF's ElectraConfig defaults "
+            "give (summary_type \"first\", summary_use_proj true, summary_activation \"gelu\")");
+      p = extra_number(config, "summary_last_dropout", 0.1);
+      auto summary = register_module("sequence_summary", std::make_shared<torch::nn::Module>());
+      summary->register_module("summary", pre_);
+    }
+  }
+  if (roberta && kind == HeadKind::kChoices) p = config.hidden_dropout_prob();
+  if (distil && kind == HeadKind::kTokens) p = config.hidden_dropout_prob();
+  if (kind == HeadKind::kSpan) p = distil ? config.qa_dropout().value_or(0.1) : 0.0;
+  if (kind != HeadKind::kSpan || distil) dropout_ = register_module("dropout", bert::Dropout(p));
+
+  head_ = torch::nn::Linear(hidden, n);
+  if (holder) {
+    holder->register_module("out_proj", head_);
+    register_module("classifier", holder);
+  } else {
+    register_module(kind == HeadKind::kSpan ? "qa_outputs" : "classifier", head_);
+  }
+  init_bert_weights(*head_, config.initializer_range());
+  if (!pre_.is_empty()) init_bert_weights(*pre_, config.initializer_range());
+}
+
+torch::Tensor BertTaskModelImpl::sentence_vector(const BertModelOutput& out) {
+  if (uses_pooler_) return dropout_(out.pooler_output);  // [rows, hidden]
+  torch::Tensor x = out.last_hidden_state.select(1, 0);  // the first token, [rows, hidden]
+  switch (family_) {
+    case ModelFamily::kDistilBert:
+      return dropout_(torch::relu(pre_(x)));
+    case ModelFamily::kElectra:
+      if (kind_ == HeadKind::kChoices)
+        return dropout_(apply_activation(Activation::kGelu, pre_(x)));
+      [[fallthrough]];
+    default: {
+      x = pre_(dropout_(x));
+      return dropout_(pre_tanh_ ? torch::tanh(x) : apply_activation(pre_activation_, x));
+    }
+  }
 }
 
 torch::Tensor BertTaskModelImpl::forward(const Batch& batch) {
   switch (kind_) {
     case HeadKind::kPooled: {
       const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
-      return head->forward(dropout->forward(out.pooler_output));  // [batch, labels]
+      return head_->forward(sentence_vector(out));  // [batch, labels]
     }
     case HeadKind::kChoices: {
       const int64_t b = batch.input_ids.size(0), c = batch.input_ids.size(1);
@@ -29,15 +99,16 @@ torch::Tensor BertTaskModelImpl::forward(const Batch& batch) {
       };  // [b*c, seq]
       const auto out = bert->forward(flat(batch.input_ids), flat(batch.attention_mask),
                                      flat(batch.token_type_ids));
-      return head->forward(dropout->forward(out.pooler_output)).view({b, c});  // [batch, choices]
+      return head_->forward(sentence_vector(out)).view({b, c});  // [batch, choices]
     }
     case HeadKind::kTokens: {
       const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
-      return head->forward(dropout->forward(out.last_hidden_state));  // [batch, seq, labels]
+      return head_->forward(dropout_(out.last_hidden_state));  // [batch, seq, labels]
     }
     case HeadKind::kSpan: {
       const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
-      return head->forward(out.last_hidden_state);  // [batch, seq, 2]
+      const auto& hidden = out.last_hidden_state;
+      return head_->forward(dropout_.is_empty() ? hidden : dropout_(hidden));  // [batch, seq, 2]
     }
   }
   TORCH_INTERNAL_ASSERT(false, "unknown head kind");

@@ -65,6 +65,11 @@ PretrainingInstance ShardFeatureSet::instance(size_t i) const {
 }
 
 PretrainingModelImpl::PretrainingModelImpl(const BertConfig& config) {
+  if (config.family() != ModelFamily::kBert)
+    throw ConfigError(fmt::format(
+        "pretraining: MLM + NSP pretraining builds BERT (model_type \"bert\"); this checkpoint is "
+        "\"{}\"",
+        family_model_type(config.family())));
   BertForPreTraining inner(config);  // builds the heads with the decoder tied to the embeddings
   bert = register_module("bert", inner->bert);
   cls = register_module("cls", inner->cls);

@@ -225,9 +225,8 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
   const auto failed =
       json::parse(read_file(runs / "trials" / "max_seq_length512_seed42" / "result.json"));
   EXPECT_EQ(failed["status"], "failed");
-  EXPECT_NE(
-      failed["error"].get<std::string>().find("exceeds the model's max_position_embeddings 128"),
-      std::string::npos);
+  EXPECT_NE(failed["error"].get<std::string>().find("exceeds the model's longest input 128"),
+            std::string::npos);
   EXPECT_NE(read_file(runs / "leaderboard.md").find("| max_seq_length512_seed42 | failed |"),
             std::string::npos);
   // Export takes the best finished trial even though the sweep is incomplete.

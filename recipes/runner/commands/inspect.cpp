@@ -1,6 +1,7 @@
 // `bertft inspect`.
 #include <fmt/format.h>
 
+#include "bert/checkpoint/family_keys.h"
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/log.h"
@@ -16,8 +17,10 @@ namespace bert::recipes {
 namespace {
 
 bool has_prefix_key(const TensorMap& tensors, const std::string& prefix) {
-  for (const auto& [k, v] : tensors)
-    if (starts_with(k, prefix) || starts_with(k, "bert." + prefix)) return true;
+  for (const auto& [k, v] : tensors) {
+    const auto base = base_prefix_of(k);  // "bert.", "roberta.", ...
+    if (starts_with(base ? k.substr(base->size()) : k, prefix)) return true;
+  }
   return false;
 }
 
@@ -44,7 +47,8 @@ int run_inspect(const std::string& model_dir, bool strict) {
     options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
     report = load_state_dict(*model, tensors, dir.weights.string(), options);
   } else {
-    architecture = has_prefix_key(tensors, "pooler.") ? "BertModel" : "BertModel (no pooler)";
+    architecture = family_class_stem(config.family()) + "Model" +
+                   (has_prefix_key(tensors, "pooler.") ? "" : " (no pooler)");
     BertModel model(config, has_prefix_key(tensors, "pooler."));
     report = load_state_dict(*model, tensors, dir.weights.string(), options);
   }
