@@ -113,6 +113,11 @@ int main(int argc, char** argv) {
          std::string("\x21") + "UNABLE to 中文 ß" + std::string(1, '\0') + "second part é",
          "\x07\t \u00a0x"});
 
+  write(out / "byte_level_bpe",
+        {std::string("\x10") + "the theater's singing, été <mask> end  ",
+         std::string("\x21") + "a<s>b</s>  \t<mask>" + std::string(1, '\0') + "second 中文 😀",
+         "\x07\u3000 \u00a0x'll"});
+
   write(out / "reader_glue",
         {std::string(1, '\0') + "src\t1\t\tA sentence.\nsrc\t0\t*\tAnother one.\n",
          std::string("\x01") + "sentence\tlabel\ngood film\t1\nbad film\t0\n",

@@ -31,6 +31,10 @@ PretrainedDir PretrainedDir::find(const fs::path& dir) {
        {"spiece.model", "spm.model", "sentencepiece.bpe.model", "tokenizer.model"}) {
     if (!d.sentencepiece && fs::exists(dir / name)) d.sentencepiece = dir / name;
   }
+  if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
+    d.bpe_vocab = dir / "vocab.json";
+    d.bpe_merges = dir / "merges.txt";
+  }
   if (fs::exists(dir / "tokenizer_config.json")) d.tokenizer_config = dir / "tokenizer_config.json";
   const std::pair<const char*, WeightsFormat> candidates[] = {
       {kSafetensorsWeightsFile, WeightsFormat::kSafetensors},

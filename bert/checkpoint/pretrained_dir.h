@@ -29,6 +29,8 @@ struct PretrainedDir {
   std::filesystem::path config;                           ///< config.json
   std::optional<std::filesystem::path> vocab;             ///< vocab.txt (WordPiece)
   std::optional<std::filesystem::path> sentencepiece;     ///< spiece.model / spm.model / *.model
+  std::optional<std::filesystem::path> bpe_vocab;         ///< vocab.json (byte-level BPE)
+  std::optional<std::filesystem::path> bpe_merges;        ///< merges.txt (byte-level BPE)
   std::optional<std::filesystem::path> tokenizer_config;  ///< tokenizer_config.json
   std::filesystem::path weights;
   WeightsFormat format = WeightsFormat::kSafetensors;

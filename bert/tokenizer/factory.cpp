@@ -9,6 +9,7 @@
 #include "bert/common/file_util.h"
 #include "bert/common/json_util.h"
 #include "bert/common/log.h"
+#include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/wordpiece.h"
 
@@ -51,13 +52,50 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
     if (n > 0 && n < (int64_t{1} << 40)) max_length = n;  // HF writes 1e30 for "unlimited"
   }
 
+  std::string model_type = "bert";
+  try {
+    const json model_config = parse_json_limited(read_file(dir.config));
+    if (model_config.is_object()) model_type = model_config.value("model_type", model_type);
+  } catch (const std::exception&) {
+    // config.json's own problems are reported where the model reads it.
+  }
+  SpecialTokens special;
+  const auto read_specials = [&] {
+    if (auto s = special_name(config, "unk_token")) special.unk = *s;
+    if (auto s = special_name(config, "cls_token")) special.cls = *s;
+    if (auto s = special_name(config, "sep_token")) special.sep = *s;
+    if (auto s = special_name(config, "pad_token")) special.pad = *s;
+    if (auto s = special_name(config, "mask_token")) special.mask = *s;
+  };
+  if (!dir.vocab && dir.bpe_vocab && dir.bpe_merges) {
+    ByteLevelBpeTokenizer::Options options;
+    options.model_vocab_size = model_vocab_size;
+    special = options.special;
+    read_specials();
+    options.special = special;
+    if (const auto it = config.find("add_prefix_space");
+        it != config.end() && it->is_boolean() && it->get<bool>())
+      throw ConfigError(fmt::format(
+          "{}: add_prefix_space: true is not supported (bertft's byte-level BPE adds no prefix "
+          "space, as HF's RoBERTa tokenizer by default)",
+          config_name));
+    auto tokenizer = ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, options);
+    tokenizer->set_model_max_length(max_length);
+    return tokenizer;
+  }
   if (!dir.vocab && dir.sentencepiece) {
-    auto tokenizer = std::make_unique<SentencePieceTokenizer>(*dir.sentencepiece);
+    // XLM-RoBERTa numbers SentencePiece's pieces as fairseq did (HF XLMRobertaTokenizer).
+    const bool fairseq = model_type == "xlm-roberta" ||
+                         config.value("tokenizer_class", std::string()).rfind("XLMRoberta", 0) == 0;
+    auto tokenizer = std::make_unique<SentencePieceTokenizer>(
+        *dir.sentencepiece, fairseq ? SentencePieceIds::kFairseq : SentencePieceIds::kModel);
     tokenizer->set_model_max_length(max_length);
     return tokenizer;
   }
   if (!dir.vocab)
-    throw TokenizerError(fmt::format("{}: no vocab.txt or sentencepiece model", dir.dir.string()));
+    throw TokenizerError(fmt::format(
+        "{}: no tokenizer files (vocab.txt, vocab.json + merges.txt, or a sentencepiece model)",
+        dir.dir.string()));
 
   WordPieceOptions options;
   options.model_vocab_size = model_vocab_size;
@@ -91,11 +129,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
   options.normalizer.lowercase = *lowercase;
   options.normalizer.strip_accents = read_bool("strip_accents").value_or(*lowercase);
   options.normalizer.handle_chinese_chars = read_bool("tokenize_chinese_chars").value_or(true);
-  if (auto s = special_name(config, "unk_token")) options.special.unk = *s;
-  if (auto s = special_name(config, "cls_token")) options.special.cls = *s;
-  if (auto s = special_name(config, "sep_token")) options.special.sep = *s;
-  if (auto s = special_name(config, "pad_token")) options.special.pad = *s;
-  if (auto s = special_name(config, "mask_token")) options.special.mask = *s;
+  read_specials();
+  options.special = special;
   auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);
   tokenizer->set_model_max_length(max_length);
   return tokenizer;

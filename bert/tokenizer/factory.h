@@ -18,7 +18,8 @@ struct TokenizerOverrides {
 
 /// Builds the tokenizer of a model directory: WordPiece from vocab.txt (casing and special
 /// tokens from tokenizer_config.json; without that file the casing is inferred from the
-/// vocabulary and logged), else SentencePiece from its .model. `model_vocab_size` (the
+/// vocabulary and logged), byte-level BPE from vocab.json + merges.txt (RoBERTa), else
+/// SentencePiece from its .model (with fairseq's ids for XLM-RoBERTa). `model_vocab_size` (the
 /// checkpoint's vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.
 std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
                                           int64_t model_vocab_size,

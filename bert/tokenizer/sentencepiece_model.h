@@ -13,6 +13,15 @@ namespace detail {
 struct SpmModule;  // the dlopen()ed functions of spm_shim.h
 }
 
+/// How a SentencePiece tokenizer numbers its pieces.
+enum class SentencePieceIds {
+  kModel,  ///< the .model's own ids
+  /// fairseq's (HF XLMRobertaTokenizer): <s>=0 <pad>=1 </s>=2 <unk>=3, piece i at i + 1 for
+  /// i >= 3, <mask> last; `<s> A </s></s> B </s>` layout; offsets, the lone "▁" after trailing
+  /// whitespace and <mask>'s lstrip as HF's fast XLMRobertaTokenizer gives them.
+  kFairseq,
+};
+
 /// A BERT-style tokenizer over a SentencePiece `.model` (through libsentencepiece, loaded at
 /// run time from the bertft_spm module, see spm_shim.h; $BERTFT_SPM_MODULE overrides its path),
 /// with the same post-processing as WordPiece. Special tokens default to [CLS]/[SEP]/[PAD]/[MASK]
@@ -20,7 +29,8 @@ struct SpmModule;  // the dlopen()ed functions of spm_shim.h
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   /// Throws TokenizerError (with libsentencepiece's status) if the model cannot be loaded.
-  explicit SentencePieceTokenizer(const std::filesystem::path& model_file);
+  explicit SentencePieceTokenizer(const std::filesystem::path& model_file,
+                                  SentencePieceIds ids = SentencePieceIds::kModel);
   ~SentencePieceTokenizer() override;
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
   SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
@@ -29,7 +39,18 @@ class SentencePieceTokenizer final : public Tokenizer {
   void save(const std::filesystem::path& dir) const override;
 
  private:
+  /// With fairseq's ids, moves the spans of out[first..] (the pieces of text[begin, end)) to
+  /// where HF's fast XLM-R tokenizer puts them, and adds its lone "▁" after trailing whitespace.
+  void align_like_hf(std::string_view text,
+                     size_t begin,
+                     size_t end,
+                     size_t first,
+                     std::vector<Piece>& out,
+                     int32_t& word) const;
+
   std::filesystem::path model_file_;
+  SentencePieceIds ids_;
+  int unk_id_ = 0;  ///< the model's own id of its unknown piece
   const detail::SpmModule* module_ = nullptr;
   void* processor_ = nullptr;
 };

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "bert/common/error.h"
+#include "bert/tokenizer/unicode.h"
 
 namespace bert::tok {
 
@@ -61,6 +62,32 @@ const std::string& Tokenizer::id_to_token(int64_t id) const {
     throw TokenizerError(
         fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab_size()));
   return id_to_token_[static_cast<size_t>(id)];
+}
+
+std::vector<Tokenizer::Segment> Tokenizer::special_segments(std::string_view text,
+                                                            bool mask_lstrip) const {
+  std::vector<Segment> segments;
+  split_on_special_tokens(
+      text,
+      [&](size_t begin, size_t end) {
+        segments.push_back({begin, end, -1, begin});
+      },
+      [&](size_t begin, size_t end, int64_t id) {
+        size_t text_begin = begin;
+        if (mask_lstrip && id == special_.mask_id && !segments.empty() && segments.back().id < 0) {
+          auto& before = segments.back();
+          std::vector<char32_t> cp;
+          std::vector<uint32_t> at;
+          unicode::decode_utf8(text.substr(before.begin, before.end - before.begin), cp, at);
+          size_t k = cp.size();
+          while (k > 0 && unicode::is_whitespace(cp[k - 1])) --k;
+          text_begin = before.begin + at[k];
+          before.end = text_begin;
+          if (before.end == before.begin) segments.pop_back();
+        }
+        segments.push_back({begin, end, id, text_begin});
+      });
+  return segments;
 }
 
 namespace {
@@ -155,14 +182,15 @@ Encoding Tokenizer::encode(std::string_view text,
     throw TokenizerError(fmt::format("max_length {} is above the supported maximum {}",
                                      options.max_length, kMaxEncodeLength));
   if (options.max_length > 0) {
-    const int64_t added = specials ? (pair ? 3 : 2) : 0;
+    const int64_t added = specials ? num_special_tokens(pair.has_value()) : 0;
     if (options.max_length < added)
       throw TokenizerError(fmt::format("max_length {} is shorter than the {} special tokens",
                                        options.max_length, added));
     truncate_pieces(a, pair ? &b : nullptr, static_cast<size_t>(options.max_length - added),
                     options.truncation, e.num_truncated);
   }
-  const size_t total = a.size() + b.size() + (specials ? (pair ? 3 : 2) : 0);
+  const size_t total = a.size() + b.size() +
+                       (specials ? static_cast<size_t>(num_special_tokens(pair.has_value())) : 0);
   for (auto* v : {&e.ids, &e.type_ids, &e.attention_mask, &e.special_tokens_mask, &e.word_ids,
                   &e.sequence_ids})
     v->reserve(total);
@@ -178,11 +206,12 @@ Encoding Tokenizer::encode(std::string_view text,
     e.sequence_ids.push_back(-1);
   };
   auto add_pieces = [&](std::vector<Piece>& pieces, std::string_view source, int64_t seq) {
+    const int64_t type = roberta_template_ ? 0 : seq;
     CharCounter chars(source);
     for (auto& p : pieces) {
       e.ids.push_back(p.id);
       e.tokens.push_back(std::move(p.token));
-      e.type_ids.push_back(seq);
+      e.type_ids.push_back(type);
       e.attention_mask.push_back(1);
       e.special_tokens_mask.push_back(0);
       const int64_t begin = chars.at(p.begin);
@@ -196,8 +225,10 @@ Encoding Tokenizer::encode(std::string_view text,
   add_pieces(a, text, 0);
   if (specials) add_special(special_.sep_id, special_.sep, 0);
   if (pair) {
+    const int64_t type = roberta_template_ ? 0 : 1;
+    if (specials && roberta_template_) add_special(special_.sep_id, special_.sep, 0);
     add_pieces(b, *pair, 1);
-    if (specials) add_special(special_.sep_id, special_.sep, 1);
+    if (specials) add_special(special_.sep_id, special_.sep, type);
   }
   if (options.padding == Padding::kMaxLength && options.max_length > 0)
     pad(e, static_cast<size_t>(options.max_length));

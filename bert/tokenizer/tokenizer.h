@@ -81,6 +81,11 @@ class Tokenizer {
   int64_t token_to_id(std::string_view token) const;
   const std::string& id_to_token(int64_t id) const;
   const SpecialTokens& special_tokens() const { return special_; }
+  /// RoBERTa's layout `<s> A </s></s> B </s>` with every type id 0 (byte-level BPE and XLM-R's
+  /// SentencePiece), instead of BERT's `[CLS] A [SEP] B [SEP]` with B's type ids 1.
+  bool roberta_template() const { return roberta_template_; }
+  /// How many special tokens encode() adds around one text or a pair (2 | 3, or 4 for RoBERTa).
+  int64_t num_special_tokens(bool pair) const { return pair ? (roberta_template_ ? 4 : 3) : 2; }
   /// Maximum input length the checkpoint supports (HF `model_max_length`), 0 if unknown.
   int64_t model_max_length() const { return model_max_length_; }
   void set_model_max_length(int64_t n) { model_max_length_ = n; }
@@ -90,6 +95,16 @@ class Tokenizer {
   void pad(Encoding& e, size_t length) const;
   /// Sets the vocabulary and resolves the special-token ids (missing ones stay -1).
   void set_vocab(std::vector<std::string> id_to_token, SpecialTokens special);
+  /// A stretch of ordinary text (id -1) or a special token, from special_segments().
+  struct Segment {
+    size_t begin, end;  ///< bytes of `text`; for a special token the token's own characters
+    int64_t id;         ///< -1: ordinary text
+    size_t text_begin;  ///< where a special token's text starts (before the whitespace it took)
+  };
+  /// The stretches split_on_special_tokens() finds, as a list. With `mask_lstrip` the mask token
+  /// takes the whitespace before it from the ordinary stretch (HF's lstrip, as RoBERTa's and
+  /// XLM-R's tokenizers give `<mask>`): `text_begin` moves back over it, `begin` stays.
+  std::vector<Segment> special_segments(std::string_view text, bool mask_lstrip) const;
   /// Splits `text` at occurrences of special-token strings (leftmost, longest first).
   /// Calls `normal(begin, end)` for ordinary stretches and `special(begin, end, id)`.
   template <class Normal, class Special>
@@ -101,6 +116,7 @@ class Tokenizer {
   std::vector<std::pair<std::string, int64_t>> special_strings_;  // longest first
   bool special_first_byte_[256] = {};
   int64_t model_max_length_ = 0;
+  bool roberta_template_ = false;
 };
 
 template <class Normal, class Special>

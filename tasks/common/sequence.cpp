@@ -39,15 +39,16 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> bert_sequence(const tok::T
   if (special.cls_id < 0 || special.sep_id < 0)
     throw TokenizerError("the vocabulary has no " + special.cls + " / " + special.sep + " token");
   std::vector<int64_t> ids, types;
-  ids.reserve(a.size() + (b ? b->size() : 0) + 3);
+  ids.reserve(a.size() + (b ? b->size() : 0) + 4);
   ids.push_back(special.cls_id);
   ids.insert(ids.end(), a.begin(), a.end());
   ids.push_back(special.sep_id);
   types.assign(ids.size(), 0);
   if (b) {
+    if (tokenizer.roberta_template()) ids.push_back(special.sep_id);
     ids.insert(ids.end(), b->begin(), b->end());
     ids.push_back(special.sep_id);
-    types.resize(ids.size(), 1);
+    types.resize(ids.size(), tokenizer.roberta_template() ? 0 : 1);
   }
   return {std::move(ids), std::move(types)};
 }

@@ -27,7 +27,8 @@ void check_max_seq_length(const YamlReader& reader,
 std::vector<int64_t> piece_ids(const std::vector<tok::Piece>& pieces);
 
 /// `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` with segment ids 0 for the first part and 1 for
-/// b and its [SEP] (BERT's input layout). Throws TokenizerError if the vocabulary lacks [CLS]
+/// b and its [SEP] (BERT's input layout); RoBERTa's `<s> a </s></s> b </s>`, all type 0, for a
+/// tokenizer with roberta_template(). Throws TokenizerError if the vocabulary lacks [CLS]
 /// or [SEP].
 std::pair<std::vector<int64_t>, std::vector<int64_t>> bert_sequence(
     const tok::Tokenizer& tokenizer,

@@ -154,7 +154,8 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(
       context_pieces = tokenizer.tokenize(e.context);
       last_context = &e.context;
     }
-    const int64_t room = options_.max_seq_length - static_cast<int64_t>(question.size()) - 3;
+    const int64_t room = options_.max_seq_length - static_cast<int64_t>(question.size()) -
+                         tokenizer.num_special_tokens(/*pair=*/true);
     const auto windows =
         split_windows(static_cast<int64_t>(context_pieces.size()), room, options_.doc_stride);
     multi_window += windows.size() > 1;
@@ -166,7 +167,9 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(
       for (int64_t t = w.begin; t < w.end; ++t)
         part.push_back(context_pieces[static_cast<size_t>(t)].id);
       auto [ids, types] = bert_sequence(tokenizer, question, &part);
-      const int64_t context_start = static_cast<int64_t>(question.size()) + 2;  // [CLS] q [SEP]
+      // After [CLS] q [SEP] (RoBERTa: <s> q </s></s>).
+      const int64_t context_start =
+          static_cast<int64_t>(question.size()) + tokenizer.num_special_tokens(true) - 1;
       std::vector<std::pair<int64_t, int64_t>> offsets(ids.size(), {-1, -1});
       for (int64_t t = w.begin; t < w.end; ++t) {
         const auto& p = context_pieces[static_cast<size_t>(t)];

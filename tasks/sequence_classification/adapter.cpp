@@ -207,7 +207,7 @@ std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(
     auto a = piece_ids(tokenizer.tokenize(e.text_a));
     std::vector<int64_t> b;
     if (e.text_b) b = piece_ids(tokenizer.tokenize(*e.text_b));
-    const int64_t specials = e.text_b ? 3 : 2;
+    const int64_t specials = tokenizer.num_special_tokens(e.text_b.has_value());
     std::vector<int64_t>& slid = e.text_b ? b : a;
     if (e.text_b) {
       const int64_t keep_a = std::max<int64_t>(1, (max_len - specials) / 2);

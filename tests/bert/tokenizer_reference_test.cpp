@@ -4,10 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <unordered_map>
 
+#include "bert/common/file_util.h"
+#include "bert/tokenizer/byte_level_bpe.h"
+#include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/unicode.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "tests/support/test_support.h"
@@ -150,32 +156,27 @@ std::vector<Input> real_inputs() {
   return in;
 }
 
-class TokenizerReferenceTest : public ::testing::TestWithParam<bool> {};
+/// Skips the calling test when HF's tokenizers (npm) or node are not installed.
+#define BERTFT_REQUIRE_HF_TOKENIZERS()                                                         \
+  do {                                                                                         \
+    if (!fs::exists(node_modules() / "tokenizers"))                                            \
+      GTEST_SKIP() << "HF tokenizers not installed at " << node_modules()                      \
+                   << " (scripts/setup.sh installs it)";                                       \
+    if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node not found"; \
+  } while (0)
 
-TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
-  const bool lowercase = GetParam();
-  const auto vocab = testing::shared_dir() / "data" / "bert-vocab" /
-                     (lowercase ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
-  BERTFT_REQUIRE_PATH(vocab);
-  if (!fs::exists(node_modules() / "tokenizers"))
-    GTEST_SKIP() << "HF tokenizers not installed at " << node_modules()
-                 << " (scripts/setup.sh installs it)";
-  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node not found";
-
-  WordPieceOptions options;
-  options.normalizer.lowercase = lowercase;
-  options.normalizer.strip_accents = lowercase;
-  const auto tokenizer = WordPieceTokenizer::from_file(vocab, options);
-
-  std::vector<Input> inputs = adversarial_inputs();
-  for (auto& i : real_inputs()) inputs.push_back(std::move(i));
-  for (auto& i : code_point_sweep()) inputs.push_back(std::move(i));
-  ASSERT_GT(inputs.size(), 2000u);
-
+/// Encodes `inputs` with HF's tokenizers from `tokenizer_json` and with `tokenizer`; fails when
+/// more than `allowed` inputs differ in ids, tokens, offsets (or type ids, with `types`), showing
+/// the first ten.
+void expect_identical_to_hf(const Tokenizer& tokenizer,
+                            const json& tokenizer_json,
+                            const std::vector<Input>& inputs,
+                            bool types,
+                            size_t allowed = 0) {
   testing::TempDir dir;
   {
     std::ofstream f(dir.path() / "tokenizer.json");
-    f << tokenizer->hf_tokenizer_json().dump();
+    f << tokenizer_json.dump();
     std::ofstream in(dir.path() / "in.jsonl");
     for (const auto& i : inputs) {
       json j = {{"text", i.text}};
@@ -197,14 +198,15 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
     const auto ref = json::parse(line);
     const auto& input = inputs[i++];
     ASSERT_FALSE(ref.contains("error")) << ref["error"] << " for " << input.text;
-    const Encoding e = input.pair ? tokenizer->encode(input.text, std::string_view(*input.pair))
-                                  : tokenizer->encode(input.text);
+    const Encoding e = input.pair ? tokenizer.encode(input.text, std::string_view(*input.pair))
+                                  : tokenizer.encode(input.text);
     json offsets = json::array();
     for (const auto& [b, end] : e.offsets) offsets.push_back({b, end});
     tokens += e.size();
     const bool same = ref["ids"] == json(e.ids) && ref["tokens"] == json(e.tokens) &&
-                      ref["offsets"] == offsets && ref["token_type_ids"] == json(e.type_ids);
-    if (!same && ++mismatches <= 10) {
+                      ref["offsets"] == offsets &&
+                      (!types || ref["token_type_ids"] == json(e.type_ids));
+    if (!same && ++mismatches <= 10 && allowed == 0) {
       ADD_FAILURE() << "input " << i - 1 << ": " << json(input.text).dump(-1, ' ', true)
                     << "\n  hf:     " << ref["tokens"].dump(-1, ' ', true) << " "
                     << ref["offsets"].dump() << "\n  bertft: " << json(e.tokens).dump(-1, ' ', true)
@@ -212,9 +214,239 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
     }
   }
   EXPECT_EQ(i, inputs.size());
-  EXPECT_EQ(mismatches, 0u) << "of " << inputs.size() << " inputs";
-  RecordProperty("inputs", static_cast<int>(inputs.size()));
-  RecordProperty("tokens", static_cast<int>(tokens));
+  EXPECT_LE(mismatches, allowed) << "of " << inputs.size() << " inputs";
+  ::testing::Test::RecordProperty("inputs", static_cast<int>(inputs.size()));
+  ::testing::Test::RecordProperty("tokens", static_cast<int>(tokens));
+}
+
+/// Every input the comparisons use: adversarial, real (SQuAD, CoNLL) and a code-point sweep.
+std::vector<Input> all_inputs() {
+  std::vector<Input> inputs = adversarial_inputs();
+  for (auto& i : real_inputs()) inputs.push_back(std::move(i));
+  for (auto& i : code_point_sweep()) inputs.push_back(std::move(i));
+  return inputs;
+}
+
+class TokenizerReferenceTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
+  const bool lowercase = GetParam();
+  const auto vocab = testing::shared_dir() / "data" / "bert-vocab" /
+                     (lowercase ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
+  BERTFT_REQUIRE_PATH(vocab);
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+
+  WordPieceOptions options;
+  options.normalizer.lowercase = lowercase;
+  options.normalizer.strip_accents = lowercase;
+  const auto tokenizer = WordPieceTokenizer::from_file(vocab, options);
+  const auto inputs = all_inputs();
+  ASSERT_GT(inputs.size(), 2000u);
+  expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/true);
+}
+
+/// A byte-level BPE learnt here from `texts` (GPT-2's recipe, `merges` merges of the most
+/// frequent adjacent pair): RoBERTa's specials first, the 256 byte symbols, merged tokens,
+/// <mask> last.
+std::unique_ptr<ByteLevelBpeTokenizer> learn_bpe(const std::vector<Input>& texts, size_t merges) {
+  std::map<std::vector<std::string>, int64_t> words;
+  for (const auto& t : texts)
+    for (const auto* s : {&t.text, t.pair ? &*t.pair : nullptr}) {
+      if (s == nullptr) continue;
+      for (const auto& [b, e] : byte_level_words(*s)) {
+        std::vector<std::string> symbols;
+        for (uint32_t k = b; k < e; ++k) symbols.push_back(byte_symbol((*s)[k]));
+        ++words[symbols];
+      }
+    }
+  std::vector<std::string> vocab = {"<s>", "<pad>", "</s>", "<unk>"};
+  for (int b = 0; b < 256; ++b) vocab.push_back(byte_symbol(static_cast<unsigned char>(b)));
+  std::vector<std::pair<std::string, std::string>> learnt;
+  std::vector<std::pair<std::vector<std::string>, int64_t>> list(words.begin(), words.end());
+  for (size_t m = 0; m < merges; ++m) {
+    std::unordered_map<std::string, int64_t> pairs;  // "a\x01b" -> count
+    for (const auto& [w, n] : list)
+      for (size_t k = 0; k + 1 < w.size(); ++k) pairs[w[k] + '\x01' + w[k + 1]] += n;
+    if (pairs.empty()) break;
+    // The most frequent pair; the smallest key among equals, so the merges are reproducible.
+    const auto top = std::max_element(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) {
+                       return a.second < b.second || (a.second == b.second && a.first > b.first);
+                     })->first;
+    const auto cut = top.find('\x01');
+    const std::pair<std::string, std::string> best{top.substr(0, cut), top.substr(cut + 1)};
+    learnt.push_back(best);
+    vocab.push_back(best.first + best.second);
+    for (auto& [w, n] : list)
+      for (size_t k = 0; k + 1 < w.size(); ++k)
+        if (w[k] == best.first && w[k + 1] == best.second) {
+          w[k] += w[k + 1];
+          w.erase(w.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+        }
+  }
+  vocab.push_back("<mask>");
+  return std::make_unique<ByteLevelBpeTokenizer>(std::move(vocab), std::move(learnt),
+                                                 ByteLevelBpeTokenizer::Options{});
+}
+
+TEST(ByteLevelBpeReferenceTest, IdenticalToHuggingFaceTokenizers) {
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+  auto inputs = all_inputs();
+  for (const char* masked : {"fill <mask> here", "two  <mask>", "<mask> first", "x<mask>y",
+                             "tab\t<mask>\u3000<mask>", "<s>a</s></s>b</s><pad><unk>"})
+    inputs.push_back({masked});
+  for (const char* words : {"it's we're they've I'm we'll he'd 'S 'sup ''s", "a  b   c\n\nd \t e",
+                            "  leading and trailing  ", "x\u00a0y \u2003z", "123 4.5e6 ½ Ⅻ ٣"})
+    inputs.push_back({words});
+  // Learn merges from real text when it is there (many multi-level merges), else from the
+  // adversarial inputs.
+  std::vector<Input> corpus(inputs.begin(), inputs.begin() + std::min<size_t>(inputs.size(), 600));
+  const auto tokenizer = learn_bpe(corpus, 500);
+  expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/false);
+}
+
+/// The pieces, scores and precompiled normalizer of a SentencePiece .model (protobuf
+/// ModelProto: pieces = 1 {piece = 1, score = 2}, normalizer_spec = 3 {precompiled_charsmap = 2}),
+/// read with a few lines of wire-format parsing so that HF's Unigram can be built from them.
+struct SpmProto {
+  std::vector<std::pair<std::string, float>> pieces;
+  std::string charsmap;
+};
+
+SpmProto read_spm_proto(const fs::path& file) {
+  const std::string b = read_file(file);
+  const auto varint = [&](const std::string& s, size_t& k) {
+    uint64_t v = 0;
+    for (int shift = 0; k < s.size(); shift += 7) {
+      const auto c = static_cast<unsigned char>(s[k++]);
+      v |= uint64_t{c & 0x7Fu} << shift;
+      if (c < 0x80) break;
+    }
+    return v;
+  };
+  // Calls f(field, wire type, payload) for each field of message `s`.
+  const auto each = [&](const std::string& s, auto&& f) {
+    size_t k = 0;
+    while (k < s.size()) {
+      const uint64_t key = varint(s, k);
+      const int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
+      std::string payload;
+      if (wire == 0) {
+        payload = std::to_string(varint(s, k));
+      } else if (wire == 1 || wire == 5) {
+        payload = s.substr(k, wire == 1 ? 8 : 4);
+        k += payload.size();
+      } else {
+        const auto n = static_cast<size_t>(varint(s, k));
+        payload = s.substr(k, n);
+        k += n;
+      }
+      f(field, wire, payload);
+    }
+  };
+  SpmProto out;
+  each(b, [&](int field, int wire, const std::string& payload) {
+    if (field == 1 && wire == 2) {
+      std::pair<std::string, float> piece{"", 0.0F};
+      each(payload, [&](int f, int w, const std::string& p) {
+        if (f == 1 && w == 2) piece.first = p;
+        if (f == 2 && w == 5) std::memcpy(&piece.second, p.data(), 4);
+      });
+      out.pieces.push_back(piece);
+    }
+    if (field == 3 && wire == 2)
+      each(payload, [&](int f, int w, const std::string& p) {
+        if (f == 2 && w == 2) out.charsmap = p;
+      });
+  });
+  return out;
+}
+
+std::string base64(const std::string& bytes) {
+  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = (uint32_t{static_cast<unsigned char>(bytes[i])} << 16) |
+                       (uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8) |
+                       static_cast<unsigned char>(bytes[i + 2]);
+    for (int k = 18; k >= 0; k -= 6) out += digits[(v >> k) & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = uint32_t{static_cast<unsigned char>(bytes[i])} << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8;
+    out += digits[(v >> 18) & 63];
+    out += digits[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? digits[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+/// HF's fast XLM-R tokenizer for a SentencePiece model, as transformers' converter builds it:
+/// fairseq's vocabulary, the model's precompiled normalizer then spaces collapsed, Metaspace,
+/// Unigram, `<s> A </s></s> B </s>`.
+json xlmr_tokenizer_json(const SpmProto& proto) {
+  json vocab = json::array({json::array({"<s>", 0.0}), json::array({"<pad>", 0.0}),
+                            json::array({"</s>", 0.0}), json::array({"<unk>", 0.0})});
+  for (size_t i = 3; i < proto.pieces.size(); ++i)
+    vocab.push_back(json::array({proto.pieces[i].first, proto.pieces[i].second}));
+  vocab.push_back(json::array({"<mask>", 0.0}));
+  const auto added = [](size_t id, const char* content, bool lstrip) {
+    return json{{"id", id},         {"content", content}, {"single_word", false},
+                {"lstrip", lstrip}, {"rstrip", false},    {"normalized", false},
+                {"special", true}};
+  };
+  const auto special = [](const char* id) {
+    return json{{"SpecialToken", {{"id", id}, {"type_id", 0}}}};
+  };
+  const auto sequence = [](const char* id) {
+    return json{{"Sequence", {{"id", id}, {"type_id", 0}}}};
+  };
+  const json metaspace = {
+      {"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", true}};
+  return {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens",
+       json::array({added(0, "<s>", false), added(1, "<pad>", false), added(2, "</s>", false),
+                    added(3, "<unk>", false), added(vocab.size() - 1, "<mask>", true)})},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         json::array(
+             {{{"type", "Precompiled"}, {"precompiled_charsmap", base64(proto.charsmap)}},
+              {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}}})}}},
+      {"pre_tokenizer", metaspace},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({special("<s>"), sequence("A"), special("</s>")})},
+        {"pair", json::array({special("<s>"), sequence("A"), special("</s>"), special("</s>"),
+                              sequence("B"), special("</s>")})},
+        {"special_tokens",
+         {{"<s>", {{"id", "<s>"}, {"ids", {0}}, {"tokens", {"<s>"}}}},
+          {"</s>", {{"id", "</s>"}, {"ids", {2}}, {"tokens", {"</s>"}}}}}}}},
+      {"decoder", metaspace},
+      {"model", {{"type", "Unigram"}, {"unk_id", 3}, {"vocab", vocab}, {"byte_fallback", false}}}};
+}
+
+TEST(XlmRobertaReferenceTest, IdenticalToHuggingFaceTokenizers) {
+  // The SentencePiece model HF's own XLM-R tokenizer tests use, with fairseq's ids.
+  const auto model =
+      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  BERTFT_REQUIRE_PATH(model);
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+  const SentencePieceTokenizer tokenizer(model, SentencePieceIds::kFairseq);
+  auto inputs = all_inputs();
+  for (const char* text : {"fill <mask> here", "two  <mask>", "<mask> first", "x<mask>y",
+                           "  leading and trailing  ", "a  b\t\tc", "   ", "ﬁnance ﬂow"})
+    inputs.push_back({text});
+  // Known differences, 54 of 12 547 inputs (none more may appear): libsentencepiece and HF's
+  // Unigram break ties between equally scored segmentations differently ("▁-----" is
+  // "-- - --" here, "- -- --" there), and characters the normalizer drops or composes
+  // (controls, U+FEFF, U+200B/E, combining marks) get other offsets.
+  expect_identical_to_hf(tokenizer, xlmr_tokenizer_json(read_spm_proto(model)), inputs,
+                         /*types=*/true, /*allowed=*/54);
 }
 
 INSTANTIATE_TEST_SUITE_P(CasedAndUncased,
