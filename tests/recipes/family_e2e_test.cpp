@@ -1,0 +1,155 @@
+// Each encoder family through the product's path: `bertft train` from the family's HF base model
+// (tests/fixtures/hf_families, made by HF) with its own tokenizer, `bertft export` in the family's
+// HF layout (model_type, XxxForSequenceClassification, HF's key names, tokenizer files), and
+// `bertft predict --text` on the export.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/common/file_util.h"
+#include "tests/support/test_support.h"
+
+namespace bert {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+fs::path family_dir(const std::string& family) {
+  return fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" / family;
+}
+
+struct Family {
+  std::string name;
+  std::string architecture;
+  std::vector<std::string> tokenizer_files;  ///< what the export must hold
+};
+
+void PrintTo(const Family& family, std::ostream* os) {
+  *os << family.name;
+}
+
+class FamilyEndToEndTest : public ::testing::TestWithParam<Family> {
+ protected:
+  /// The family's HF base model with a tokenizer: RoBERTa's own byte-level BPE, the shared
+  /// SentencePiece model for XLM-R, a made-up WordPiece vocabulary (w5 .. w63) otherwise.
+  /// Returns the words the texts may use.
+  std::vector<std::string> base_model(const fs::path& out) {
+    const auto& name = GetParam().name;
+    fs::copy(family_dir(name) / "models" / "base", out, fs::copy_options::recursive);
+    std::vector<std::string> words;
+    if (name == "roberta" || name == "xlm-roberta") {
+      for (const char* w : {"kalo", "mine", "ruto", "sa", "vipo", "zean", "elel", "popo", "kane"})
+        words.emplace_back(w);
+      if (name == "xlm-roberta") {
+        const auto spm = testing::shared_dir() / "data" / "sentencepiece" /
+                         "transformers_test_sentencepiece.model";
+        if (!fs::exists(spm)) return {};
+        fs::copy_file(spm, out / "sentencepiece.bpe.model");
+      }
+      return words;
+    }
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (int i = 5; i < 64; ++i) {
+      vocab += "w" + std::to_string(i) + "\n";
+      words.push_back("w" + std::to_string(i));
+    }
+    testing::write_bytes(out / "vocab.txt", vocab);
+    testing::write_bytes(out / "tokenizer_config.json", R"({"do_lower_case": true})");
+    return words;
+  }
+
+  /// JSONL lines {"text", "label"}: label "yes" when the text holds the first word.
+  static std::string examples(const std::vector<std::string>& words, int n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      std::string text;
+      bool yes = false;
+      for (int k = 0, len = 3 + static_cast<int>(rng() % 5); k < len; ++k) {
+        const auto& w = words[rng() % words.size()];
+        yes = yes || w == words[0];
+        text += (k ? " " : "") + w;
+      }
+      out += json{{"text", text}, {"label", yes ? "yes" : "no"}}.dump() + "\n";
+    }
+    return out;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_P(FamilyEndToEndTest, TrainExportPredict) {
+  const auto& family = GetParam();
+  const auto model = dir_.path() / "base";
+  const auto words = base_model(model);
+  if (words.empty()) GTEST_SKIP() << "no SentencePiece model in ../shared/data";
+  testing::write_bytes(dir_.path() / "train.jsonl", examples(words, 48, 1));
+  testing::write_bytes(dir_.path() / "dev.jsonl", examples(words, 16, 2));
+  testing::write_bytes(dir_.path() / "recipe.yaml",
+                       "model:\n  pretrained: " + model.string() +
+                           "\ntask: {type: sequence_classification, max_seq_length: 16}\n"
+                           "data:\n  train: {path: " +
+                           (dir_.path() / "train.jsonl").string() +
+                           "}\n  dev: {path: " + (dir_.path() / "dev.jsonl").string() +
+                           "}\ntraining: {epochs: 1, batch_size: 8, learning_rate: 1.0e-3}\n"
+                           "output:\n  dir: " +
+                           (dir_.path() / "runs").string() + "\n");
+  auto run = testing::run_bertft("--threads 1 train " + (dir_.path() / "recipe.yaml").string(),
+                                 dir_.path() / "train.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto out = dir_.path() / "export";
+  run = testing::run_bertft("export " + (dir_.path() / "runs").string() + " --out " + out.string(),
+                            dir_.path() / "export.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+
+  // HF's layout for the family: config, tokenizer files, and exactly the keys HF's own
+  // XxxForSequenceClassification has (the fixture's seqcls3, saved by transformers).
+  const auto config = json::parse(read_file(out / "config.json"));
+  EXPECT_EQ(config["model_type"], family.name);
+  EXPECT_EQ(config["architectures"], json::array({family.architecture}));
+  EXPECT_EQ(config["id2label"], json({{"0", "no"}, {"1", "yes"}}));
+  for (const auto& file : family.tokenizer_files) EXPECT_TRUE(fs::exists(out / file)) << file;
+  const auto hf =
+      read_weights(family_dir(family.name) / "models" / "seqcls3" / "model.safetensors");
+  const auto ours = read_weights(out / "model.safetensors");
+  std::vector<std::string> hf_keys, our_keys;
+  for (const auto& [k, v] : hf) hf_keys.push_back(k);
+  for (const auto& [k, v] : ours) {
+    our_keys.push_back(k);
+    if (hf.count(k) && k.find("classifier") == std::string::npos)
+      EXPECT_EQ(v.sizes(), hf.at(k).sizes()) << k;
+  }
+  EXPECT_EQ(our_keys, hf_keys);
+
+  run = testing::run_bertft(
+      "predict --model " + out.string() + " --text '" + words[0] + " " + words[1] + "'",
+      dir_.path() / "predict.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto got = testing::json_lines(run.output);
+  ASSERT_EQ(got.size(), 1u) << run.output;
+  EXPECT_TRUE(got[0]["label"] == "yes" || got[0]["label"] == "no") << run.output;
+  EXPECT_GT(got[0]["score"].get<double>(), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HfFamilies,
+    FamilyEndToEndTest,
+    ::testing::Values(Family{"roberta",
+                             "RobertaForSequenceClassification",
+                             {"vocab.json", "merges.txt", "tokenizer_config.json"}},
+                      Family{"xlm-roberta",
+                             "XLMRobertaForSequenceClassification",
+                             {"sentencepiece.bpe.model", "tokenizer_config.json"}},
+                      Family{"distilbert", "DistilBertForSequenceClassification", {"vocab.txt"}},
+                      Family{"electra", "ElectraForSequenceClassification", {"vocab.txt"}}),
+    [](const auto& info) {
+      std::string name = info.param.name;
+      name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+      return name;
+    });
+
+}  // namespace
+}  // namespace bert
