@@ -14,6 +14,12 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c)
   auto positions = torch::nn::EmbeddingOptions(c.max_position_embeddings(), dim);
   if (positions_after_padding_) positions.padding_idx(c.pad_token_id());
   position_embeddings = register_module("position_embeddings", torch::nn::Embedding(positions));
+  // DistilBERT with sinusoidal_pos_embds: its checkpoint holds the sinusoids, which HF keeps
+  // frozen.
+  const auto sinusoidal = c.extra().find("sinusoidal_pos_embds");
+  if (c.family() == ModelFamily::kDistilBert && sinusoidal != c.extra().end() &&
+      sinusoidal->is_boolean() && sinusoidal->get<bool>())
+    position_embeddings->weight.set_requires_grad(false);
   if (c.type_vocab_size() > 0)
     token_type_embeddings =
         register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size(), dim));

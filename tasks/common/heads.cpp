@@ -7,10 +7,16 @@
 namespace bert::tasks {
 namespace {
 
-/// A number from the config's extra keys (ELECTRA's summary_last_dropout), else `fallback`.
-double extra_number(const BertConfig& config, const char* key, double fallback) {
+/// A value of type T from the config's extra keys (ELECTRA's summary_*), else `fallback`
+/// (also when config.json holds another type there).
+template <class T>
+T extra_value(const BertConfig& config, const char* key, T fallback) {
   const auto it = config.extra().find(key);
-  return it != config.extra().end() && it->is_number() ? it->get<double>() : fallback;
+  if (it == config.extra().end()) return fallback;
+  if constexpr (std::is_same_v<T, double>) return it->is_number() ? it->get<double>() : fallback;
+  if constexpr (std::is_same_v<T, bool>) return it->is_boolean() ? it->get<bool>() : fallback;
+  if constexpr (std::is_same_v<T, std::string>)
+    return it->is_string() ? it->get<std::string>() : fallback;
 }
 
 }  // namespace
@@ -40,15 +46,17 @@ BertTaskModelImpl::BertTaskModelImpl(const BertConfig& config, HeadKind kind, in
       holder = std::make_shared<torch::nn::Module>();
       holder->register_module("dense", pre_);
     } else {  // ELECTRA's SequenceSummary: first token, projection, GELU, last dropout
-      const auto type = config.extra().value("summary_type", std::string("first"));
-      const auto activation = config.extra().value("summary_activation", std::string("gelu"));
+      const auto type = extra_value<std::string>(config, "summary_type", "first");
+      const auto activation = extra_value<std::string>(config, "summary_activation", "gelu");
       if (type != "first" || activation != "gelu" ||
-          !config.extra().value("summary_use_proj", true) ||
-          config.extra().value("summary_proj_to_labels", false))
+          !extra_value(config, "summary_use_proj", true) ||
+          extra_value(config, "summary_proj_to_labels", false))
         throw ConfigError(
             "ELECTRA multiple choice: bertft implements the summary HF's ElectraConfig defaults "
             "give (summary_type \"first\", summary_use_proj true, summary_activation \"gelu\")");
-      p = extra_number(config, "summary_last_dropout", 0.1);
+      p = extra_value(config, "summary_last_dropout", 0.1);
+      first_dropout_ = register_module(
+          "first_dropout", bert::Dropout(extra_value(config, "summary_first_dropout", 0.0)));
       auto summary = register_module("sequence_summary", std::make_shared<torch::nn::Module>());
       summary->register_module("summary", pre_);
     }
@@ -77,7 +85,7 @@ torch::Tensor BertTaskModelImpl::sentence_vector(const BertModelOutput& out) {
       return dropout_(torch::relu(pre_(x)));
     case ModelFamily::kElectra:
       if (kind_ == HeadKind::kChoices)
-        return dropout_(apply_activation(Activation::kGelu, pre_(x)));
+        return dropout_(apply_activation(Activation::kGelu, pre_(first_dropout_(x))));
       [[fallthrough]];
     default: {
       x = pre_(dropout_(x));

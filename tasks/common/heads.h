@@ -24,7 +24,7 @@ enum class HeadKind {
 ///   BERT:        pooler -> dropout -> "classifier"
 ///   RoBERTa:     kPooled: first token -> dropout -> "classifier.dense" -> tanh -> dropout ->
 ///                "classifier.out_proj"; kChoices: pooler -> dropout -> "classifier"
-///   ELECTRA:     kPooled as RoBERTa with GELU; kChoices: first token ->
+///   ELECTRA:     kPooled as RoBERTa with GELU; kChoices: first token -> (dropout) ->
 ///                "sequence_summary.summary" -> GELU -> dropout -> "classifier"
 ///   DistilBERT:  first token -> "pre_classifier" -> ReLU -> dropout -> "classifier"
 /// and DistilBERT's span head applies its qa_dropout first.
@@ -50,7 +50,8 @@ class BertTaskModelImpl : public TaskModelImpl {
   ModelFamily family_;
   bool uses_pooler_ = false;
   bert::Dropout dropout_{nullptr};
-  torch::nn::Linear pre_{nullptr};  ///< classifier.dense / pre_classifier / summary
+  bert::Dropout first_dropout_{nullptr};  ///< ELECTRA's summary_first_dropout (multiple choice)
+  torch::nn::Linear pre_{nullptr};        ///< classifier.dense / pre_classifier / summary
   Activation pre_activation_ = Activation::kGelu;
   bool pre_tanh_ = false;
   torch::nn::Linear head_{nullptr};

@@ -207,6 +207,20 @@ TEST(FamilyConfigTest, ArchitectureNamesAndErrors) {
   }
   EXPECT_THROW(BertConfig::from_json({{"model_type", "distilbert"}, {"hidden_size", 8}}, "d.json"),
                ConfigError);
+  // DistilBERT's sinusoidal position embeddings stay frozen, as in HF.
+  for (const bool sinusoidal : {false, true}) {
+    const auto distil = BertConfig::from_json({{"model_type", "distilbert"},
+                                               {"dim", 8},
+                                               {"n_heads", 2},
+                                               {"n_layers", 1},
+                                               {"hidden_dim", 8},
+                                               {"vocab_size", 10},
+                                               {"sinusoidal_pos_embds", sinusoidal}},
+                                              "d.json");
+    BertModel model(distil, false);
+    EXPECT_EQ(model->embeddings->position_embeddings->weight.requires_grad(), !sinusoidal);
+    EXPECT_TRUE(model->embeddings->token_type_embeddings.is_empty());
+  }
   // RoBERTa's longest input is max_position_embeddings less pad_token_id + 1.
   auto roberta = BertConfig::from_json(
       {{"model_type", "roberta"}, {"max_position_embeddings", 514}, {"pad_token_id", 1}}, "r");
