@@ -118,6 +118,27 @@ int main(int argc, char** argv) {
          std::string("\x21") + "a<s>b</s>  \t<mask>" + std::string(1, '\0') + "second 中文 😀",
          "\x07\u3000 \u00a0x'll"});
 
+  {
+    // An NPY 1.0 file of 2 x 3 float32 (the layout `bertft embed --out x.npy` writes).
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::string npy = "\x93NUMPY";
+    npy += '\x01';
+    npy += '\x00';
+    npy += static_cast<char>(header.size() & 0xff);
+    npy += static_cast<char>(header.size() >> 8);
+    npy += header;
+    const float values[6] = {1.0F, -2.0F, 0.5F, 3.0F, 0.0F, -0.25F};
+    npy.append(reinterpret_cast<const char*>(values), sizeof values);
+    write(out / "embeddings_npy", {npy, npy.substr(0, npy.size() - 4)});
+  }
+  write(out / "split_words",
+        {"Acme Corp. hired Jane O'Neil in New York.", "中文字符 and 😀 emoji\u00a0here",
+         "tab\tsep\x01"
+         "control \xe2\x80\x8b"
+         " zero"});
+
   write(out / "reader_glue",
         {std::string(1, '\0') + "src\t1\t\tA sentence.\nsrc\t0\t*\tAnother one.\n",
          std::string("\x01") + "sentence\tlabel\ngood film\t1\nbad film\t0\n",

@@ -176,6 +176,8 @@ std::string npy_bytes(const torch::Tensor& vectors) {
   return out;
 }
 
+}  // namespace
+
 torch::Tensor read_npy(const fs::path& path) {
   const std::string bytes = read_file(path);
   const auto bad = [&](const std::string& what) {
@@ -196,14 +198,20 @@ torch::Tensor read_npy(const fs::path& path) {
       std::sscanf(header.c_str() + shape + 10, "%lld, %lld)", &rows, &width) != 2 || rows < 0 ||
       width <= 0)
     throw bad("shape is not (rows, width)");
-  const size_t need = static_cast<size_t>(rows) * static_cast<size_t>(width) * sizeof(float);
+  size_t need = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(rows), static_cast<size_t>(width), &need) ||
+      __builtin_mul_overflow(need, sizeof(float), &need))
+    throw bad(fmt::format("shape ({}, {}) is too large", rows, width));
   if (bytes.size() - 10 - length != need)
     throw bad(
         fmt::format("{} data bytes for shape ({}, {})", bytes.size() - 10 - length, rows, width));
   auto out = torch::empty({rows, width});
-  std::memcpy(out.data_ptr<float>(), bytes.data() + 10 + length, need);
+  if (need > 0)  // an empty index has no data pointer to copy to
+    std::memcpy(out.data_ptr<float>(), bytes.data() + 10 + length, need);
   return out;
 }
+
+namespace {
 
 fs::path ids_path(const fs::path& npy) {
   return fs::path(npy.string() + ".ids.txt");

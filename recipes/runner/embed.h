@@ -87,6 +87,10 @@ struct EmbeddingFile {
 void write_embeddings(const std::filesystem::path& path, const EmbeddingFile& file);
 /// Reads a `.safetensors` or `.npy` written by write_embeddings (CheckpointError when malformed).
 EmbeddingFile read_embeddings(const std::filesystem::path& path);
+/// The vectors of a `.npy` file: NPY 1.0, little-endian float32, C order, shape (rows, width).
+/// CheckpointError naming the file for anything else (a header past the end, a shape whose size
+/// overflows or disagrees with the data).
+torch::Tensor read_npy(const std::filesystem::path& path);
 
 /// Exact cosine top-k of each query row against every index row: one matmul per block of
 /// `block` index rows, keeping the running best. `unit_index`: the rows are L2-normalised

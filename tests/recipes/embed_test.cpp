@@ -122,6 +122,20 @@ TEST_F(EmbedTest, MalformedFilesAreNamed) {
   EXPECT_NE(message.find("data bytes"), std::string::npos) << message;
   save_safetensors(dir_.path() / "other.safetensors", {{"weights", torch::ones({2})}});
   EXPECT_THROW(read_embeddings(dir_.path() / "other.safetensors"), CheckpointError);
+
+  // A shape whose byte size wraps around 64 bits is refused by name, not allocated.
+  std::string huge = bytes;
+  const auto at = huge.find("'shape': (3, 4)");
+  ASSERT_NE(at, std::string::npos);
+  huge.replace(at, 15, "'shape': (4611686018427387904, 4)");
+  testing::write_bytes(dir_.path() / "huge.npy", huge);
+  const auto too_large = testing::error_message([&] { read_npy(dir_.path() / "huge.npy"); });
+  EXPECT_NE(too_large.find("too large"), std::string::npos) << too_large;
+  // An empty index (0 rows) reads back empty.
+  file.vectors = torch::zeros({0, 4});
+  file.ids.clear();
+  write_embeddings(dir_.path() / "empty.npy", file);
+  EXPECT_EQ(read_npy(dir_.path() / "empty.npy").sizes(), torch::IntArrayRef({0, 4}));
 }
 
 TEST_F(EmbedTest, TopKEqualsAFullSort) {
