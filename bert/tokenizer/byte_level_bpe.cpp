@@ -271,6 +271,15 @@ std::vector<Piece> ByteLevelBpeTokenizer::tokenize(std::string_view text) const 
   return out;
 }
 
+std::vector<Piece> ByteLevelBpeTokenizer::tokenize_word(std::string_view word) const {
+  std::vector<Piece> pieces = tokenize(" " + std::string(word));
+  for (auto& p : pieces) {  // back to spans of `word`
+    p.begin = p.begin > 0 ? p.begin - 1 : 0;
+    p.end = p.end > 0 ? p.end - 1 : 0;
+  }
+  return pieces;
+}
+
 json ByteLevelBpeTokenizer::hf_tokenizer_json() const {
   json added = json::array();
   std::vector<std::pair<int64_t, std::string>> specials;

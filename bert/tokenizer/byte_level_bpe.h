@@ -44,6 +44,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
                         const std::string& source = "<bpe>");
 
   std::vector<Piece> tokenize(std::string_view text) const override;
+  /// A pre-split word with a space before it ("Ġword"), as HF's RoBERTa tokenizer needs
+  /// add_prefix_space for split words; spans stay inside `word`.
+  std::vector<Piece> tokenize_word(std::string_view word) const override;
   /// vocab.json, merges.txt, tokenizer_config.json (RobertaTokenizer), special_tokens_map.json.
   void save(const std::filesystem::path& dir) const override;
   /// The HF `tokenizer.json` that describes this tokenizer (fast-tokenizer format).

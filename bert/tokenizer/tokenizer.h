@@ -59,6 +59,9 @@ class Tokenizer {
   /// Throws TokenizerError on invalid UTF-8.
   virtual std::vector<Piece> tokenize(std::string_view text) const = 0;
 
+  /// Sub-word pieces of one word of pre-split text (CoNLL's words), as HF tokenizes them with
+  /// is_split_into_words. Default: tokenize(word).
+  virtual std::vector<Piece> tokenize_word(std::string_view word) const { return tokenize(word); }
   /// Writes the files a Hugging Face tokenizer and bertft need into `dir` (vocab.txt or the
   /// .model, tokenizer_config.json, special_tokens_map.json, ...), each atomically.
   virtual void save(const std::filesystem::path& dir) const = 0;

@@ -118,7 +118,7 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
     const auto tags = tagged ? training_tags(s) : std::vector<std::string>();
     auto& t = sentences[i];
     for (size_t w = 0; w < s.words.size(); ++w) {
-      const auto pieces = tokenizer.tokenize(s.words[w]);
+      const auto pieces = tokenizer.tokenize_word(s.words[w]);
       if (pieces.empty()) ++set->words_without_tokens;
       int64_t label = kIgnoreIndex, inside = kIgnoreIndex;
       if (tagged) {

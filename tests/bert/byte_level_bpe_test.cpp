@@ -67,6 +67,12 @@ TEST(ByteLevelBpeTest, MergesByRankWithTrimmedOffsets) {
   EXPECT_EQ(masked.tokens[2], " \t<mask>");
   EXPECT_EQ(masked.offsets[2], (std::pair<int64_t, int64_t>{3, 9}));
   EXPECT_EQ(masked.ids[2], t->special_tokens().mask_id);
+  // A pre-split word (NER) gets HF's add_prefix_space: "Ġlo", spanning the word itself.
+  const auto word = t->tokenize_word("lo");
+  ASSERT_EQ(word.size(), 1u);
+  EXPECT_EQ(word[0].token, g + "lo");
+  EXPECT_EQ(word[0].begin, 0u);
+  EXPECT_EQ(word[0].end, 2u);
 }
 
 TEST(ByteLevelBpeTest, RobertaDirectoryThroughTheFactory) {
