@@ -33,7 +33,10 @@ BertModelOutput BertModelImpl::forward(const torch::Tensor& input_ids,
                                        const ForwardOptions& options) {
   BertModelOutput out;
   torch::Tensor hidden = embeddings(input_ids, token_type_ids);  // [batch, seq, embedding_dim]
-  if (!embeddings_project.is_empty()) hidden = embeddings_project(hidden);  // [.., hidden]
+  // [.., hidden]. Under autocast the projection gives bf16/fp16; the residual stream stays in
+  // the embeddings' dtype, as for BERT, or the first LayerNorm would see a low-precision sum
+  // beside its fp32 weights (LibTorch 1.13's CPU LayerNorm takes one dtype).
+  if (!embeddings_project.is_empty()) hidden = embeddings_project(hidden).to(hidden.scalar_type());
   torch::Tensor mask;
   if (attention_mask.defined()) {
     TORCH_CHECK(attention_mask.sizes() == input_ids.sizes(), "attention_mask ",
