@@ -10,9 +10,9 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
     : num_heads_(c.num_attention_heads()), head_dim_(c.head_dim()) {
   TORCH_CHECK(c.hidden_size() % c.num_attention_heads() == 0, "hidden_size (", c.hidden_size(),
               ") must be divisible by num_attention_heads (", c.num_attention_heads(), ")");
-  query_ = register_module("query", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
-  key_ = register_module("key", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
-  value_ = register_module("value", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
+  query_ = register_module("query", Linear(c.hidden_size(), c.hidden_size()));
+  key_ = register_module("key", Linear(c.hidden_size(), c.hidden_size()));
+  value_ = register_module("value", Linear(c.hidden_size(), c.hidden_size()));
   dropout_ = register_module("dropout", Dropout(c.attention_probs_dropout_prob()));
 }
 
@@ -84,7 +84,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
 }
 
 BertSelfOutputImpl::BertSelfOutputImpl(const BertConfig& c) {
-  dense_ = register_module("dense", torch::nn::Linear(c.hidden_size(), c.hidden_size()));
+  dense_ = register_module("dense", Linear(c.hidden_size(), c.hidden_size()));
   layer_norm_ = register_module(
       "LayerNorm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));

@@ -4,6 +4,7 @@
 
 #include "bert/model/bert_config.h"
 #include "bert/model/dropout.h"
+#include "bert/model/linear.h"
 
 namespace bert {
 
@@ -24,7 +25,7 @@ class BertSelfAttentionImpl : public torch::nn::Module {
 
   int64_t num_heads_;
   int64_t head_dim_;
-  torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr};
+  Linear query_{nullptr}, key_{nullptr}, value_{nullptr};
   Dropout dropout_{nullptr};
 };
 TORCH_MODULE(BertSelfAttention);
@@ -37,7 +38,7 @@ class BertSelfOutputImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& residual);
 
  private:
-  torch::nn::Linear dense_{nullptr};
+  Linear dense_{nullptr};
   torch::nn::LayerNorm layer_norm_{nullptr};
   Dropout dropout_{nullptr};
 };

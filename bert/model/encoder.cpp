@@ -1,5 +1,7 @@
 #include "bert/model/encoder.h"
 
+#include "bert/model/activation_checkpoint.h"
+
 namespace bert {
 
 BertEncoderImpl::BertEncoderImpl(const BertConfig& c) {
@@ -12,14 +14,33 @@ void BertEncoderImpl::forward(torch::Tensor hidden,
                               const ForwardOptions& options,
                               BertModelOutput& out) {
   if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+  const bool checkpoint =
+      checkpointing_ && torch::GradMode::is_enabled() && !options.output_attentions;
   for (const auto& module : *layers_) {
     torch::Tensor probs;
-    hidden = module->as<BertLayer>()->forward(hidden, additive_mask,
-                                              options.output_attentions ? &probs : nullptr);
+    auto* layer = module->as<BertLayer>();
+    if (checkpoint) {
+      hidden =
+          checkpointed([layer, additive_mask](
+                           const torch::Tensor& h) { return layer->forward(h, additive_mask); },
+                       hidden);
+    } else {
+      hidden = layer->forward(hidden, additive_mask, options.output_attentions ? &probs : nullptr);
+    }
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     if (options.output_attentions) out.attentions.push_back(probs);
   }
   out.last_hidden_state = hidden;
+}
+
+int64_t set_activation_checkpointing(torch::nn::Module& module, bool on) {
+  int64_t n = 0;
+  for (const auto& m : module.modules(/*include_self=*/true))
+    if (auto* encoder = dynamic_cast<BertEncoderImpl*>(m.get())) {
+      encoder->set_activation_checkpointing(on);
+      ++n;
+    }
+  return n;
 }
 
 BertPoolerImpl::BertPoolerImpl(const BertConfig& c) {

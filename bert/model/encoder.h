@@ -36,10 +36,21 @@ class BertEncoderImpl : public torch::nn::Module {
                const ForwardOptions& options,
                BertModelOutput& out);
 
+  /// Activation checkpointing: when on, a forward with grad keeps only each layer's input and
+  /// backward recomputes the layer (bert/model/activation_checkpoint.h); gradients unchanged.
+  /// Forwards without grad, or asking for attentions, run the layers as they are.
+  void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  bool activation_checkpointing() const { return checkpointing_; }
+
  private:
   torch::nn::ModuleList layers_{nullptr};
+  bool checkpointing_ = false;
 };
 TORCH_MODULE(BertEncoder);
+
+/// Turns activation checkpointing on or off in every BertEncoder under `module` (a task model,
+/// BertForPreTraining, ...); returns how many encoders it found.
+int64_t set_activation_checkpointing(torch::nn::Module& module, bool on);
 
 /// tanh(dense(hidden[:, 0])): the [CLS] representation. Children: dense.
 class BertPoolerImpl : public torch::nn::Module {

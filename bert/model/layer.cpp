@@ -15,7 +15,7 @@ torch::Tensor apply_activation(Activation activation, const torch::Tensor& x) {
 }
 
 BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation_(c.hidden_act()) {
-  dense_ = register_module("dense", torch::nn::Linear(c.hidden_size(), c.intermediate_size()));
+  dense_ = register_module("dense", Linear(c.hidden_size(), c.intermediate_size()));
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
@@ -23,7 +23,7 @@ torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
 }
 
 BertOutputImpl::BertOutputImpl(const BertConfig& c) {
-  dense_ = register_module("dense", torch::nn::Linear(c.intermediate_size(), c.hidden_size()));
+  dense_ = register_module("dense", Linear(c.intermediate_size(), c.hidden_size()));
   layer_norm_ = register_module(
       "LayerNorm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size()}).eps(c.layer_norm_eps())));

@@ -5,6 +5,7 @@
 #include "bert/model/attention.h"
 #include "bert/model/bert_config.h"
 #include "bert/model/dropout.h"
+#include "bert/model/linear.h"
 
 namespace bert {
 
@@ -20,7 +21,7 @@ class BertIntermediateImpl : public torch::nn::Module {
 
  private:
   Activation activation_;
-  torch::nn::Linear dense_{nullptr};
+  Linear dense_{nullptr};
 };
 TORCH_MODULE(BertIntermediate);
 
@@ -33,7 +34,7 @@ class BertOutputImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& intermediate, const torch::Tensor& residual);
 
  private:
-  torch::nn::Linear dense_{nullptr};
+  Linear dense_{nullptr};
   torch::nn::LayerNorm layer_norm_{nullptr};
   Dropout dropout_{nullptr};
 };

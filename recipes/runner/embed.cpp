@@ -16,10 +16,13 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/json_util.h"
+#include "bert/common/log.h"
 #include "bert/common/strings.h"
+#include "bert/model/linear.h"
 #include "bert/tokenizer/factory.h"
 #include "data/readers.h"
 #include "data/text_file.h"
+#include "tasks/training/precision.h"
 
 namespace bert::recipes {
 
@@ -41,8 +44,14 @@ torch::Tensor pool(const torch::Tensor& hidden,
   return hidden.masked_fill(mask == 0, std::numeric_limits<float>::lowest()).amax(1);
 }
 
-SentenceEncoder::SentenceEncoder(const fs::path& model_dir, torch::Device device)
-    : device_(device) {
+SentenceEncoder::SentenceEncoder(const fs::path& model_dir,
+                                 torch::Device device,
+                                 const std::string& precision)
+    : device_(device), bf16_(precision == "bf16") {
+  if (precision != "fp32" && precision != "bf16" && precision != "int8")
+    throw ConfigError("precision " + precision + ": fp32, bf16 or int8");
+  if (precision == "int8" && !device.is_cpu())
+    throw ConfigError("precision int8 runs on the CPU only, not " + device.str());
   const auto dir = PretrainedDir::find(model_dir);
   const auto config = read_model_config(dir);
   const TensorMap tensors = read_weights(dir.weights);
@@ -60,6 +69,10 @@ SentenceEncoder::SentenceEncoder(const fs::path& model_dir, torch::Device device
                                       dir.weights.string(), report.summary()));
   model_->to(device_);
   model_->eval();
+  if (precision == "int8") {
+    const auto n = quantize_dynamic_int8(*model_);
+    log::info("[embed] int8: {} encoder projections in dynamic int8 ({})", n, int8_engine());
+  }
   tokenizer_ = tok::load_tokenizer(dir, config.vocab_size());
   hidden_ = config.hidden_size();
   max_positions_ = config.max_sequence_length();
@@ -70,8 +83,13 @@ torch::Tensor SentenceEncoder::encode_ids(const torch::Tensor& input_ids,
                                           const EmbedOptions& options) const {
   c10::InferenceMode inference;
   const auto ids = input_ids.to(device_), mask = attention_mask.to(device_);
-  const auto out = model_->forward(ids, mask, torch::zeros_like(ids));
-  auto vectors = pool(out.last_hidden_state, mask, options.pooling);
+  torch::Tensor hidden;
+  {
+    const tasks::AutocastScope autocast(bf16_ ? tasks::Precision::kBf16 : tasks::Precision::kFp32,
+                                        device_);
+    hidden = model_->forward(ids, mask, torch::zeros_like(ids)).last_hidden_state;
+  }
+  auto vectors = pool(hidden.to(torch::kFloat), mask, options.pooling);
   if (options.normalize)
     vectors = torch::nn::functional::normalize(
         vectors, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12));

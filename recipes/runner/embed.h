@@ -41,7 +41,11 @@ struct EmbedOptions {
 class SentenceEncoder {
  public:
   /// Throws CheckpointError when encoder weights are missing (only the pooler may be).
-  SentenceEncoder(const std::filesystem::path& model_dir, torch::Device device = torch::kCPU);
+  /// `precision`: fp32, bf16 (autocast) or int8 (the encoder's projections in dynamic int8,
+  /// bert/model/linear.h; CPU only, ConfigError otherwise).
+  SentenceEncoder(const std::filesystem::path& model_dir,
+                  torch::Device device = torch::kCPU,
+                  const std::string& precision = "fp32");
 
   /// One vector per text, float32 on the CPU: [texts.size(), hidden]. Texts are cut to
   /// min(max_seq_length, max_position_embeddings) tokens and sorted by length into batches (less
@@ -59,6 +63,7 @@ class SentenceEncoder {
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   mutable BertModel model_{nullptr};  // forward() is not const in torch::nn
   torch::Device device_;
+  bool bf16_ = false;
   int64_t hidden_ = 0;
   int64_t max_positions_ = 0;
 };

@@ -13,6 +13,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "bert/model/linear.h"
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/unicode.h"
 #include "data/text_file.h"
@@ -171,6 +172,12 @@ std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predic
   trainer_options.device = o.device;
   trainer_options.precision =
       parse_enum<tasks::Precision>(o.precision).value_or(tasks::Precision::kFp32);
+  if (o.precision == "int8") {
+    if (!torch::Device(o.device).is_cpu())
+      throw ConfigError("--precision int8 runs on the CPU only, not --device " + o.device);
+    const auto n = quantize_dynamic_int8(*m.model);
+    log::info("[predict] int8: {} encoder projections in dynamic int8 ({})", n, int8_engine());
+  }
   const tasks::Trainer trainer(trainer_options);
   auto outputs = trainer.predict(*m.adapter, m.model, *features);
   return {std::move(features), std::move(outputs)};

@@ -9,6 +9,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/model/encoder.h"
 #include "tasks/training/callbacks.h"
 #include "tasks/training/optimizer.h"
 #include "tasks/training/schedule.h"
@@ -174,6 +175,11 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
   const auto& o = options_;
   const torch::Device device(o.device);
   model->to(device);
+  if (o.activation_checkpointing) {
+    const int64_t encoders = set_activation_checkpointing(*model, true);
+    log::info("[train] activation checkpointing: {} encoder(s) recompute their layers in backward",
+              encoders);
+  }
   // One optimizer step per batch of batch_size examples (split over accumulation and ranks).
   const int64_t steps_per_epoch =
       (static_cast<int64_t>(train.size()) + o.batch_size - 1) / o.batch_size;

@@ -8,6 +8,7 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/model/linear.h"
 #include "tests/support/test_support.h"
 
 namespace bert::recipes {
@@ -221,6 +222,48 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
       testing::run_bertft("similar --index " + index.string(), dir_.path() / "bad.log");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--query"), std::string::npos) << bad.output;
+}
+
+// --precision int8 (dynamic int8 projections) and bf16: close to the fp32 vectors, and an index
+// made in int8 has its queries encoded in int8 too (the precision is kept in the file).
+TEST_F(EmbedTest, Int8AndBf16VectorsStayCloseAndSimilarUsesTheIndexPrecision) {
+  const auto f = load_fixture();
+  EmbedOptions options;
+  options.pooling = Pooling::kMean;
+  options.normalize = true;
+  options.max_seq_length = f.max_length;
+  const auto& fp32 = f.expected.at("mean_normalized");
+  for (const std::string precision : {"bf16", "int8"}) {
+    if (precision == "int8" && int8_engine().empty()) continue;
+    const SentenceEncoder encoder(fixture_dir(), torch::kCPU, precision);
+    const auto vectors = encoder.encode(f.texts, options);
+    const auto cosine = (vectors * fp32).sum(1);  // unit vectors
+    EXPECT_GT(cosine.min().item<double>(), 0.99) << precision;
+    EXPECT_GT(testing::max_abs_diff(vectors, fp32), 1e-7) << precision << " ran as fp32";
+  }
+  EXPECT_THROW(SentenceEncoder(fixture_dir(), torch::kCPU, "int4"), ConfigError);
+  if (int8_engine().empty()) GTEST_SKIP() << "no quantized engine in this LibTorch";
+  std::string lines;
+  for (const auto& t : f.texts) lines += t + "\n";
+  testing::write_bytes(dir_.path() / "texts.txt", lines);
+  const auto index = dir_.path() / "index.safetensors";
+  const auto embed = testing::run_bertft(
+      "embed --model " + fixture_dir().string() + " --data " +
+          (dir_.path() / "texts.txt").string() + " --pooling mean --normalize --precision int8 " +
+          "--max-seq-length " + std::to_string(f.max_length) + " --out " + index.string(),
+      dir_.path() / "embed.log");
+  ASSERT_EQ(embed.code, 0) << embed.output;
+  EXPECT_EQ(read_embeddings(index).info.value("precision", ""), "int8");
+  testing::write_bytes(dir_.path() / "queries.txt", f.texts[2] + "\n");
+  const auto similar = testing::run_bertft(
+      "similar --index " + index.string() + " --queries " + (dir_.path() / "queries.txt").string(),
+      dir_.path() / "similar.log");
+  ASSERT_EQ(similar.code, 0) << similar.output;
+  const auto hits = testing::json_lines(similar.output);
+  ASSERT_EQ(hits.size(), 1u) << similar.output;
+  EXPECT_EQ(hits[0]["hits"][0]["id"], "3");
+  // Int8 on both sides (activation scales are per batch, so not bit for bit): near cosine 1.
+  EXPECT_GT(hits[0]["hits"][0]["score"].get<double>(), 0.99);
 }
 
 }  // namespace

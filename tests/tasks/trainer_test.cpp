@@ -134,6 +134,21 @@ TEST_F(TrainerTest, SameSeedSameWeightsBitForBit) {
                             state_dict(*c.model).at("classifier.weight")));
 }
 
+// training.activation_checkpointing recomputes each layer in backward, dropout masks included:
+// an epoch ends with the weights of the plain run (to rounding: the recomputed graph may sum
+// gradients in another order).
+TEST_F(TrainerTest, ActivationCheckpointingTrainsTheSameWeights) {
+  auto options = fast();
+  options.epochs = 1;
+  options.precision = Precision::kFp32;
+  const auto plain = train(options);
+  options.activation_checkpointing = true;
+  const auto recomputed = train(options);
+  for (const auto& [name, tensor] : state_dict(*plain.model))
+    EXPECT_LE(testing::max_abs_diff(tensor, state_dict(*recomputed.model).at(name)), 1e-5) << name;
+  EXPECT_NEAR(plain.result.losses.back(), recomputed.result.losses.back(), 1e-5);
+}
+
 TEST_F(TrainerTest, Bf16AccumulationAndEarlyStopping) {
   auto options = fast();
   options.precision = Precision::kBf16;

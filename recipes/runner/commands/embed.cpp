@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 struct EmbedCommand {
-  std::string model, data, format = "auto", field, out, pooling = "cls", device = "cpu";
+  std::string model, data, format = "auto", field, out, pooling = "cls", device = "cpu",
+                           precision = "fp32";
   bool normalize = false;
   int64_t max_seq_length = 128, batch_size = 32, limit = 0;
 };
@@ -42,7 +43,7 @@ int run_embed(const EmbedCommand& o) {
   options.batch_size = o.batch_size;
   const auto rows = read_texts(spec, o.field);
   if (rows.texts.empty()) throw DataError(o.data + ": no texts to embed");
-  const SentenceEncoder encoder(o.model, torch::Device(o.device));
+  const SentenceEncoder encoder(o.model, torch::Device(o.device), o.precision);
   const auto start = std::chrono::steady_clock::now();
   EmbeddingFile file;
   file.vectors = encoder.encode(rows.texts, options);
@@ -50,7 +51,8 @@ int run_embed(const EmbedCommand& o) {
   file.info = {{"model", fs::absolute(o.model).string()},
                {"pooling", enum_name(options.pooling)},
                {"normalize", options.normalize},
-               {"max_seq_length", options.max_seq_length}};
+               {"max_seq_length", options.max_seq_length},
+               {"precision", o.precision}};
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_embeddings(o.out, file);
@@ -88,7 +90,8 @@ int run_similar(const SimilarCommand& o) {
   EmbedOptions options;
   options.pooling = parse_pooling(index.info.value("pooling", std::string("cls")));
   options.max_seq_length = index.info.value("max_seq_length", int64_t{128});
-  const SentenceEncoder encoder(model, torch::Device(o.device));
+  const SentenceEncoder encoder(model, torch::Device(o.device),
+                                index.info.value("precision", std::string("fp32")));
   if (encoder.hidden_size() != index.vectors.size(1))
     throw ConfigError(fmt::format("{}: vectors of width {} but {} encodes {}", o.index,
                                   index.vectors.size(1), model, encoder.hidden_size()));
@@ -131,6 +134,9 @@ CommandRun setup_embed(CLI::App& app, const GlobalOptions&) {
   app.add_option("--batch-size", o->batch_size, "Texts per batch")->check(positive());
   app.add_option("--limit", o->limit, "Only the first N texts (0 = all)");
   app.add_option("--device", o->device, "cpu | cuda | cuda:N");
+  app.add_option("--precision", o->precision,
+                 "fp32 | bf16 | int8 (CPU: the encoder's projections in dynamic int8)")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
   return [o] { return run_embed(*o); };
 }
 

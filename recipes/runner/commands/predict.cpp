@@ -33,8 +33,9 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
                "Add each example's raw scores (classification, multiple choice)");
   app.add_option("--batch-size", o->batch_size, "Examples per batch")->check(positive());
   app.add_option("--device", o->device, "cpu | cuda | cuda:N");
-  app.add_option("--precision", o->precision, "fp32 | bf16")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--precision", o->precision,
+                 "fp32 | bf16 | int8 (CPU: the encoder's projections in dynamic int8)")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
   return [o] {
     if (!o->text.empty() || !o->question.empty()) return run_predict_text(*o);
     if (o->data.empty())

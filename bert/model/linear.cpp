@@ -1,0 +1,72 @@
+#include "bert/model/linear.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <algorithm>
+
+namespace bert {
+namespace {
+
+/// Selects (once) the best quantized engine this build has: fbgemm-based ones first (x86
+/// servers), then oneDNN (x86, VNNI where the CPU has it), then QNNPACK (portable).
+at::QEngine select_engine() {
+  static const at::QEngine engine = [] {
+    const auto& supported = at::Context::supportedQEngines();
+    for (const auto e : {at::kX86, at::kFBGEMM, at::kONEDNN, at::kQNNPACK})
+      if (std::find(supported.begin(), supported.end(), e) != supported.end()) {
+        at::globalContext().setQEngine(e);
+        return e;
+      }
+    return at::kNoQEngine;
+  }();
+  if (engine != at::kNoQEngine && at::globalContext().qEngine() != engine)
+    at::globalContext().setQEngine(engine);
+  return engine;
+}
+
+torch::jit::Stack call(const char* op, torch::jit::Stack stack) {
+  c10::Dispatcher::singleton().findSchemaOrThrow(op, "").callBoxed(&stack);
+  return stack;
+}
+
+}  // namespace
+
+std::string int8_engine() {
+  const auto e = select_engine();
+  return e == at::kNoQEngine ? "" : c10::toString(e);
+}
+
+void LinearImpl::quantize_int8() {
+  TORCH_CHECK(select_engine() != at::kNoQEngine,
+              "int8: this LibTorch was built without a quantized engine (fbgemm, onednn or "
+              "qnnpack)");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor w = weight.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  const torch::Tensor scales = (w.abs().amax(1) / 127.0).clamp_min(1e-12).to(torch::kDouble);
+  const torch::Tensor zeros = torch::zeros({w.size(0)}, torch::kLong);
+  const torch::Tensor q = torch::quantize_per_channel(w, scales, zeros, 0, torch::kQInt8);
+  c10::optional<torch::Tensor> b;
+  if (bias.defined()) b = bias.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  packed_ = call("quantized::linear_prepack", {q, b})[0];
+}
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
+  if (packed_.isNone()) return torch::nn::LinearImpl::forward(input);
+  TORCH_CHECK(input.device().is_cpu(), "int8 linear: CPU only, got ", input.device());
+  select_engine();
+  const torch::Tensor x = input.to(torch::kFloat).contiguous();
+  return call("quantized::linear_dynamic", {x, packed_, false})[0].toTensor();
+}
+
+int64_t quantize_dynamic_int8(torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& m : module.modules(/*include_self=*/true))
+    if (auto* linear = dynamic_cast<LinearImpl*>(m.get())) {
+      linear->quantize_int8();
+      ++n;
+    }
+  return n;
+}
+
+}  // namespace bert

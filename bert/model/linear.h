@@ -1,0 +1,39 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+namespace bert {
+
+/// torch::nn::Linear (same parameters "weight" / "bias", same arithmetic) with an optional
+/// inference path in dynamic int8: after quantize_int8() the weight is kept as int8 with one
+/// scale per output row (symmetric), and forward runs LibTorch's quantized::linear_dynamic
+/// (activations quantized per call, int8 GEMM, fp32 out). The fp32 parameters stay, so the
+/// state dict and export are unchanged. The encoder's projections use it.
+class LinearImpl : public torch::nn::LinearImpl {
+ public:
+  using torch::nn::LinearImpl::LinearImpl;
+
+  torch::Tensor forward(const torch::Tensor& input);
+
+  /// Packs the current weight for the int8 path (inference only: no gradient flows through
+  /// it). Throws when this LibTorch has no quantized engine.
+  void quantize_int8();
+  bool is_int8() const { return !packed_.isNone(); }
+
+ private:
+  c10::IValue packed_;  ///< LinearPackedParamsBase of the quantized engine
+};
+TORCH_MODULE(Linear);
+
+/// Switches every bert::Linear under `module` (the encoder layers' Q, K, V, attention output and
+/// feed-forward projections) to the int8 path; returns how many. Embeddings, LayerNorms, pooler
+/// and task heads stay fp32, as with torch.quantization.quantize_dynamic of those layers.
+int64_t quantize_dynamic_int8(torch::nn::Module& module);
+
+/// The quantized engine quantize_int8 uses ("ONEDNN", "QNNPACK", ...), chosen among those this
+/// LibTorch was built with, or "" when it has none.
+std::string int8_engine();
+
+}  // namespace bert
