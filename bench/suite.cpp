@@ -1,12 +1,15 @@
 // The bertft benchmark suite (issue 6): gemm, train_step, infer, seq_scaling, tokenizer, load,
-// sweep, precision (bf16 vs fp32 dev accuracy on SST-2), data_parallel (1 process x 2 threads vs
-// 2 processes x 1 thread, issue 13), vs_hf (Hugging Face transformers on the same workloads, run
-// A B A B with bertft, issue 16). Every model figure is also given as a ratio to the GEMM ceiling
-// of the same precision measured in the same run (MFU), so machine noise cancels.
-// The suite runs on every CPU kind: bf16 rows are measured only where the CPU's bf16 GEMM is
-// clearly faster than fp32 (training.precision: auto's probe decides), and say so otherwise.
+// sweep, data_parallel (1 process x 2 threads vs 2 processes x 1 thread, issue 13), vs_hf (Hugging
+// Face transformers on the same workloads, run A B A B with bertft, issue 16), checkpointing (a
+// bert-base 4x512 train step with and without activation checkpointing: peak RSS and time), int8
+// (dynamic int8 inference speed against fp32 and bf16, and its accuracy cost on SST-2 dev).
+// Every model figure is also given as a ratio to the GEMM ceiling of the same precision measured
+// in the same run (MFU), so machine noise cancels. The suite runs on every CPU kind: bf16 rows are
+// measured only where the CPU's bf16 GEMM is clearly faster than fp32 (training.precision: auto's
+// probe decides), and say so otherwise.
 // Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--rounds N] [--json FILE].
-// Not in the default set: `--only profile` breaks one train step down by operator; `--only
+// Not in the default set: `--only precision` (bf16 vs fp32 dev accuracy on SST-2: six small
+// trainings, about 4 minutes); `--only profile` breaks one train step down by operator; `--only
 // real_data [--real-limit N]` times MRPC and STS-B training against HF run_glue-style
 // (bench/hf_glue_epoch.py); `--only similar` times `bertft similar` over 1 M vectors.
 #include <fmt/format.h>
@@ -21,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -29,9 +33,11 @@
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/file_util.h"
 #include "bert/common/threads.h"
+#include "bert/model/linear.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/embed.h"
+#include "recipes/runner/export.h"
 #include "recipes/runner/new_model.h"
 #include "recipes/runner/process.h"
 #include "tasks/registry.h"
@@ -285,10 +291,12 @@ int hf_twin_worker(const std::string& mode,
                    int64_t seq,
                    int warmup,
                    int steps,
+                   bool checkpoint,
                    const fs::path& out) {
   const auto config = base_config();
   const auto a = classifier();
   auto [model, optimizer, params] = start_training(*a);
+  bert::set_activation_checkpointing(*model, checkpoint);
   auto b = random_batch(batch, seq, config.vocab_size());
   b.token_type_ids.slice(1, seq / 2).fill_(1);
   const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
@@ -441,8 +449,8 @@ struct Suite {
     double single = 1e30;
     json dual[2] = {{{"step_s", 1e30}}, {{"step_s", 1e30}}};  // after backward, overlapped
     const auto executable = fs::read_symlink("/proc/self/exe").string();
-    for (int round = 0; round < 3; ++round) {
-      {  // one process, both threads
+    for (int round = 0; round < 2; ++round) {  // 3 rounds took ~285 s of a 15-minute budget
+      {                                        // one process, both threads
         bert::configure_threads(2);
         auto [model, optimizer, params] = start_training(*a);
         const auto b = random_batch(8, 128, config.vocab_size());
@@ -996,6 +1004,147 @@ struct Suite {
                             {"standard_error", noise},
                             {"seconds", seconds}};
   }
+
+  /// Activation checkpointing (training.activation_checkpointing): a bert-base train step at
+  /// 4x512 with and without, each a fresh process (peak RSS is per process), interleaved A B for
+  /// `rounds` rounds; the best step time and the lowest peak RSS of each, and their ratios.
+  void checkpointing(const fs::path& tmp) {
+    const auto executable = fs::read_symlink("/proc/self/exe").string();
+    const std::string precision = bf16_fast ? "bf16" : "fp32";
+    fmt::print(
+        "\n== checkpointing: bert-base train step 4x512 {}, fresh processes, {} rounds ==\n{:<26} "
+        "{:>9} {:>11}\n",
+        precision, rounds, "run", "step s", "peak MiB");
+    std::array<std::pair<double, double>, 2> best;  // (step s, peak MiB): plain, checkpointed
+    best.fill({1e30, 1e30});
+    for (int round = 0; round < rounds; ++round)
+      for (int checkpoint = 0; checkpoint < 2; ++checkpoint) {
+        const auto r = run_for_json(
+            fmt::format("{} --hf-twin train --bf16 {} --batch 4 --seq 512 --warmup 1 --steps 1 "
+                        "--threads {} --checkpoint {} --json /dev/stdout",
+                        executable, bf16_fast ? 1 : 0, threads, checkpoint),
+            tmp, "checkpointing");
+        if (!r.contains("median_s")) {
+          fmt::print("(failed: {})\n", bert::read_file(tmp / "checkpointing.log"));
+          return;
+        }
+        best[checkpoint].first = std::min(best[checkpoint].first, r["median_s"].get<double>());
+        best[checkpoint].second =
+            std::min(best[checkpoint].second, r["peak_rss_mib"].get<double>());
+      }
+    const char* names[] = {"every activation kept", "layers recomputed"};
+    for (int c = 0; c < 2; ++c) {
+      fmt::print("{:<26} {:>9.3f} {:>11.0f}\n", names[c], best[c].first, best[c].second);
+      results["checkpointing"][c ? "checkpointed" : "plain"] = {{"step_s", best[c].first},
+                                                                {"peak_rss_mib", best[c].second}};
+    }
+    const double memory = best[1].second / best[0].second, time = best[1].first / best[0].first;
+    fmt::print("checkpointed / plain: peak RSS {:.2f}x, step time {:.2f}x\n", memory, time);
+    results["checkpointing"]["rss_ratio"] = memory;
+    results["checkpointing"]["time_ratio"] = time;
+  }
+
+  /// Dynamic int8 (`predict` / `embed --precision int8`): bert-base inference 32x128 in fp32, int8
+  /// (and bf16 where fast), interleaved in one process, with the int8 output's distance from fp32;
+  /// then its accuracy cost on a real dev set: a small BERT fine-tuned on SST-2 for one epoch
+  /// (fp32), evaluated on the 872 dev sentences in fp32 and in int8.
+  void int8(const fs::path& shared, const fs::path& tmp, const fs::path& bertft) {
+    const std::string engine = bert::int8_engine();
+    if (engine.empty()) {
+      fmt::print("\n(int8 skipped: this LibTorch has no quantized engine)\n");
+      return;
+    }
+    fmt::print(
+        "\n== int8: bert-base seq classification 32x128, eval, engine {} ==\n{:<8} {:>9} {:>9} "
+        "{:>14}\n",
+        engine, "", "seconds", "vs fp32", "max |dlogit|");
+    const auto config = base_config();
+    const auto a = adapter();
+    torch::manual_seed(0);
+    auto plain = a->build_model(config);
+    auto quantized = a->build_model(config);
+    {
+      torch::NoGradGuard no_grad;
+      const auto from = plain->named_parameters();
+      for (auto& p : quantized->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    plain->eval();
+    quantized->eval();
+    bert::quantize_dynamic_int8(*quantized);
+    const auto b = random_batch(32, 128, config.vocab_size());
+    const c10::InferenceMode inference;
+    std::vector<std::string> names = {"fp32", "int8"};
+    if (bf16_fast) names.push_back("bf16");
+    std::map<std::string, double> best;
+    std::map<std::string, torch::Tensor> logits;
+    for (const auto& n : names) best[n] = 1e30;
+    for (int round = 0; round < std::max(iters, 2); ++round)
+      for (const auto& n : names) {
+        const bert::tasks::AutocastScope autocast(n == "bf16" ? Precision::kBf16 : Precision::kFp32,
+                                                  torch::kCPU);
+        auto& model = n == "int8" ? quantized : plain;
+        const auto t = Clock::now();
+        logits[n] = model->forward(b).to(torch::kFloat);
+        best[n] = std::min(best[n], since(t));
+      }
+    for (const auto& n : names) {
+      const double diff = (logits[n] - logits["fp32"]).abs().max().item<double>();
+      fmt::print("{:<8} {:>9.3f} {:>8.2f}x {:>14.2e}\n", n, best[n], best["fp32"] / best[n], diff);
+      results["int8"]["speed"][n] = {{"seconds", best[n]},
+                                     {"speedup_vs_fp32", best["fp32"] / best[n]},
+                                     {"max_abs_logit_diff", diff}};
+    }
+
+    const auto sst2 = shared / "data" / "glue" / "SST-2";
+    const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
+    if (!fs::exists(sst2 / "train.tsv") || !fs::exists(bertft)) {
+      fmt::print("(int8 accuracy skipped: SST-2 or the bertft binary missing)\n");
+      return;
+    }
+    write_small_model(vocab, tmp / "int8_model", 128);
+    const auto recipe = tmp / "int8.yaml";
+    const auto out = tmp / "int8_run";
+    std::ofstream(recipe)
+        << "model: {pretrained: " << (tmp / "int8_model").string() << "}\n"
+        << "task: {type: sequence_classification, max_seq_length: 64}\n"
+        << "data: {train: {path: " << (sst2 / "train.tsv").string()
+        << ", format: glue, glue_task: sst2}, "
+        << "dev: {path: " << (sst2 / "dev.tsv").string() << ", format: glue, glue_task: sst2}}\n"
+        << "training: {epochs: 1, batch_size: 32, learning_rate: 1.0e-3, warmup_ratio: 0.1, "
+        << "weight_decay: 0.01, group_by_length: true, log_every: 100000, precision: fp32, "
+        << "seed: 1}\n"
+        << "sweep: {seeds: [1]}\n"
+        << "output: {export: true}\n";
+    const auto log = tmp / "int8.log";
+    const auto t = Clock::now();
+    const int rc = std::system(fmt::format("{} --threads {} sweep {} --set output.dir={} > {} 2>&1",
+                                           bertft.string(), threads, recipe.string(), out.string(),
+                                           log.string())
+                                   .c_str());
+    if (rc != 0 || !fs::exists(out / "best_model")) {
+      fmt::print("(int8 accuracy: training failed:\n{})\n", bert::read_file(log));
+      return;
+    }
+    auto m = bert::recipes::load_finetuned(out / "best_model");
+    bert::data::DataSpec dev;
+    dev.path = sst2 / "dev.tsv";
+    dev.format = bert::data::DataFormat::kGlue;
+    dev.glue_task = "sst2";
+    const auto features = m.adapter->featurize(m.adapter->read(dev), *m.tokenizer, false);
+    bert::tasks::TrainerOptions options;
+    options.precision = Precision::kFp32;
+    const bert::tasks::Trainer trainer(options);
+    const auto fp32 = trainer.evaluate(*m.adapter, m.model, *features);
+    bert::quantize_dynamic_int8(*m.model);
+    const auto q = trainer.evaluate(*m.adapter, m.model, *features);
+    const double a32 = fp32.metrics.at("accuracy"), a8 = q.metrics.at("accuracy");
+    fmt::print(
+        "SST-2 dev ({} sentences), small BERT fine-tuned 1 epoch ({:.0f} s): accuracy fp32 "
+        "{:.4f}, int8 {:.4f} ({:+.4f})\n",
+        features->size(), since(t), a32, a8, a8 - a32);
+    results["int8"]["sst2_dev"] = {
+        {"fp32_accuracy", a32}, {"int8_accuracy", a8}, {"difference", a8 - a32}};
+  }
 };
 
 }  // namespace
@@ -1004,11 +1153,11 @@ int main(int argc, char** argv) {
   bert::prefer_passive_openmp(argv);  // measure under the OpenMP setting bertft itself runs with
   bert::keep_freed_memory();
   std::string only =
-                  "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,precision,data_parallel,"
-                  "vs_hf",
+                  "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,data_parallel,vs_hf,"
+                  "checkpointing,int8",
               json_out, twin, real_worker;
-  int iters = 2, rounds = 2, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
-      seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0;
+  int iters = 2, rounds = 0, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
+      seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const auto number = [&](const char* flag, int& value) {
       if (std::strcmp(argv[i], flag)) return false;
@@ -1018,7 +1167,7 @@ int main(int argc, char** argv) {
     if (number("--rounds", rounds) || number("--threads", threads) || number("--bf16", bf16) ||
         number("--batch", batch) || number("--seq", seq) || number("--warmup", warmup) ||
         number("--steps", steps) || number("--real-limit", real_limit) ||
-        number("--grouped", grouped))
+        number("--grouped", grouped) || number("--checkpoint", checkpoint))
       continue;
     if (!std::strcmp(argv[i], "--hf-twin"))
       twin = argv[i + 1];
@@ -1047,19 +1196,21 @@ int main(int argc, char** argv) {
   }
   if (!twin.empty()) {
     bert::configure_threads(threads);
-    return hf_twin_worker(twin, bf16 != 0, batch, seq, warmup, steps, json_out);
+    return hf_twin_worker(twin, bf16 != 0, batch, seq, warmup, steps, checkpoint != 0, json_out);
   }
   const auto wants = [&](const std::string& name) {
     return ("," + only + ",").find("," + name + ",") != std::string::npos;
   };
   Suite suite;
   suite.iters = iters;
-  suite.rounds = rounds;
   suite.real_limit = real_limit;
   suite.threads = bert::configure_threads(threads);
   const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);
   suite.bf16_fast = choice.precision == Precision::kBf16;
   suite.bf16_reason = choice.reason;
+  // Interleaved rounds of the fresh-process sections (vs_hf, checkpointing): 2, or 1 where bf16
+  // doubles vs_hf's workloads, so that the suite stays within 15 minutes.
+  suite.rounds = rounds > 0 ? rounds : suite.bf16_fast ? 1 : 2;
   const fs::path shared = fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
   const fs::path tmp = fs::temp_directory_path() / fmt::format("bertft-bench-{}", ::getpid());
   fs::create_directories(tmp);
@@ -1071,20 +1222,31 @@ int main(int argc, char** argv) {
   suite.results["threads"] = suite.threads;
   suite.results["bf16_fast"] = suite.bf16_fast;
   suite.results["precision_probe"] = choice.reason;
+  const fs::path bertft = fs::path(BERTFT_BINARY_DIR) / "bertft";
+  // Each section's wall time, printed and kept in the JSON (what to cut when the suite is slow).
+  const auto section = [&](const std::string& name, const std::function<void()>& run) {
+    const auto t = Clock::now();
+    run();
+    suite.results["section_seconds"][name] = since(t);
+    fmt::print("({} took {:.0f} s)\n", name, since(t));
+    std::fflush(stdout);
+  };
   if (wants("gemm") || wants("train_step") || wants("infer") || wants("vs_hf") || wants("similar"))
-    suite.gemm();
-  if (wants("train_step")) suite.train_step();
-  if (wants("infer")) suite.infer();
-  if (wants("seq_scaling")) suite.seq_scaling();
-  if (wants("profile")) suite.profile();
-  if (wants("data_parallel")) suite.data_parallel(tmp);
-  if (wants("tokenizer")) suite.tokenizer(shared);
-  if (wants("load")) suite.load(tmp);
-  if (wants("sweep")) suite.sweep(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
-  if (wants("precision")) suite.precision(shared, tmp, fs::path(BERTFT_BINARY_DIR) / "bertft");
-  if (wants("vs_hf")) suite.vs_hf(shared, tmp);
-  if (wants("real_data")) suite.real_data(shared, tmp);
-  if (wants("similar")) suite.similar();
+    section("gemm", [&] { suite.gemm(); });
+  if (wants("train_step")) section("train_step", [&] { suite.train_step(); });
+  if (wants("infer")) section("infer", [&] { suite.infer(); });
+  if (wants("seq_scaling")) section("seq_scaling", [&] { suite.seq_scaling(); });
+  if (wants("profile")) section("profile", [&] { suite.profile(); });
+  if (wants("data_parallel")) section("data_parallel", [&] { suite.data_parallel(tmp); });
+  if (wants("tokenizer")) section("tokenizer", [&] { suite.tokenizer(shared); });
+  if (wants("load")) section("load", [&] { suite.load(tmp); });
+  if (wants("sweep")) section("sweep", [&] { suite.sweep(shared, tmp, bertft); });
+  if (wants("precision")) section("precision", [&] { suite.precision(shared, tmp, bertft); });
+  if (wants("vs_hf")) section("vs_hf", [&] { suite.vs_hf(shared, tmp); });
+  if (wants("real_data")) section("real_data", [&] { suite.real_data(shared, tmp); });
+  if (wants("similar")) section("similar", [&] { suite.similar(); });
+  if (wants("checkpointing")) section("checkpointing", [&] { suite.checkpointing(tmp); });
+  if (wants("int8")) section("int8", [&] { suite.int8(shared, tmp, bertft); });
   fs::remove_all(tmp);
   suite.results["seconds"] = since(start);
   fmt::print("\nsuite time {:.0f} s\n", since(start));
