@@ -110,7 +110,11 @@ torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn
   recipe->autocast_gpu = at::autocast::is_enabled();
   recipe->cpu_dtype = at::autocast::get_autocast_cpu_dtype();
   recipe->gpu_dtype = at::autocast::get_autocast_gpu_dtype();
-  return CheckpointFunction::apply(input, recipe);
+  // Autograd records the Function only when an input needs a gradient: with frozen embeddings
+  // the layer's parameters would silently get none. A detached leaf that asks for one keeps the
+  // node (its own gradient is computed and dropped).
+  const bool record = torch::GradMode::is_enabled() && !input.requires_grad();
+  return CheckpointFunction::apply(record ? input.detach().requires_grad_(true) : input, recipe);
 }
 
 }  // namespace bert

@@ -116,6 +116,29 @@ TEST(ActivationCheckpoint, KeepsOnlyTheLayerInputs) {
             std::string::npos);
 }
 
+// Frozen embeddings: the layers' input needs no gradient, their parameters still get theirs.
+TEST(ActivationCheckpoint, LayersTrainBehindFrozenEmbeddings) {
+  torch::manual_seed(0);
+  BertModel model(testing::tiny_config());
+  model->train();
+  for (auto& p : model->embeddings->parameters()) p.requires_grad_(false);
+  std::map<std::string, torch::Tensor> plain;
+  for (const bool checkpoint : {false, true}) {
+    model->encoder->set_activation_checkpointing(checkpoint);
+    model->zero_grad();
+    torch::manual_seed(5);
+    const auto ids = torch::randint(5, 99, {2, 7}, torch::kLong);
+    model->forward(ids).last_hidden_state.pow(2).sum().backward();
+    for (const auto& p : model->encoder->named_parameters()) {
+      ASSERT_TRUE(p.value().grad().defined()) << p.key() << (checkpoint ? " checkpointed" : "");
+      if (!checkpoint)
+        plain[p.key()] = p.value().grad().clone();
+      else
+        EXPECT_LE(max_abs_diff(plain.at(p.key()), p.value().grad()), 1e-6) << p.key();
+    }
+  }
+}
+
 TEST(ActivationCheckpoint, PlainFunctionGradientReachesInputAndCapturedParameters) {
   const auto w = torch::randn({5, 5}, torch::requires_grad());
   const auto x = torch::randn({3, 5}, torch::requires_grad());
