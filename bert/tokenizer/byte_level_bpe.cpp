@@ -11,6 +11,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/json_util.h"
+#include "bert/tokenizer/hf_added_tokens.h"
 #include "bert/tokenizer/unicode.h"
 
 namespace bert::tok {
@@ -281,18 +282,7 @@ std::vector<Piece> ByteLevelBpeTokenizer::tokenize_word(std::string_view word) c
 }
 
 json ByteLevelBpeTokenizer::hf_tokenizer_json() const {
-  json added = json::array();
-  std::vector<std::pair<int64_t, std::string>> specials;
-  for (const auto& [name, id] : special_strings_) specials.emplace_back(id, name);
-  std::sort(specials.begin(), specials.end());
-  for (const auto& [id, name] : specials)
-    added.push_back({{"id", id},
-                     {"content", name},
-                     {"single_word", false},
-                     {"lstrip", id == special_.mask_id},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", true}});
+  const json added = hf_added_tokens(special_strings_, special_.mask_id);
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (size_t i = 0; i < id_to_token_.size(); ++i) vocab[id_to_token_[i]] = i;
   json merges = json::array();

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "bert/common/error.h"
+#include "bert/tokenizer/hf_added_tokens.h"
 #include "bert/tokenizer/unicode.h"
 
 namespace bert::tok {
@@ -272,6 +273,23 @@ std::vector<Encoding> Tokenizer::encode_batch(
     for (auto& e : out) pad(e, longest);
   }
   return out;
+}
+
+nlohmann::json hf_added_tokens(const std::vector<std::pair<std::string, int64_t>>& specials,
+                               int64_t lstrip_id) {
+  std::vector<std::pair<int64_t, std::string>> by_id;
+  for (const auto& [name, id] : specials) by_id.emplace_back(id, name);
+  std::sort(by_id.begin(), by_id.end());
+  nlohmann::json added = nlohmann::json::array();
+  for (const auto& [id, name] : by_id)
+    added.push_back({{"id", id},
+                     {"content", name},
+                     {"single_word", false},
+                     {"lstrip", id == lstrip_id},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
+  return added;
 }
 
 }  // namespace bert::tok

@@ -7,6 +7,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "bert/tokenizer/hf_added_tokens.h"
 #include "bert/tokenizer/unicode.h"
 
 namespace bert::tok {
@@ -205,18 +206,7 @@ std::vector<Piece> WordPieceTokenizer::tokenize(std::string_view text) const {
 
 nlohmann::json WordPieceTokenizer::hf_tokenizer_json() const {
   using json = nlohmann::json;
-  json added = json::array();
-  std::vector<std::pair<int64_t, std::string>> specials;
-  for (const auto& [name, id] : special_strings_) specials.emplace_back(id, name);
-  std::sort(specials.begin(), specials.end());
-  for (const auto& [id, name] : specials)
-    added.push_back({{"id", id},
-                     {"content", name},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", true}});
+  const json added = hf_added_tokens(special_strings_);
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (size_t i = 0; i < id_to_token_.size(); ++i) vocab[id_to_token_[i]] = i;
   const auto& n = options_.normalizer;

@@ -39,6 +39,20 @@ Fixture load_fixture() {
 
 class EmbedTest : public testing::SeededTest {
  protected:
+  /// `bertft embed` of the fixture's texts, one per line (ids = line numbers), mean pooling,
+  /// normalised, into index.safetensors; `extra` options are added.
+  testing::BertftRun embed_fixture_texts(const Fixture& f, const std::string& extra = "") {
+    std::string lines;
+    for (const auto& t : f.texts) lines += t + "\n";
+    testing::write_bytes(dir_.path() / "texts.txt", lines);
+    return testing::run_bertft(
+        "embed --model " + fixture_dir().string() + " --data " +
+            (dir_.path() / "texts.txt").string() + " --pooling mean --normalize --max-seq-length " +
+            std::to_string(f.max_length) + " " + extra + " --out " + index().string(),
+        dir_.path() / "embed.log");
+  }
+  std::filesystem::path index() const { return dir_.path() / "index.safetensors"; }
+
   testing::TempDir dir_;
 };
 
@@ -194,16 +208,9 @@ TEST_F(EmbedTest, ReadsLinesAndSquadParagraphs) {
 
 TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
   const auto f = load_fixture();
-  std::string lines;
-  for (const auto& t : f.texts) lines += t + "\n";
-  testing::write_bytes(dir_.path() / "texts.txt", lines);
-  const auto index = dir_.path() / "index.safetensors";
-  const auto embed = testing::run_bertft(
-      "embed --model " + fixture_dir().string() + " --data " +
-          (dir_.path() / "texts.txt").string() + " --pooling mean --normalize --max-seq-length " +
-          std::to_string(f.max_length) + " --out " + index.string(),
-      dir_.path() / "embed.log");
+  const auto embed = embed_fixture_texts(f);
   ASSERT_EQ(embed.code, 0) << embed.output;
+  const auto index = this->index();
   const auto file = read_embeddings(index);
   EXPECT_LT(testing::max_abs_diff(file.vectors, f.expected.at("mean_normalized")), 1e-5);
   testing::write_bytes(dir_.path() / "queries.txt", f.texts[1] + "\n" + f.texts[4] + "\n");
@@ -243,16 +250,9 @@ TEST_F(EmbedTest, Int8AndBf16VectorsStayCloseAndSimilarUsesTheIndexPrecision) {
   }
   EXPECT_THROW(SentenceEncoder(fixture_dir(), torch::kCPU, "int4"), ConfigError);
   if (int8_engine().empty()) GTEST_SKIP() << "no quantized engine in this LibTorch";
-  std::string lines;
-  for (const auto& t : f.texts) lines += t + "\n";
-  testing::write_bytes(dir_.path() / "texts.txt", lines);
-  const auto index = dir_.path() / "index.safetensors";
-  const auto embed = testing::run_bertft(
-      "embed --model " + fixture_dir().string() + " --data " +
-          (dir_.path() / "texts.txt").string() + " --pooling mean --normalize --precision int8 " +
-          "--max-seq-length " + std::to_string(f.max_length) + " --out " + index.string(),
-      dir_.path() / "embed.log");
+  const auto embed = embed_fixture_texts(f, "--precision int8");
   ASSERT_EQ(embed.code, 0) << embed.output;
+  const auto index = this->index();
   EXPECT_EQ(read_embeddings(index).info.value("precision", ""), "int8");
   testing::write_bytes(dir_.path() / "queries.txt", f.texts[2] + "\n");
   const auto similar = testing::run_bertft(
