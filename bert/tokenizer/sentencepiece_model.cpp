@@ -11,8 +11,9 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/tokenizer/spm_normalizer.h"
 #include "bert/tokenizer/spm_shim.h"
-#include "bert/tokenizer/unicode.h"
+#include "bert/tokenizer/unigram.h"
 
 #ifndef BERTFT_SPM_MODULE_PATH
 #define BERTFT_SPM_MODULE_PATH "libbertft_spm.so"
@@ -27,6 +28,7 @@ struct detail::SpmModule {
   decltype(&bertft_spm_free) free = nullptr;
   decltype(&bertft_spm_size) size = nullptr;
   decltype(&bertft_spm_unk_id) unk_id = nullptr;
+  decltype(&bertft_spm_score) score = nullptr;
   decltype(&bertft_spm_piece_to_id) piece_to_id = nullptr;
   decltype(&bertft_spm_id_to_piece) id_to_piece = nullptr;
   decltype(&bertft_spm_encode) encode = nullptr;
@@ -60,7 +62,13 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
     fairseq.insert(fairseq.end(), vocab.begin() + 3, vocab.end());
     fairseq.push_back("<mask>");
     special = {"<unk>", "<s>", "</s>", "<pad>", "<mask>"};
-    unk_id_ = unk;
+    // HF's converter scores the four specials and <mask> 0 and keeps the model's own scores.
+    std::vector<double> scores(fairseq.size(), 0.0);
+    for (size_t i = 3; i < vocab.size(); ++i)
+      scores[i + 1] = module_->score(processor_, static_cast<int>(i));
+    unigram_ = std::make_unique<UnigramModel>(fairseq, scores, /*unk_id=*/3);
+    if (auto charsmap = read_spm_charsmap(model_file); !charsmap.empty())
+      charsmap_ = std::make_unique<PrecompiledCharsmap>(std::move(charsmap), model_file.string());
     set_vocab(std::move(fairseq), special);
     roberta_template_ = true;
     return;
@@ -74,7 +82,6 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
   special.sep = pick("[SEP]", "</s>");
   special.pad = pick("[PAD]", "<pad>");
   special.mask = pick("[MASK]", "<mask>");
-  unk_id_ = unk;
   set_vocab(std::move(vocab), special);
 }
 
@@ -82,72 +89,7 @@ SentencePieceTokenizer::~SentencePieceTokenizer() {
   if (processor_ != nullptr) module_->free(processor_);
 }
 
-namespace {
-
-constexpr const char* kWordMark = "\xe2\x96\x81";  // "▁"
-
-/// The byte where the character before byte `at` of `text` starts.
-size_t previous_char(std::string_view text, size_t at) {
-  do --at;
-  while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80);
-  return at;
-}
-
-/// The byte after the character that starts at byte `at` of `text`.
-size_t next_char(std::string_view text, size_t at) {
-  do ++at;
-  while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80);
-  return at;
-}
-
-/// Whether the character that starts at byte `at` of `text` is whitespace.
-bool whitespace_at(std::string_view text, size_t at) {
-  std::vector<char32_t> cp;
-  std::vector<uint32_t> offsets;
-  unicode::decode_utf8(text.substr(at, next_char(text, at) - at), cp, offsets);
-  return !cp.empty() && unicode::is_whitespace(cp[0]);
-}
-
-}  // namespace
-
-void SentencePieceTokenizer::align_like_hf(std::string_view text,
-                                           size_t begin,
-                                           size_t end,
-                                           size_t first,
-                                           std::vector<Piece>& out,
-                                           int32_t& word) const {
-  // libsentencepiece strips whitespace at both ends and gives the word mark of a word its
-  // spaces; HF's fast tokenizer (precompiled normalizer, spaces collapsed, Metaspace, Unigram)
-  // gives a word's mark the last space before it, a mark or character of no span of its own the
-  // character it stands at, and ends a text that ends in whitespace with a lone "▁".
-  for (size_t i = first; i < out.size(); ++i) {
-    Piece& p = out[i];
-    size_t k = p.begin;  // the first character of the piece that is not whitespace
-    while (k < p.end && whitespace_at(text, k)) k = next_char(text, k);
-    const bool marked = p.token.rfind(kWordMark, 0) == 0;
-    if (marked && k > begin && whitespace_at(text, previous_char(text, k))) {
-      p.begin = static_cast<uint32_t>(previous_char(text, k));
-      if (p.end < p.begin + 1) p.end = static_cast<uint32_t>(k);
-    } else if (p.begin == p.end && p.begin < end) {
-      p.end = static_cast<uint32_t>(next_char(text, p.begin));
-    }
-  }
-  if (end > begin && whitespace_at(text, previous_char(text, end))) {
-    const int64_t mark = token_to_id(kWordMark);
-    out.push_back({mark >= 0 ? mark : special_.unk_id, kWordMark,
-                   static_cast<uint32_t>(previous_char(text, end)), static_cast<uint32_t>(end),
-                   ++word});
-  }
-}
-
 std::vector<Piece> SentencePieceTokenizer::tokenize(std::string_view text) const {
-  struct Context {
-    std::vector<Piece>* out;
-    size_t base;
-    int32_t* word;
-    bool fairseq;
-    int unk;
-  };
   const bool fairseq = ids_ == SentencePieceIds::kFairseq;
   std::vector<Piece> out;
   int32_t word = -1;
@@ -158,24 +100,54 @@ std::vector<Piece> SentencePieceTokenizer::tokenize(std::string_view text) const
                      static_cast<uint32_t>(s.text_begin), static_cast<uint32_t>(s.end), ++word});
       continue;
     }
-    const size_t first = out.size();
-    Context context{&out, s.begin, &word, fairseq, unk_id_};
-    char error[512] = {};
-    const auto on_piece = [](void* ctx, int id, const char* piece, size_t len, uint32_t b,
-                             uint32_t e) {
-      auto* c = static_cast<Context*>(ctx);
-      const std::string token(piece, len);
-      if (token.rfind(kWordMark, 0) == 0 || *c->word < 0) ++*c->word;  // "▁" starts a word
-      const int64_t ours = !c->fairseq ? id : id == c->unk ? 3 : id + 1;
-      c->out->push_back({ours, token, static_cast<uint32_t>(c->base + b),
-                         static_cast<uint32_t>(c->base + e), *c->word});
-    };
-    if (module_->encode(processor_, text.data() + s.begin, s.end - s.begin, on_piece, &context,
-                        error, sizeof error) != 0)
-      throw TokenizerError(fmt::format("sentencepiece: {}", error));
-    if (fairseq) align_like_hf(text, s.begin, s.end, first, out, word);
+    const auto stretch = text.substr(s.begin, s.end - s.begin);
+    if (fairseq)
+      tokenize_like_hf(stretch, s.begin, out, word);
+    else
+      tokenize_with_libsentencepiece(stretch, s.begin, out, word);
   }
   return out;
+}
+
+void SentencePieceTokenizer::tokenize_like_hf(std::string_view stretch,
+                                              size_t base,
+                                              std::vector<Piece>& out,
+                                              int32_t& word) const {
+  AlignedText t = AlignedText::from(stretch);
+  if (charsmap_) charsmap_->normalize(t);
+  collapse_spaces(t);
+  for (const auto& [wb, we] : metaspace_words(t)) {
+    ++word;
+    for (const auto& token : unigram_->encode(std::string_view(t.text).substr(wb, we - wb))) {
+      const auto [b, e] = t.original(wb + token.begin, wb + token.end);
+      out.push_back({token.id, t.text.substr(wb + token.begin, token.end - token.begin),
+                     static_cast<uint32_t>(base + b), static_cast<uint32_t>(base + e), word});
+    }
+  }
+}
+
+void SentencePieceTokenizer::tokenize_with_libsentencepiece(std::string_view stretch,
+                                                            size_t base,
+                                                            std::vector<Piece>& out,
+                                                            int32_t& word) const {
+  struct Context {
+    std::vector<Piece>* out;
+    size_t base;
+    int32_t* word;
+  };
+  Context context{&out, base, &word};
+  char error[512] = {};
+  const auto on_piece = [](void* ctx, int id, const char* piece, size_t len, uint32_t b,
+                           uint32_t e) {
+    auto* c = static_cast<Context*>(ctx);
+    std::string token(piece, len);
+    if (token.rfind("\xe2\x96\x81", 0) == 0 || *c->word < 0) ++*c->word;  // "▁" starts a word
+    c->out->push_back({id, std::move(token), static_cast<uint32_t>(c->base + b),
+                       static_cast<uint32_t>(c->base + e), *c->word});
+  };
+  if (module_->encode(processor_, stretch.data(), stretch.size(), on_piece, &context, error,
+                      sizeof error) != 0)
+    throw TokenizerError(fmt::format("sentencepiece: {}", error));
 }
 
 void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
@@ -217,6 +189,7 @@ const detail::SpmModule* load_module_or_throw() {
     sym(module.free, "bertft_spm_free");
     sym(module.size, "bertft_spm_size");
     sym(module.unk_id, "bertft_spm_unk_id");
+    sym(module.score, "bertft_spm_score");
     sym(module.piece_to_id, "bertft_spm_piece_to_id");
     sym(module.id_to_piece, "bertft_spm_id_to_piece");
     sym(module.encode, "bertft_spm_encode");

@@ -9,6 +9,9 @@
 
 namespace bert::tok {
 
+class UnigramModel;
+class PrecompiledCharsmap;
+
 namespace detail {
 struct SpmModule;  // the dlopen()ed functions of spm_shim.h
 }
@@ -39,20 +42,24 @@ class SentencePieceTokenizer final : public Tokenizer {
   void save(const std::filesystem::path& dir) const override;
 
  private:
-  /// With fairseq's ids, moves the spans of out[first..] (the pieces of text[begin, end)) to
-  /// where HF's fast XLM-R tokenizer puts them, and adds its lone "▁" after trailing whitespace.
-  void align_like_hf(std::string_view text,
-                     size_t begin,
-                     size_t end,
-                     size_t first,
-                     std::vector<Piece>& out,
-                     int32_t& word) const;
+  /// HF's fast XLM-R pipeline (precompiled map, spaces collapsed, Metaspace, Unigram) over
+  /// text[base, base + stretch.size()), appending to `out`.
+  void tokenize_like_hf(std::string_view stretch,
+                        size_t base,
+                        std::vector<Piece>& out,
+                        int32_t& word) const;
+  /// libsentencepiece's own segmentation and spans.
+  void tokenize_with_libsentencepiece(std::string_view stretch,
+                                      size_t base,
+                                      std::vector<Piece>& out,
+                                      int32_t& word) const;
 
   std::filesystem::path model_file_;
   SentencePieceIds ids_;
-  int unk_id_ = 0;  ///< the model's own id of its unknown piece
   const detail::SpmModule* module_ = nullptr;
   void* processor_ = nullptr;
+  std::unique_ptr<UnigramModel> unigram_;          ///< fairseq ids only
+  std::unique_ptr<PrecompiledCharsmap> charsmap_;  ///< fairseq ids, when the model has a map
 };
 
 /// Runs libsentencepiece's trainer with command-line style arguments ("--input=...") in the

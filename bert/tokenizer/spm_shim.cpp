@@ -38,6 +38,10 @@ int bertft_spm_unk_id(void* handle) {
   return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->unk_id();
 }
 
+float bertft_spm_score(void* handle, int id) {
+  return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->GetScore(id);
+}
+
 int bertft_spm_piece_to_id(void* handle, const char* piece, size_t piece_len) {
   return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->PieceToId(
       std::string(piece, piece_len));

@@ -19,6 +19,7 @@ void* bertft_spm_load(const char* model_file, char* error, size_t error_len);
 void bertft_spm_free(void* handle);
 int bertft_spm_size(void* handle);
 int bertft_spm_unk_id(void* handle);
+float bertft_spm_score(void* handle, int id);
 int bertft_spm_piece_to_id(void* handle, const char* piece, size_t piece_len);
 /// The piece of `id` (valid while the handle lives).
 const char* bertft_spm_id_to_piece(void* handle, int id);
