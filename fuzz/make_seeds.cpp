@@ -118,6 +118,13 @@ int main(int argc, char** argv) {
          std::string("\x21") + "a<s>b</s>  \t<mask>" + std::string(1, '\0') + "second 中文 😀",
          "\x07\u3000 \u00a0x'll"});
 
+  write(
+      out / "unigram",
+      {std::string("\x00") + "Ab\x01 ab--- -----  the\tcafe\xcc\x81 A\xcc\x81\xcc\x82 \xe2\x98\x83",
+       std::string("\x02") + "\x01"
+                             "Abab \xef\xbb\xbf x\xe2\x80\x8b  ",
+       std::string("\x01\x08\x00") + std::string("\x04\x00\x00\x00\x00\x00\x00\x00", 8) + "ab"});
+
   {
     // An NPY 1.0 file of 2 x 3 float32 (the layout `bertft embed --out x.npy` writes).
     std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";

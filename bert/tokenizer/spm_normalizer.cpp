@@ -27,16 +27,14 @@ size_t count_chars(std::string_view s) {
 }  // namespace
 
 AlignedText AlignedText::from(std::string_view original) {
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> offsets;
+  unicode::decode_utf8(original, cps, offsets);  // throws, naming the byte, on invalid UTF-8
   AlignedText t;
   t.text = std::string(original);
   t.align.reserve(original.size());
-  for (size_t i = 0; i < original.size();) {
-    const size_t n =
-        std::min(utf8_length(static_cast<unsigned char>(original[i])), original.size() - i);
-    for (size_t k = 0; k < n; ++k)
-      t.align.emplace_back(static_cast<uint32_t>(i), static_cast<uint32_t>(i + n));
-    i += n;
-  }
+  for (size_t i = 0; i < cps.size(); ++i)
+    t.align.insert(t.align.end(), offsets[i + 1] - offsets[i], {offsets[i], offsets[i + 1]});
   return t;
 }
 
@@ -86,6 +84,18 @@ PrecompiledCharsmap::PrecompiledCharsmap(std::string blob, const std::string& or
   units_ = b + 4;
   n_units_ = trie_bytes / 4;
   replacements_ = std::string_view(blob_).substr(4 + trie_bytes);
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> offsets;
+  for (size_t at = 0; at < replacements_.size();) {
+    const size_t nul = std::min(replacements_.find('\0', at), replacements_.size());
+    try {
+      unicode::decode_utf8(replacements_.substr(at, nul - at), cps, offsets);
+    } catch (const TokenizerError& e) {
+      throw TokenizerError(fmt::format("{}: precompiled charsmap: replacement at byte {}: {}",
+                                       origin, at, e.what()));
+    }
+    at = nul + 1;
+  }
 }
 
 std::optional<std::string_view> PrecompiledCharsmap::transform(std::string_view chunk) const {

@@ -22,7 +22,8 @@ struct AlignedText {
   std::string text;
   std::vector<std::pair<uint32_t, uint32_t>> align;
 
-  /// `original` unchanged; every byte aligned to the span of its character.
+  /// `original` unchanged; every byte aligned to the span of its character. Throws
+  /// TokenizerError on invalid UTF-8.
   static AlignedText from(std::string_view original);
 
   /// One change of HF's NormalizedString::transform: the new character and how it relates to
