@@ -40,10 +40,11 @@ std::string tensor(const std::string& storage_type,
                    const std::string& key,
                    int numel,
                    const std::vector<int>& size,
-                   const std::vector<int>& stride) {
+                   const std::vector<int>& stride,
+                   bool legacy) {
   std::string p = "ctorch._utils\n_rebuild_tensor_v2\n(";
   p += "(" + unicode("storage") + "ctorch\n" + storage_type + "\n" + unicode(key) + unicode("cpu") +
-       small_int(numel) + "tQ";
+       small_int(numel) + (legacy ? "N" : "") + "tQ";  // legacy ids end in the view metadata
   p += small_int(0);
   p += "(";
   for (int s : size) p += small_int(s);
@@ -56,11 +57,11 @@ std::string tensor(const std::string& storage_type,
 }
 
 /// A state dict of two tensors: a 4x4 float matrix (storage 0, 64 bytes) and a 1-element long
-/// (storage 1, 8 bytes), as a protocol-2 pickle.
-std::string state_dict_pickle() {
+/// (storage 1, 8 bytes), as a protocol-2 pickle (`legacy`: as torch.save's pre-1.6 format has it).
+std::string state_dict_pickle(bool legacy = false) {
   return std::string("\x80\x02}(") + unicode("encoder.weight") +
-         tensor("FloatStorage", "0", 16, {4, 4}, {4, 1}) + unicode("position_ids") +
-         tensor("LongStorage", "1", 1, {1}, {1}) + "u.";
+         tensor("FloatStorage", "0", 16, {4, 4}, {4, 1}, legacy) + unicode("position_ids") +
+         tensor("LongStorage", "1", 1, {1}, {1}, legacy) + "u.";
 }
 
 std::string torch_zip(const std::string& pickle) {
@@ -75,6 +76,21 @@ std::string torch_zip(const std::string& pickle) {
   writer.writeRecord("data/1", storage, 8);
   writer.writeEndOfFile();
   return zip;
+}
+
+/// The same state dict in torch.save's legacy (pre-1.6) layout: the magic number, protocol
+/// version and system-info pickles, the state dict, the storage keys, then each storage as an
+/// int64 element count and its bytes.
+std::string torch_legacy() {
+  std::string file("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
+  file += "\x80\x02M\xe9\x03.";
+  file += "\x80\x02}(" + unicode("little_endian") + "\x88u.";
+  file += state_dict_pickle(/*legacy=*/true);
+  file += "\x80\x02](" + unicode("0") + unicode("1") + "e.";
+  const char storage[64] = {0, 0, -128, 63};
+  file += std::string("\x10\0\0\0\0\0\0\0", 8) + std::string(storage, 64);
+  file += std::string("\x01\0\0\0\0\0\0\0", 8) + std::string(storage, 8);
+  return file;
 }
 
 }  // namespace
@@ -93,7 +109,7 @@ int main(int argc, char** argv) {
                               bert::safetensors_bytes({{"a", torch::zeros({0, 3})}}, nullptr)});
   const auto pickle = state_dict_pickle();
   write(out / "torch_pickle", {pickle});
-  write(out / "torch_zip", {torch_zip(pickle)});
+  write(out / "torch_zip", {torch_zip(pickle), torch_legacy()});
 
   bert::BertConfig config;
   config.vocab_size(99).hidden_size(32).num_hidden_layers(2).num_attention_heads(4);

@@ -1,11 +1,16 @@
 #include "bert/checkpoint/torch_pickle.h"
 
 #include <caffe2/serialize/inline_container.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <variant>
@@ -92,16 +97,22 @@ torch::ScalarType storage_dtype(const std::string& name, const std::string& wher
   return it->second;
 }
 
+/// Gives the data of a storage the pickle names: (key, dtype, numel, storage type name) -> a
+/// 1-D tensor of numel elements. Throws CheckpointError when the data is missing or the wrong
+/// size.
+using StorageSource = std::function<torch::Tensor(
+    const std::string& key, torch::ScalarType dtype, int64_t numel, const std::string& type)>;
+
 class RestrictedUnpickler {
  public:
-  RestrictedUnpickler(const std::string& data,
-                      caffe2::serialize::PyTorchStreamReader& archive,
+  /// Reads the pickle that starts at byte `start` of `data`; position() is where it stopped.
+  RestrictedUnpickler(std::string_view data,
+                      StorageSource storages,
                       std::string where,
-                      std::unordered_map<std::string, uint64_t> record_sizes)
-      : data_(data),
-        archive_(archive),
-        where_(std::move(where)),
-        record_sizes_(std::move(record_sizes)) {}
+                      size_t start = 0)
+      : data_(data), storages_source_(std::move(storages)), where_(std::move(where)), pos_(start) {}
+
+  size_t position() const { return pos_; }
 
   ValuePtr run() {
     while (true) {
@@ -254,7 +265,7 @@ class RestrictedUnpickler {
     throw CheckpointError(fmt::format("{}: {}", where_, what));
   }
   const char* take(size_t n) {
-    if (n > data_.size() - pos_) fail("truncated pickle (data.pkl ends early)");
+    if (n > data_.size() - pos_) fail("truncated pickle");
     const char* p = data_.data() + pos_;
     pos_ += n;
     return p;
@@ -279,8 +290,8 @@ class RestrictedUnpickler {
   }
   std::string line() {
     const size_t end = data_.find('\n', pos_);
-    if (end == std::string::npos) fail("truncated pickle (GLOBAL without newline)");
-    std::string s = data_.substr(pos_, end - pos_);
+    if (end == std::string_view::npos) fail("truncated pickle (GLOBAL without newline)");
+    std::string s(data_.substr(pos_, end - pos_));
     pos_ = end + 1;
     return s;
   }
@@ -398,33 +409,22 @@ class RestrictedUnpickler {
   }
 
   void persistent_load(const ValuePtr& pid) {
-    // ('storage', storage_type, key, location, numel)
+    // ('storage', storage_type, key, location, numel), and in the legacy (pre-1.6) format a
+    // sixth item, the view metadata (None unless the storage is a view, torch < 0.4).
     if (pid->kind != Value::Kind::kTuple || pid->items.size() < 5 ||
         pid->items[0]->kind != Value::Kind::kString || pid->items[0]->s != "storage" ||
         pid->items[1]->kind != Value::Kind::kGlobal ||
         pid->items[2]->kind != Value::Kind::kString || pid->items[4]->kind != Value::Kind::kInt)
       fail("unsupported persistent id (expected ('storage', type, key, location, numel))");
+    if (pid->items.size() > 5 && pid->items[5]->kind != Value::Kind::kNone)
+      fail("storage views (checkpoints of torch < 0.4) are not supported");
     const std::string& key = pid->items[2]->s;
     auto it = storages_.find(key);
     if (it == storages_.end()) {
       const auto dtype = storage_dtype(pid->items[1]->s, where_);
       const int64_t numel = pid->items[4]->i;
-      const std::string record = "data/" + key;
-      if (!archive_.hasRecord(record)) fail(fmt::format("missing record '{}'", clip(record)));
-      const auto claimed = record_sizes_.find(record);
-      const uint64_t element = c10::elementSize(dtype);
-      if (numel < 0 || claimed == record_sizes_.end() ||
-          static_cast<uint64_t>(numel) > claimed->second / element ||
-          static_cast<uint64_t>(numel) * element != claimed->second)
-        fail(fmt::format("record '{}' does not hold {} elements of {}", clip(record), numel,
-                         pid->items[1]->s));
-      auto [ptr, size] = archive_.getRecord(record);
-      const size_t expected = static_cast<size_t>(numel) * element;
-      if (size != expected)
-        fail(fmt::format("record '{}' has {} bytes, {} expected", clip(record), size, expected));
-      torch::Tensor storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-      if (expected > 0) std::memcpy(storage.data_ptr(), ptr.get(), expected);
-      it = storages_.emplace(key, storage).first;
+      if (numel < 0) fail(fmt::format("storage '{}' claims {} elements", clip(key), numel));
+      it = storages_.emplace(key, storages_source_(key, dtype, numel, pid->items[1]->s)).first;
     }
     auto v = make(Value::Kind::kStorage);
     v->tensor = it->second;
@@ -484,15 +484,14 @@ class RestrictedUnpickler {
     }
   }
 
-  const std::string& data_;
-  caffe2::serialize::PyTorchStreamReader& archive_;
+  std::string_view data_;
+  StorageSource storages_source_;
   std::string where_;
   size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
   std::unordered_map<size_t, ValuePtr> memo_;
   std::unordered_map<std::string, torch::Tensor> storages_;
-  std::unordered_map<std::string, uint64_t> record_sizes_;  ///< as the zip directory claims
-  uint64_t made_ = 0;                                       ///< values built so far
+  uint64_t made_ = 0;  ///< values built so far
 };
 
 uint64_t little_endian(const unsigned char* p, int bytes) {
@@ -586,18 +585,157 @@ std::unordered_map<std::string, uint64_t> zip_record_sizes(const std::filesystem
 
 }  // namespace
 
+namespace {
+
+/// The state dict in the root value of a pickle.
+TensorMap state_dict_of(const ValuePtr& root, const std::string& where) {
+  if (root->kind != Value::Kind::kDict)
+    throw CheckpointError(
+        fmt::format("{}: the pickle is not a state dict (a dict of tensors)", where));
+  TensorMap out;
+  for (const auto& [key, value] : root->dict) {
+    if (key->kind != Value::Kind::kString)
+      throw CheckpointError(fmt::format("{}: state dict key is not a string", where));
+    if (value->kind != Value::Kind::kTensor)
+      throw CheckpointError(fmt::format("{}: entry '{}' is not a tensor", where, key->s));
+    out.emplace(key->s, value->tensor);
+  }
+  return out;
+}
+
+/// Runs `f`, turning any other exception than CheckpointError into one naming `where`.
+template <class F>
+auto naming_errors(const std::string& where, F&& f) {
+  try {
+    return f();
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CheckpointError(fmt::format("{}: {}", where, message_of(e)));
+  }
+}
+
+/// A file mapped read-only into memory.
+class MappedFile {
+ public:
+  MappedFile(const std::filesystem::path& path, const std::string& where) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw CheckpointError(fmt::format("{}: cannot open", where));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw CheckpointError(fmt::format("{}: cannot stat", where));
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        throw CheckpointError(fmt::format("{}: cannot map the file", where));
+      }
+      data_ = static_cast<const char*>(p);
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// The first pickle of a legacy torch.save file: PROTO 2, then the magic number
+/// 0x1950a86a20f9469cfc6c as a 10-byte LONG1, then STOP.
+constexpr std::string_view kLegacyMagic{"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.",
+                                        15};
+
+/// torch.save's legacy (pre-1.6) layout: five pickles (magic number, protocol version 1001,
+/// system info, the object, the list of storage keys), then each listed storage as an int64
+/// element count and its raw little-endian bytes.
+TensorMap load_legacy_state_dict(const std::filesystem::path& path, const std::string& where) {
+  const MappedFile file(path, where);
+  const std::string_view bytes = file.bytes();
+  const auto no_storage = [&](const std::string& key, torch::ScalarType, int64_t,
+                              const std::string&) -> torch::Tensor {
+    throw CheckpointError(fmt::format("{}: storage '{}' outside the state dict", where, clip(key)));
+  };
+  return naming_errors(where, [&] {
+    size_t pos = kLegacyMagic.size();
+    RestrictedUnpickler version(bytes, no_storage, where, pos);
+    const auto protocol = version.run();
+    if (protocol->kind != Value::Kind::kInt || protocol->i != 1001)
+      throw CheckpointError(fmt::format(
+          "{}: legacy torch.save file with protocol {} (1001 expected)", where, protocol->i));
+    RestrictedUnpickler system(bytes, no_storage, where, version.position());
+    const auto info = system.run();
+    for (const auto& [key, value] : info->dict)
+      if (key->s == "little_endian" && value->kind == Value::Kind::kBool && value->i == 0)
+        throw CheckpointError(fmt::format("{}: written on a big-endian machine", where));
+    // Storages are allocated as the pickle names them and filled from the data that follows.
+    std::unordered_map<std::string, torch::Tensor> pending;
+    RestrictedUnpickler object(
+        bytes,
+        [&](const std::string& key, torch::ScalarType dtype, int64_t numel, const std::string&) {
+          return pending.emplace(key, torch::empty({numel}, torch::TensorOptions().dtype(dtype)))
+              .first->second;
+        },
+        where, system.position());
+    TensorMap out = state_dict_of(object.run(), where);
+    RestrictedUnpickler keys_pickle(bytes, no_storage, where, object.position());
+    const auto keys = keys_pickle.run();
+    if (keys->kind != Value::Kind::kList)
+      throw CheckpointError(fmt::format("{}: no list of storage keys after the state dict", where));
+    pos = keys_pickle.position();
+    for (const auto& key : keys->items) {
+      const auto it = key->kind == Value::Kind::kString ? pending.find(key->s) : pending.end();
+      if (it == pending.end() || !it->second.defined())
+        throw CheckpointError(
+            fmt::format("{}: storage key '{}' is not one the state dict uses, or comes twice",
+                        where, clip(key->s)));
+      torch::Tensor storage = it->second;
+      it->second = torch::Tensor();  // filled
+      const uint64_t bytes_needed =
+          static_cast<uint64_t>(storage.numel()) * static_cast<uint64_t>(storage.element_size());
+      if (bytes.size() - pos < 8 ||
+          little_endian(reinterpret_cast<const unsigned char*>(bytes.data() + pos), 8) !=
+              static_cast<uint64_t>(storage.numel()))
+        throw CheckpointError(
+            fmt::format("{}: storage '{}' is not the {} elements its tensors need", where,
+                        clip(key->s), storage.numel()));
+      pos += 8;
+      if (bytes.size() - pos < bytes_needed)
+        throw CheckpointError(fmt::format("{}: truncated: storage '{}' needs {} bytes, {} left",
+                                          where, clip(key->s), bytes_needed, bytes.size() - pos));
+      if (bytes_needed > 0) std::memcpy(storage.data_ptr(), bytes.data() + pos, bytes_needed);
+      pos += bytes_needed;
+    }
+    for (const auto& [key, storage] : pending)
+      if (storage.defined())
+        throw CheckpointError(fmt::format("{}: no data for storage '{}'", where, clip(key)));
+    return out;
+  });
+}
+
+}  // namespace
+
 TensorMap load_torch_state_dict(const std::filesystem::path& path) {
   const std::string where = path.string();
   {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw CheckpointError(fmt::format("{}: cannot open", where));
-    char magic[4] = {};
-    in.read(magic, 4);
-    if (in.gcount() != 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0)
+    char magic[kLegacyMagic.size()] = {};
+    in.read(magic, kLegacyMagic.size());
+    if (in.gcount() == static_cast<std::streamsize>(kLegacyMagic.size()) &&
+        std::string_view(magic, kLegacyMagic.size()) == kLegacyMagic)
+      return load_legacy_state_dict(path, where);
+    if (in.gcount() < 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0)
       throw CheckpointError(fmt::format(
-          "{}: not a zip-format torch.save file (legacy pre-1.6 format or not a checkpoint); "
-          "re-save it with torch >= 1.6 or convert it to model.safetensors",
-          where));
+          "{}: not a torch.save file (neither the zip format nor the legacy one)", where));
   }
   auto record_sizes = zip_record_sizes(path);
   const auto pickle_size = record_sizes.find("data.pkl");
@@ -619,26 +757,33 @@ TensorMap load_torch_state_dict(const std::filesystem::path& path) {
   } catch (const std::exception& e) {
     throw CheckpointError(fmt::format("{}: cannot read zip archive: {}", where, message_of(e)));
   }
-  ValuePtr root;
-  try {
-    root = RestrictedUnpickler(pickle, *archive, where, std::move(record_sizes)).run();
-  } catch (const CheckpointError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw CheckpointError(fmt::format("{}: {}", where, message_of(e)));
-  }
-  if (root->kind != Value::Kind::kDict)
-    throw CheckpointError(
-        fmt::format("{}: the pickle is not a state dict (a dict of tensors)", where));
-  TensorMap out;
-  for (const auto& [key, value] : root->dict) {
-    if (key->kind != Value::Kind::kString)
-      throw CheckpointError(fmt::format("{}: state dict key is not a string", where));
-    if (value->kind != Value::Kind::kTensor)
-      throw CheckpointError(fmt::format("{}: entry '{}' is not a tensor", where, key->s));
-    out.emplace(key->s, value->tensor);
-  }
-  return out;
+  // Each storage is the record data/<key>, its size as the zip directory claims it checked
+  // before it is read.
+  const auto from_archive = [&](const std::string& key, torch::ScalarType dtype, int64_t numel,
+                                const std::string& type) {
+    const std::string record = "data/" + key;
+    const auto fail = [&](const std::string& what) {
+      return CheckpointError(fmt::format("{}: {}", where, what));
+    };
+    if (!archive->hasRecord(record)) throw fail(fmt::format("missing record '{}'", clip(record)));
+    const auto claimed = record_sizes.find(record);
+    const uint64_t element = c10::elementSize(dtype);
+    if (claimed == record_sizes.end() || static_cast<uint64_t>(numel) > claimed->second / element ||
+        static_cast<uint64_t>(numel) * element != claimed->second)
+      throw fail(
+          fmt::format("record '{}' does not hold {} elements of {}", clip(record), numel, type));
+    auto [ptr, size] = archive->getRecord(record);
+    const size_t expected = static_cast<size_t>(numel) * element;
+    if (size != expected)
+      throw fail(
+          fmt::format("record '{}' has {} bytes, {} expected", clip(record), size, expected));
+    torch::Tensor storage = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+    if (expected > 0) std::memcpy(storage.data_ptr(), ptr.get(), expected);
+    return storage;
+  };
+  return state_dict_of(
+      naming_errors(where, [&] { return RestrictedUnpickler(pickle, from_archive, where).run(); }),
+      where);
 }
 
 }  // namespace bert

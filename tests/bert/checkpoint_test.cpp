@@ -9,6 +9,7 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/checkpoint/torch_pickle.h"
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/common/json_util.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/factory.h"
@@ -188,14 +189,82 @@ TEST_F(CheckpointTest, TruncatedPickleAndLegacyFormatAreClearErrors) {
   const auto path =
       zip_with_pickle(dir.path() / "cut.bin", std::string("\x80\x02}q\x00(X\x05\0\0\0ab", 14));
   EXPECT_THROW(load_torch_state_dict(path), CheckpointError);
-  testing::write_bytes(dir.path() / "legacy.bin",
+  testing::write_bytes(dir.path() / "other.bin",
                        std::string("\x80\x02\x8a\x0a", 4) + "lots of bytes");
   try {
-    load_torch_state_dict(dir.path() / "legacy.bin");
+    load_torch_state_dict(dir.path() / "other.bin");
     FAIL();
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("not a zip-format torch.save file"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("other.bin: not a torch.save file"), std::string::npos)
+        << e.what();
   }
+}
+
+const fs::path kFixtures = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures";
+
+TEST_F(CheckpointTest, LegacyTorchSaveFormatLoadsLikeTheZipFormat) {
+  // The tiny BertForPreTraining of hf_tiny_bert_b, re-saved by torch.save's pre-1.6 writer as
+  // older hub checkpoints are (make_fixture.py beside it).
+  const auto legacy = load_torch_state_dict(kFixtures / "legacy_torch_save" / "pytorch_model.bin");
+  const auto zip = load_torch_state_dict(kFixtures / "hf_tiny_bert_b" / "models" / "pretraining" /
+                                         "pytorch_model.bin");
+  for (const auto& [key, tensor] : zip) {
+    ASSERT_TRUE(legacy.count(key)) << key;
+    EXPECT_TRUE(torch::equal(legacy.at(key), tensor)) << key;
+  }
+  // Tied weights share memory; a transposed view keeps its strides.
+  EXPECT_EQ(legacy.at("cls.predictions.decoder.weight").data_ptr(),
+            legacy.at("bert.embeddings.word_embeddings.weight").data_ptr());
+  EXPECT_TRUE(
+      torch::equal(legacy.at("extra.transposed_view"), zip.at("bert.pooler.dense.weight").t()));
+}
+
+TEST_F(CheckpointTest, LegacyTorchSaveCutAnywhereIsAClearError) {
+  const std::string bytes = read_file(kFixtures / "legacy_torch_save" / "pytorch_model.bin");
+  TempDir dir;
+  for (const size_t keep :
+       {17UL, 30UL, 200UL, 1000UL, bytes.size() / 2, bytes.size() - 100, bytes.size() - 1}) {
+    testing::write_bytes(dir.path() / "cut.bin", bytes.substr(0, keep));
+    try {
+      load_torch_state_dict(dir.path() / "cut.bin");
+      ADD_FAILURE() << "loaded a file cut at " << keep;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("cut.bin: "), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(CheckpointTest, DomainBertLayoutLoadsAsBert) {
+  // How BioBERT, SciBERT or ClinicalBERT ship: a config.json converted from Google's
+  // bert_config.json (no model_type, no architectures), vocab.txt, and a legacy-format
+  // pytorch_model.bin; no tokenizer_config.json, no safetensors.
+  const auto source = kFixtures / "hf_tiny_bert_b" / "models" / "pretraining";
+  auto config_json = nlohmann::json::parse(read_file(source / "config.json"));
+  for (const char* key : {"model_type", "architectures", "transformers_version", "torch_dtype"})
+    config_json.erase(key);
+  TempDir dir;
+  write_file_atomic(dir.path() / "config.json", config_json.dump(2));
+  fs::copy_file(kFixtures / "legacy_torch_save" / "pytorch_model.bin",
+                dir.path() / "pytorch_model.bin");
+  const auto found = PretrainedDir::find(dir.path());
+  EXPECT_EQ(found.format, WeightsFormat::kTorchBin);
+  const auto config = BertConfig::from_file(found.config);
+  EXPECT_EQ(config.family(), ModelFamily::kBert);
+
+  BertForPreTraining model(config), reference(BertConfig::from_file(source / "config.json"));
+  LoadOptions options;
+  options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
+  options.strict = false;  // the fixture's extra view is reported, not loaded
+  const auto report = load_state_dict(*model, read_weights(found.weights), "legacy", options);
+  EXPECT_TRUE(report.missing.empty()) << report.summary();
+  EXPECT_EQ(report.unexpected, (std::vector<std::string>{"extra.transposed_view"}));
+  options.strict = true;
+  load_state_dict(*reference, read_weights(source / "model.safetensors"), "safetensors", options);
+  model->eval();
+  reference->eval();
+  const auto ids = torch::randint(5, config.vocab_size(), {2, 9});
+  EXPECT_TRUE(torch::equal(model->forward(ids).prediction_logits,
+                           reference->forward(ids).prediction_logits));
 }
 
 TEST_F(CheckpointTest, TensorViewsWhoseStridesOverflowAreRefused) {
