@@ -34,6 +34,59 @@ torch::Tensor BertLMPredictionHeadImpl::forward(const torch::Tensor& hidden) {
   return torch::linear(transform_(hidden), decoder_weight_, bias);  // [batch, seq, vocab]
 }
 
+MaskedLMHead::MaskedLMHead(torch::nn::Module& owner, const BertConfig& c, torch::Tensor tied)
+    : activation_(c.family() == ModelFamily::kDistilBert ? c.hidden_act() : Activation::kGelu),
+      decoder_weight_(std::move(tied)) {
+  TORCH_CHECK(c.family() != ModelFamily::kBert, "BERT's MLM head is BertLMPredictionHead");
+  const int64_t out = c.family() == ModelFamily::kElectra ? c.embedding_dim() : c.hidden_size();
+  TORCH_CHECK(decoder_weight_.dim() == 2 && decoder_weight_.size(0) == c.vocab_size() &&
+                  decoder_weight_.size(1) == out,
+              "tied decoder weight must be [vocab_size, ", out, "]");
+  dense_ = torch::nn::Linear(c.hidden_size(), out);
+  layer_norm_ = torch::nn::LayerNorm(torch::nn::LayerNormOptions({out}).eps(c.layer_norm_eps()));
+  bias_ = torch::zeros({c.vocab_size()});
+  // A module that only holds parameters under HF's names.
+  const auto holder = [&](const std::string& name) {
+    return owner.register_module(name, std::make_shared<torch::nn::Module>());
+  };
+  switch (c.family()) {
+    case ModelFamily::kRoberta:
+    case ModelFamily::kXlmRoberta: {
+      const auto head = holder("lm_head");
+      head->register_module("dense", dense_);
+      head->register_module("layer_norm", layer_norm_);
+      bias_ = head->register_parameter("bias", bias_);
+      break;
+    }
+    case ModelFamily::kDistilBert:
+      owner.register_module("vocab_transform", dense_);
+      owner.register_module("vocab_layer_norm", layer_norm_);
+      bias_ = holder("vocab_projector")->register_parameter("bias", bias_);
+      break;
+    case ModelFamily::kElectra: {
+      const auto head = holder("generator_predictions");
+      head->register_module("dense", dense_);
+      head->register_module("LayerNorm", layer_norm_);
+      bias_ = holder("generator_lm_head")->register_parameter("bias", bias_);
+      break;
+    }
+    case ModelFamily::kBert:
+      break;
+  }
+  torch::NoGradGuard no_grad;  // HF's _init_weights
+  dense_->weight.normal_(0.0, c.initializer_range());
+  dense_->bias.zero_();
+  layer_norm_->weight.fill_(1.0);
+  layer_norm_->bias.zero_();
+}
+
+torch::Tensor MaskedLMHead::forward(const torch::Tensor& hidden) {
+  const auto x = apply_activation(activation_, dense_->forward(hidden));
+  // As BertPredictionHeadTransform: normalise in the parameters' dtype under bf16 autocast.
+  return torch::linear(layer_norm_->forward(x.to(layer_norm_->weight.scalar_type())),
+                       decoder_weight_, bias_);
+}
+
 BertPreTrainingHeadsImpl::BertPreTrainingHeadsImpl(const BertConfig& c, torch::Tensor tied) {
   predictions = register_module("predictions", BertLMPredictionHead(c, std::move(tied)));
   seq_relationship = register_module("seq_relationship", torch::nn::Linear(c.hidden_size(), 2));
@@ -78,6 +131,10 @@ const std::map<std::string, std::string>& BertForPreTrainingImpl::tied_aliases()
   static const std::map<std::string, std::string> aliases = {
       {"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
       {"cls.predictions.decoder.bias", "cls.predictions.bias"},
+      {"lm_head.decoder.weight", "roberta.embeddings.word_embeddings.weight"},
+      {"lm_head.decoder.bias", "lm_head.bias"},
+      {"vocab_projector.weight", "distilbert.embeddings.word_embeddings.weight"},
+      {"generator_lm_head.weight", "electra.embeddings.word_embeddings.weight"},
   };
   return aliases;
 }

@@ -48,6 +48,28 @@ class BertPreTrainingHeadsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertPreTrainingHeads);
 
+/// The MLM head of a non-BERT family's XxxForMaskedLM, its parts registered on `owner` under HF's
+/// names so that state-dict keys are HF's:
+///   RoBERTa, XLM-R:     lm_head.{dense, layer_norm, bias}
+///   DistilBERT:         vocab_transform, vocab_layer_norm, vocab_projector.bias
+///   ELECTRA (generator): generator_predictions.{dense, LayerNorm}, generator_lm_head.bias
+/// dense [hidden -> hidden, ELECTRA: -> embedding_size] -> GELU (DistilBERT: its activation) ->
+/// LayerNorm -> a decoder whose weight is the word-embedding matrix (tied) plus the bias.
+/// BERT's own is BertLMPredictionHead (`cls.predictions`).
+class MaskedLMHead {
+ public:
+  MaskedLMHead(torch::nn::Module& owner, const BertConfig& config, torch::Tensor tied);
+  /// [..., hidden] -> logits [..., vocab].
+  torch::Tensor forward(const torch::Tensor& hidden);
+
+ private:
+  Activation activation_;
+  torch::nn::Linear dense_{nullptr};
+  torch::nn::LayerNorm layer_norm_{nullptr};
+  torch::Tensor bias_;
+  torch::Tensor decoder_weight_;
+};
+
 struct PreTrainingOutput {
   BertModelOutput encoder;
   torch::Tensor prediction_logits;        ///< [batch, seq, vocab]
@@ -77,7 +99,8 @@ class BertForPreTrainingImpl : public torch::nn::Module {
                               const torch::Tensor& next_sentence_label);
 
   /// State-dict keys that HF writes as aliases of tied tensors (in pytorch_model.bin, not in
-  /// model.safetensors), mapped to the parameter they alias.
+  /// model.safetensors), mapped to the parameter they alias: BertForPreTraining's and the
+  /// masked-LM decoders of the other families (MaskedLMHead).
   static const std::map<std::string, std::string>& tied_aliases();
 
   BertModel bert{nullptr};

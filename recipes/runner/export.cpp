@@ -113,7 +113,10 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   save_weights(tmp, to_hf_keys(weights, config.family()));
-  const auto architecture = family_architecture(config.family(), adapter.architecture());
+  // configure_export() named the family's class (a task may pick it by family, as pretraining).
+  const auto architecture = config.architectures().empty()
+                                ? family_architecture(config.family(), adapter.architecture())
+                                : config.architectures().front();
   save_config(tmp, config, architecture);
   tok::load_tokenizer(dir, config.vocab_size())->save(tmp);
   YAML::Node task = YAML::Clone(adapter.options());

@@ -65,11 +65,12 @@ PretrainingInstance ShardFeatureSet::instance(size_t i) const {
 }
 
 PretrainingModelImpl::PretrainingModelImpl(const BertConfig& config) {
-  if (config.family() != ModelFamily::kBert)
-    throw ConfigError(fmt::format(
-        "pretraining: MLM + NSP pretraining builds BERT (model_type \"bert\"); this checkpoint is "
-        "\"{}\"",
-        family_model_type(config.family())));
+  if (config.family() != ModelFamily::kBert) {
+    bert = register_module(family_base_prefix(config.family()),
+                           BertModel(config, /*add_pooling_layer=*/false));
+    lm_head.emplace(*this, config, bert->embeddings->word_embeddings->weight);
+    return;
+  }
   BertForPreTraining inner(config);  // builds the heads with the decoder tied to the embeddings
   bert = register_module("bert", inner->bert);
   cls = register_module("cls", inner->cls);
@@ -80,6 +81,7 @@ torch::Tensor PretrainingModelImpl::forward(const Batch& batch) {
   const auto& positions = batch.masked_positions;
   const auto selected =
       out.last_hidden_state.index({positions.select(1, 0), positions.select(1, 1)});  // [M, H]
+  if (lm_head) return lm_head->forward(selected);                                     // [M, V]
   const auto mlm = cls->predictions(selected);                                        // [M, V]
   const auto nsp = cls->seq_relationship(out.pooler_output);                          // [B, 2]
   const auto padded = torch::nn::functional::pad(
@@ -90,10 +92,12 @@ torch::Tensor PretrainingModelImpl::forward(const Batch& batch) {
 TaskInfo PretrainingAdapter::info() {
   TaskInfo info;
   info.name = "pretraining";
-  info.description = "BERT's MLM + NSP pre-training over instance shards (bertft pretrain-data)";
+  info.description =
+      "Pre-training over instance shards (bertft pretrain-data): BERT's MLM + NSP, MLM alone for "
+      "RoBERTa, XLM-R, DistilBERT and ELECTRA";
   info.create = &create;
   info.option_docs = [] { return describe_struct<PretrainingOptions>("task"); };
-  info.architectures = {"BertForPreTraining"};
+  info.architectures = {"BertForPreTraining", "BertForMaskedLM"};
   info.metrics = {"mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"};
   return info;
 }
@@ -217,16 +221,23 @@ torch::Tensor PretrainingAdapter::loss(const torch::Tensor& logits, const Batch&
   const int64_t masked = batch.masked_positions.size(0);
   const auto all = logits.to(torch::kFloat);
   const auto mlm = F::cross_entropy(all.narrow(0, 0, masked), batch.labels.narrow(0, 0, masked));
+  if (all.size(0) == masked) return mlm;  // a family without NSP
   const auto nsp = F::cross_entropy(all.narrow(0, masked, batch.size()).narrow(1, 0, 2),
                                     batch.labels.narrow(0, masked, batch.size()));
   return mlm + nsp;
 }
 
+void PretrainingAdapter::configure_export(BertConfig& config) const {
+  config.architectures({config.family() == ModelFamily::kBert
+                            ? std::string("BertForPreTraining")
+                            : family_architecture(config.family(), "BertForMaskedLM")});
+}
+
 void PretrainingAdapter::gather(const Batch& batch,
                                 const torch::Tensor& logits,
                                 std::vector<torch::Tensor>& outputs) const {
-  // Per instance: a row [predicted id, label, -log p(label)] per masked position, then
-  // [NSP logit 0, NSP logit 1, NSP label].
+  // Per instance: a row [predicted id, label, -log p(label), 0] per masked position, then with
+  // NSP [NSP logit 0, NSP logit 1, NSP label, 1].
   const auto all = logits.to(torch::kFloat).cpu().contiguous();
   const auto positions = batch.masked_positions.cpu();
   const auto labels = batch.labels.cpu();
@@ -244,14 +255,16 @@ void PretrainingAdapter::gather(const Batch& batch,
     row.push_back(static_cast<float>(pred[k]));
     row.push_back(static_cast<float>(lab[k]));
     row.push_back(-lp[k][lab[k]]);
+    row.push_back(0.0F);
   }
+  const bool nsp = all.size(0) > masked;
   for (int64_t r = 0; r < batch.size(); ++r) {
     auto& row = rows[static_cast<size_t>(r)];
-    row.push_back(a[masked + r][0]);
-    row.push_back(a[masked + r][1]);
-    row.push_back(static_cast<float>(lab[masked + r]));
+    if (nsp)
+      row.insert(row.end(),
+                 {a[masked + r][0], a[masked + r][1], static_cast<float>(lab[masked + r]), 1.0F});
     outputs[static_cast<size_t>(batch.feature_indices[static_cast<size_t>(r)])] =
-        torch::tensor(row).view({-1, 3});
+        torch::tensor(row).view({-1, 4});
   }
 }
 
@@ -259,14 +272,18 @@ json PretrainingAdapter::predict(const FeatureSet& features,
                                  const std::vector<torch::Tensor>& outputs) const {
   json out = json::array();
   for (size_t i = 0; i < features.size(); ++i) {
-    const auto& o = outputs[i];
-    const auto last = o[o.size(0) - 1];
-    json masked = json::array();
-    for (int64_t k = 0; k + 1 < o.size(0); ++k)
-      masked.push_back(static_cast<int64_t>(o[k][0].item<float>()));
-    const double p_random = torch::softmax(last.narrow(0, 0, 2), 0)[1].item<double>();
-    out.push_back(
-        {{"instance", i}, {"masked_predictions", masked}, {"not_next_probability", p_random}});
+    const auto o = outputs[i].accessor<float, 2>();
+    json record = {{"instance", i}, {"masked_predictions", json::array()}};
+    for (int64_t k = 0; k < outputs[i].size(0); ++k) {
+      if (o[k][3] == 0) {
+        record["masked_predictions"].push_back(static_cast<int64_t>(o[k][0]));
+      } else {
+        const double top = std::max(o[k][0], o[k][1]);
+        const double e0 = std::exp(o[k][0] - top), e1 = std::exp(o[k][1] - top);
+        record["not_next_probability"] = e1 / (e0 + e1);
+      }
+    }
+    out.push_back(std::move(record));
   }
   return out;
 }
@@ -276,28 +293,32 @@ Evaluation PretrainingAdapter::evaluate(const FeatureSet& features,
   Evaluation ev;
   ev.main_metric = main_metric();
   double mlm_nll = 0, nsp_nll = 0;
-  int64_t masked = 0, mlm_correct = 0, nsp_correct = 0;
+  int64_t masked = 0, mlm_correct = 0, nsp_rows = 0, nsp_correct = 0;
   for (size_t i = 0; i < features.size(); ++i) {
     const auto o = outputs[i].accessor<float, 2>();
-    const int64_t rows = outputs[i].size(0);
-    for (int64_t k = 0; k + 1 < rows; ++k) {
-      mlm_correct += o[k][0] == o[k][1];
-      mlm_nll += o[k][2];
-      ++masked;
+    for (int64_t k = 0; k < outputs[i].size(0); ++k) {
+      if (o[k][3] == 0) {
+        mlm_correct += o[k][0] == o[k][1];
+        mlm_nll += o[k][2];
+        ++masked;
+        continue;
+      }
+      const double l0 = o[k][0], l1 = o[k][1];
+      const auto label = static_cast<int64_t>(o[k][2]);
+      const double top = std::max(l0, l1);
+      const double log_z = top + std::log(std::exp(l0 - top) + std::exp(l1 - top));
+      nsp_nll -= (label == 0 ? l0 : l1) - log_z;
+      nsp_correct += (l1 > l0 ? 1 : 0) == label;
+      ++nsp_rows;
     }
-    const double l0 = o[rows - 1][0], l1 = o[rows - 1][1];
-    const auto label = static_cast<int64_t>(o[rows - 1][2]);
-    const double top = std::max(l0, l1);
-    const double log_z = top + std::log(std::exp(l0 - top) + std::exp(l1 - top));
-    nsp_nll -= (label == 0 ? l0 : l1) - log_z;
-    nsp_correct += (l1 > l0 ? 1 : 0) == label;
   }
-  const auto n = static_cast<double>(std::max<size_t>(1, features.size()));
   ev.metrics["mlm_accuracy"] =
       masked > 0 ? static_cast<double>(mlm_correct) / static_cast<double>(masked) : 0.0;
   ev.metrics["mlm_loss"] = masked > 0 ? mlm_nll / static_cast<double>(masked) : 0.0;
-  ev.metrics["nsp_accuracy"] = static_cast<double>(nsp_correct) / n;
-  ev.metrics["nsp_loss"] = nsp_nll / n;
+  if (nsp_rows > 0) {
+    ev.metrics["nsp_accuracy"] = static_cast<double>(nsp_correct) / static_cast<double>(nsp_rows);
+    ev.metrics["nsp_loss"] = nsp_nll / static_cast<double>(nsp_rows);
+  }
   ev.predictions = json::array();
   return ev;
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,23 +86,29 @@ class ShardFeatureSet final : public FeatureSet {
   std::vector<Entry> index_;
 };
 
-/// BertForPreTraining as a task model: keys "bert.*" and "cls.*" exactly as HF's. forward()
-/// returns one tensor of [masked + batch, vocab] rows: the MLM logits of the masked positions
-/// (Batch::masked_positions, in order), then each row's NSP logits in columns 0-1 (the rest 0).
-/// The MLM decoder runs only on masked positions, as Google's implementation does.
+/// The pre-training model of a family, state-dict keys exactly HF's: BertForPreTraining for BERT
+/// ("bert.*", "cls.*"), XxxForMaskedLM for the others (the encoder under its prefix, no pooler,
+/// the MLM head of MaskedLMHead; they have no NSP head). forward() returns one tensor of rows:
+/// the MLM logits [masked, vocab] of the masked positions (Batch::masked_positions, in order),
+/// then, for BERT, each row's NSP logits in columns 0-1 (the rest 0). The MLM decoder runs only
+/// on masked positions, as Google's implementation does.
 class PretrainingModelImpl : public TaskModelImpl {
  public:
   explicit PretrainingModelImpl(const BertConfig& config);
   torch::Tensor forward(const Batch& batch) override;
 
   BertModel bert{nullptr};
-  BertPreTrainingHeads cls{nullptr};
+  BertPreTrainingHeads cls{nullptr};    ///< BERT
+  std::optional<MaskedLMHead> lm_head;  ///< the other families
 };
 
-/// MLM + NSP pre-training over instance shards (`bertft pretrain-data`), through the same
-/// Trainer, checkpoints, logs and export as fine-tuning. Loss: HF BertForPreTraining's (MLM
-/// cross-entropy over masked positions + NSP cross-entropy). Metrics: mlm_accuracy (main),
-/// mlm_loss, nsp_accuracy, nsp_loss. Instances stored unmasked are masked on the fly.
+/// Pre-training over instance shards (`bertft pretrain-data`), through the same Trainer,
+/// checkpoints, logs and export as fine-tuning: BERT's MLM + NSP (loss as HF
+/// BertForPreTraining's: MLM cross-entropy over masked positions + NSP cross-entropy), and MLM
+/// alone for the families without an NSP head (RoBERTa, XLM-R, DistilBERT, ELECTRA's generator
+/// head; the instances' sentence pairs are their inputs, the NSP labels unused). Metrics:
+/// mlm_accuracy (main), mlm_loss, and with NSP nsp_accuracy, nsp_loss. Instances stored unmasked
+/// are masked on the fly. Exports as BertForPreTraining / XxxForMaskedLM.
 class PretrainingAdapter final : public TaskAdapter {
  public:
   explicit PretrainingAdapter(PretrainingOptions options) : options_(std::move(options)) {}
@@ -128,6 +135,7 @@ class PretrainingAdapter final : public TaskAdapter {
   Evaluation evaluate(const FeatureSet& features,
                       const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return "mlm_accuracy"; }
+  void configure_export(BertConfig& config) const override;
 
  private:
   PretrainingOptions options_;

@@ -1,7 +1,7 @@
 // Each encoder family through the product's path: `bertft train` from the family's HF base model
 // (tests/fixtures/hf_families, made by HF) with its own tokenizer, `bertft export` in the family's
 // HF layout (model_type, XxxForSequenceClassification, HF's key names, tokenizer files), and
-// `bertft predict --text` on the export.
+// `bertft predict --text` on the export; and continued MLM pre-training from XxxForMaskedLM.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -132,6 +132,70 @@ TEST_P(FamilyEndToEndTest, TrainExportPredict) {
   ASSERT_EQ(got.size(), 1u) << run.output;
   EXPECT_TRUE(got[0]["label"] == "yes" || got[0]["label"] == "no") << run.output;
   EXPECT_GT(got[0]["score"].get<double>(), 0.0);
+}
+
+TEST_P(FamilyEndToEndTest, ContinuedMaskedLmPretraining) {
+  // Continued pre-training from the family's XxxForMaskedLM (the fixture's mlm model, HF's own
+  // save, with the base model's tokenizer): shards from `pretrain-data --model`, the pretraining
+  // task (MLM alone: these families have no NSP head), export as XxxForMaskedLM with HF's keys.
+  const auto& family = GetParam();
+  const auto model = dir_.path() / "base";
+  const auto words = base_model(model);
+  if (words.empty()) GTEST_SKIP() << "no SentencePiece model in ../shared/data";
+  for (const char* file : {"config.json", "model.safetensors"})
+    fs::copy_file(family_dir(family.name) / "models" / "mlm" / file, model / file,
+                  fs::copy_options::overwrite_existing);
+  std::mt19937 rng(3);
+  std::string corpus;
+  for (int document = 0; document < 40; ++document) {
+    for (int sentence = 0; sentence < 4; ++sentence) {
+      for (int k = 0; k < 4; ++k) corpus += (k ? " " : "") + words[rng() % words.size()];
+      corpus += "\n";
+    }
+    corpus += "\n";
+  }
+  testing::write_bytes(dir_.path() / "corpus.txt", corpus);
+  const auto p = [&](const char* name) { return (dir_.path() / name).string(); };
+  for (const char* split : {"train", "held"}) {
+    auto run =
+        testing::run_bertft("pretrain-data " + p("corpus.txt") + " --model " + model.string() +
+                                " --max-seq-length 16 --max-predictions-per-seq 3 "
+                                "--dupe-factor 1 --out " +
+                                p(split),
+                            dir_.path() / "data.log");
+    ASSERT_EQ(run.code, 0) << run.output;
+  }
+  testing::write_bytes(dir_.path() / "mlm.yaml",
+                       "model: {pretrained: " + model.string() +
+                           "}\ntask: {type: pretraining}\ndata: {train: " + p("train") +
+                           ", dev: " + p("held") +
+                           "}\ntraining: {epochs: 1, batch_size: 8, learning_rate: 1.0e-3}\n"
+                           "output: {dir: " +
+                           p("runs") + "}\n");
+  auto run = testing::run_bertft("--threads 1 train " + p("mlm.yaml") + " --out " + p("run"),
+                                 dir_.path() / "train.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  // The checkpoint's MLM head was loaded, not made anew.
+  EXPECT_NE(run.output.find("newly initialised: none"), std::string::npos) << run.output;
+  const auto result = json::parse(read_file(dir_.path() / "run" / "result.json"));
+  EXPECT_TRUE(result["metrics"].contains("mlm_accuracy")) << result.dump(1);
+  EXPECT_FALSE(result["metrics"].contains("nsp_loss")) << result.dump(1);
+
+  const auto out = dir_.path() / "export";
+  run = testing::run_bertft("export " + p("run") + " --out " + out.string(),
+                            dir_.path() / "export.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto config = json::parse(read_file(out / "config.json"));
+  const std::string stem = family.architecture.substr(0, family.architecture.find("For"));
+  EXPECT_EQ(config["architectures"], json::array({stem + "ForMaskedLM"}));
+  const auto hf = read_weights(family_dir(family.name) / "models" / "mlm" / "model.safetensors");
+  const auto ours = read_weights(out / "model.safetensors");
+  std::vector<std::string> hf_keys, our_keys;
+  for (const auto& [k, v] : hf) hf_keys.push_back(k);
+  for (const auto& [k, v] : ours) our_keys.push_back(k);
+  EXPECT_EQ(our_keys, hf_keys);
+  run = testing::run_bertft("inspect " + out.string() + " --strict", dir_.path() / "inspect.log");
+  EXPECT_EQ(run.code, 0) << run.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(

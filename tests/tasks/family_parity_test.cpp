@@ -1,7 +1,8 @@
 // RoBERTa, XLM-RoBERTa, DistilBERT and ELECTRA as configuration of the one BERT stack: on
 // tests/fixtures/hf_families (made by HF itself, make_fixture.py beside it) the base model's
-// hidden states and every task head's logits, loss and gradients match HF's within 1e-5, the
-// state-dict keys are exactly HF's, and config.json round-trips in each family's own keys.
+// hidden states and every task head's (and the masked-LM head's) logits, loss and gradients
+// match HF's within 1e-5, the state-dict keys are exactly HF's, and config.json round-trips in
+// each family's own keys.
 #include <gtest/gtest.h>
 
 #include "bert/checkpoint/family_keys.h"
@@ -139,6 +140,26 @@ TEST_P(FamilyParityTest, MultipleChoice) {
   check_head("multiple_choice", "mc2", b, [&](const torch::Tensor& logits) {
     EXPECT_LT(testing::max_abs_diff(logits, outputs_.at("mc2.logits")), kAtol);
   });
+}
+
+TEST_P(FamilyParityTest, MaskedLanguageModel) {
+  // XxxForMaskedLM (ELECTRA's generator head) as the pretraining task's model: the decoder runs
+  // on the masked positions only, so its logits are HF's rows at those positions.
+  auto b = batch();
+  const auto labels = inputs_.at("mlm_labels");
+  b.masked_positions = labels.ne(-100).nonzero();  // [masked, 2] (row, position), in order
+  b.labels = labels.index({labels.ne(-100)});
+  const auto expected = outputs_.at("mlm.logits").index({labels.ne(-100)});
+  check_head("pretraining", "mlm", b, [&](const torch::Tensor& logits) {
+    ASSERT_EQ(logits.sizes(), expected.sizes());  // no NSP rows: these families have no NSP head
+    EXPECT_LT(testing::max_abs_diff(logits, expected), kAtol);
+  });
+  const auto c = config("mlm");
+  BertConfig exported = c;
+  TaskRegistry::global()
+      .create("pretraining", YamlReader(YAML::Node(), "test"))
+      ->configure_export(exported);
+  EXPECT_EQ(exported.architectures(), c.architectures());  // "RobertaForMaskedLM", ...
 }
 
 TEST_P(FamilyParityTest, ConfigRoundTripsInTheFamilysKeys) {

@@ -36,10 +36,13 @@ int run_inspect(const std::string& model_dir, bool strict) {
       config.architectures().empty()
           ? nullptr
           : tasks::TaskRegistry::global().find_by_architecture(config.architectures().front());
-  if (task && task->name != "pretraining") {  // the task model config.json names
+  // The task model config.json names (another family's XxxForMaskedLM is the pretraining
+  // task's model too; BERT's pre-training checkpoints are read as BertForPreTraining below).
+  if (task && (task->name != "pretraining" || config.family() != ModelFamily::kBert)) {
     architecture = config.architectures().front();
     const auto adapter = task_of_model_dir(dir, config);
     auto model = adapter->build_model(config);
+    options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
     report = load_state_dict(*model, tensors, dir.weights.string(), options);
   } else if (has_prefix_key(tensors, "cls.")) {
     architecture = "BertForPreTraining";
