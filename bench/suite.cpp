@@ -11,7 +11,9 @@
 // Not in the default set: `--only precision` (bf16 vs fp32 dev accuracy on SST-2: six small
 // trainings, about 4 minutes); `--only profile` breaks one train step down by operator; `--only
 // real_data [--real-limit N]` times MRPC and STS-B training against HF run_glue-style
-// (bench/hf_glue_epoch.py); `--only similar` times `bertft similar` over 1 M vectors.
+// (bench/hf_glue_epoch.py); `--only similar` times `bertft similar` over 1 M vectors; `--only
+// retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their
+// paragraphs by `embed` + `similar`.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -695,6 +697,66 @@ struct Suite {
     }
   }
 
+  /// Question -> paragraph retrieval on SQuAD v1.1 dev (issue 17), the way `bertft embed` +
+  /// `bertft similar` do it: every distinct paragraph embedded (unit vectors), every question
+  /// searched by exact cosine top-10; recall@k = the share of questions whose own paragraph is
+  /// among the first k. Each model of --retrieval-models (comma-separated directories; default
+  /// the one trained BERT in ../shared, tiny-bert-camphr-ner), with mean and [CLS] pooling.
+  /// Not in the default set.
+  void retrieval(const fs::path& shared, const std::string& models) {
+    const auto squad = shared / "data" / "squad" / "dev-v1.1.json";
+    fmt::print("\n== retrieval: SQuAD v1.1 dev, question -> its paragraph, exact cosine ==\n");
+    if (!fs::exists(squad)) {
+      fmt::print("skipped: {} not found\n", squad.string());
+      return;
+    }
+    const auto j = json::parse(bert::read_file(squad));
+    std::vector<std::string> paragraphs, questions;
+    std::vector<int64_t> owner;  // the paragraph of each question
+    for (const auto& article : j.at("data"))
+      for (const auto& p : article.at("paragraphs")) {
+        paragraphs.push_back(p.at("context").get<std::string>());
+        for (const auto& qa : p.at("qas")) {
+          questions.push_back(qa.at("question").get<std::string>());
+          owner.push_back(static_cast<int64_t>(paragraphs.size()) - 1);
+        }
+      }
+    const auto truth = torch::tensor(owner, torch::kLong).unsqueeze(1);  // [questions, 1]
+    fmt::print("{} paragraphs, {} questions; chance recall@10 {:.4f}\n", paragraphs.size(),
+               questions.size(), 10.0 / static_cast<double>(paragraphs.size()));
+    results["retrieval"]["paragraphs"] = paragraphs.size();
+    results["retrieval"]["questions"] = questions.size();
+    std::stringstream list(models.empty() ? (shared / "data" / "tiny-bert-camphr-ner").string()
+                                          : models);
+    for (std::string dir; std::getline(list, dir, ',');) {
+      if (!fs::exists(dir)) {
+        fmt::print("{}: not found, skipped\n", dir);
+        continue;
+      }
+      const bert::recipes::SentenceEncoder encoder(dir);
+      for (const auto pooling : {bert::recipes::Pooling::kMean, bert::recipes::Pooling::kCls}) {
+        bert::recipes::EmbedOptions o;
+        o.pooling = pooling;
+        o.normalize = true;
+        o.max_seq_length = 512;  // cut to the model's positions
+        const auto t = Clock::now();
+        const auto index = encoder.encode(paragraphs, o);
+        const auto queries = encoder.encode(questions, o);
+        const auto rows =
+            bert::recipes::cosine_top_k(index, queries, 10, /*unit_index=*/true).second;
+        const auto hit = rows.eq(truth);  // [questions, 10]
+        const double r1 = hit.select(1, 0).to(torch::kDouble).mean().item<double>();
+        const double r10 = hit.any(1).to(torch::kDouble).mean().item<double>();
+        const std::string name = fs::path(dir).filename().string() + " " +
+                                 (pooling == bert::recipes::Pooling::kMean ? "mean" : "cls");
+        fmt::print("{:<40} recall@1 {:.4f}  recall@10 {:.4f}  ({:.0f} s to embed and search)\n",
+                   name, r1, r10, since(t));
+        results["retrieval"]["models"][name] = {
+            {"recall_at_1", r1}, {"recall_at_10", r10}, {"seconds", since(t)}};
+      }
+    }
+  }
+
   void tokenizer(const fs::path& shared) {
     const auto squad = shared / "data" / "squad" / "dev-v1.1.json";
     const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
@@ -1155,7 +1217,7 @@ int main(int argc, char** argv) {
   std::string only =
                   "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,data_parallel,vs_hf,"
                   "checkpointing,int8",
-              json_out, twin, real_worker;
+              json_out, twin, real_worker, retrieval_models;
   int iters = 2, rounds = 0, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
       seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -1185,6 +1247,8 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--json"))
       json_out = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--retrieval-models"))
+      retrieval_models = argv[i + 1];
   }
   if (worker >= 0) {
     bert::configure_threads(1);
@@ -1245,6 +1309,7 @@ int main(int argc, char** argv) {
   if (wants("vs_hf")) section("vs_hf", [&] { suite.vs_hf(shared, tmp); });
   if (wants("real_data")) section("real_data", [&] { suite.real_data(shared, tmp); });
   if (wants("similar")) section("similar", [&] { suite.similar(); });
+  if (wants("retrieval")) section("retrieval", [&] { suite.retrieval(shared, retrieval_models); });
   if (wants("checkpointing")) section("checkpointing", [&] { suite.checkpointing(tmp); });
   if (wants("int8")) section("int8", [&] { suite.int8(shared, tmp, bertft); });
   fs::remove_all(tmp);

@@ -75,24 +75,22 @@ TEST(SpmNormalizerTest, PrecompiledMapLikeHf) {
   EXPECT_EQ(map.transform("\xef\xac\x81"), std::optional<std::string_view>("fi"));
   EXPECT_FALSE(map.transform("a"));
 
+  const auto normalized = [&](std::string_view text) {
+    AlignedText t = AlignedText::from(text);
+    map.normalize(t);
+    return t;
+  };
   // "e" + U+0301 is one grapheme cluster, composed to "é" and aligned to the "e" alone.
-  AlignedText t = AlignedText::from("cafe\xcc\x81!");
-  map.normalize(t);
-  EXPECT_EQ(t.text, "caf\u00e9!");
-  EXPECT_EQ(t.original(3, 5), Span(3, 4));
-  EXPECT_EQ(t.original(5, 6), Span(6, 7));
+  const auto cafe = normalized("cafe\xcc\x81!");
+  EXPECT_EQ(cafe.text, "caf\u00e9!");
+  EXPECT_EQ(cafe.original(3, 5), Span(3, 4));
+  EXPECT_EQ(cafe.original(5, 6), Span(6, 7));
   // A dropped control character takes nothing with it after a character...
-  AlignedText after = AlignedText::from(
-      "a\x01"
-      "b");
-  map.normalize(after);
+  const auto after = normalized(std::string("a\x01") + "b");
   EXPECT_EQ(after.text, "ab");
   EXPECT_EQ(after.original(1, 2), Span(2, 3));
   // ...but at the very start HF records no removal, and what follows shifts onto it.
-  AlignedText start = AlignedText::from(
-      "\x01"
-      "ab");
-  map.normalize(start);
+  const auto start = normalized(std::string("\x01") + "ab");
   EXPECT_EQ(start.text, "ab");
   EXPECT_EQ(start.original(0, 1), Span(0, 1));
   EXPECT_EQ(start.original(1, 2), Span(1, 2));
