@@ -352,5 +352,21 @@ TEST(GrowVocabulary, NewRowsAreTheMeanNewBiasZeroOldUnchanged) {
   EXPECT_THROW(grow_vocabulary(weights, 4, 8), CheckpointError);  // rows do not match old_size
 }
 
+TEST(GrowVocabulary, EveryFamilysMaskedLmHeadGrows) {
+  for (const auto& [embedding, biases] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"roberta.embeddings.word_embeddings.weight", {"lm_head.bias", "lm_head.decoder.bias"}},
+           {"distilbert.embeddings.word_embeddings.weight", {"vocab_projector.bias"}},
+           {"electra.embeddings.word_embeddings.weight", {"generator_lm_head.bias"}}}) {
+    TensorMap weights;
+    weights[embedding] = torch::ones({4, 3});
+    for (const auto& bias : biases) weights[bias] = torch::ones({4});
+    grow_vocabulary(weights, 4, 5);
+    EXPECT_EQ(weights[embedding].size(0), 5) << embedding;
+    for (const auto& bias : biases)
+      EXPECT_TRUE(torch::equal(weights[bias], torch::tensor({1.f, 1.f, 1.f, 1.f, 0.f}))) << bias;
+  }
+}
+
 }  // namespace
 }  // namespace bert

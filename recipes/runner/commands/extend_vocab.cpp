@@ -16,13 +16,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// `bertft extend-vocab`: appends tokens to a WordPiece checkpoint's vocabulary (for continued
-/// pre-training on a domain), growing the embeddings and MLM bias as HF's resize_token_embeddings.
+/// `bertft extend-vocab`: appends tokens to a WordPiece checkpoint's vocabulary (BERT, DistilBERT,
+/// ELECTRA; for continued pre-training on a domain), growing the embeddings and MLM bias as HF's
+/// resize_token_embeddings.
 int run_extend_vocab(const std::string& model,
                      const std::string& tokens_file,
                      const std::string& out_dir) {
   const auto dir = PretrainedDir::find(model);
-  if (!dir.vocab) throw ConfigError(model + ": extend-vocab needs a WordPiece vocab.txt");
+  if (!dir.vocab)
+    throw ConfigError(fmt::format(
+        "{}: extend-vocab appends to a WordPiece vocab.txt (BERT, DistilBERT, ELECTRA); this "
+        "model's tokenizer is {}, whose vocabulary it does not extend",
+        model,
+        dir.bpe_vocab       ? "byte-level BPE (vocab.json)"
+        : dir.sentencepiece ? "SentencePiece"
+                            : "missing"));
   auto config = BertConfig::from_file(dir.config);
   auto vocab = tok::read_vocab_file(*dir.vocab);
   if (static_cast<int64_t>(vocab.size()) != config.vocab_size())
