@@ -342,9 +342,37 @@ std::string dump_recipe(const YAML::Node& root) {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+
+/// `parent[key]` (a path as a scalar, or a mapping with `path`) set to its expanded value.
+void replace_path(YAML::Node parent, const std::string& key, const fs::path& value) {
+  if (!parent.IsMap() || !parent[key]) return;
+  YAML::Node node = parent[key];
+  if (node.IsScalar())
+    parent[key] = value.string();
+  else if (node.IsMap() && node["path"])
+    node["path"] = value.string();
+}
+
+/// recipe.root with the ${...} of every path parse_recipe expands replaced by its value, so that
+/// the copy a run keeps reads the same later (export, resume) without the environment it ran in.
+YAML::Node with_expanded_paths(const Recipe& recipe) {
+  YAML::Node root = YAML::Clone(recipe.root);
+  if (root["model"]) replace_path(root["model"], "pretrained", recipe.model.pretrained);
+  if (root["output"]) replace_path(root["output"], "dir", recipe.output.dir);
+  if (root["data"]) {
+    replace_path(root["data"], "train", recipe.data.train.path);
+    replace_path(root["data"], "dev", recipe.data.dev.path);
+    if (recipe.data.test) replace_path(root["data"], "test", recipe.data.test->path);
+  }
+  return root;
+}
+
+}  // namespace
+
 bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe) {
   const auto path = TrialDir(run_dir).recipe();
-  const auto resolved = dump_recipe(recipe.root);
+  const auto resolved = dump_recipe(with_expanded_paths(recipe));
   if (!fs::exists(path)) {
     fs::create_directories(run_dir);
     write_file_atomic(path, resolved);

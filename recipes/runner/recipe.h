@@ -113,7 +113,8 @@ void set_path(YAML::Node& root, const std::string& dotted, const YAML::Node& val
 /// The YAML text of a recipe (resolved.yaml).
 std::string dump_recipe(const YAML::Node& root);
 
-/// Keeps the resolved recipe of a run as `run_dir`/recipe.yaml (export reads it): writes it
+/// Keeps the resolved recipe of a run as `run_dir`/recipe.yaml (export reads it), overrides
+/// applied and ${...} in its paths expanded (export needs no environment): writes it
 /// when absent (creating the directory) and returns true; returns false when the directory
 /// already holds a different recipe, so that no run resumes or exports under another recipe.
 /// A recipe read from that very file always matches.

@@ -178,6 +178,24 @@ TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
   EXPECT_EQ(load_recipe(write(text3)).model.pretrained, dir_.path() / "model");
 }
 
+// A run keeps its recipe with the variables' values: exporting it later needs no environment.
+TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
+  auto text = good();
+  text.replace(text.find("pretrained: ") + 12, dir_.path().string().size(), "${BERTFT_TEST_KEEP}");
+  ::setenv("BERTFT_TEST_KEEP", dir_.path().c_str(), 1);
+  const auto recipe = load_recipe(write(text), {}, /*check_files=*/false);
+  ASSERT_TRUE(keep_resolved_recipe(dir_.path() / "run", recipe));
+  ::unsetenv("BERTFT_TEST_KEEP");
+  const auto kept = load_recipe(dir_.path() / "run" / "recipe.yaml", {}, /*check_files=*/false);
+  EXPECT_EQ(kept.model.pretrained, dir_.path() / "model");
+  EXPECT_EQ(kept.data.train.path, recipe.data.train.path);
+  EXPECT_TRUE(keep_resolved_recipe(dir_.path() / "run", recipe));  // the same recipe again
+  // Another value (the same model, reached by another path) is another recipe.
+  ::setenv("BERTFT_TEST_KEEP", (dir_.path() / ".").c_str(), 1);
+  EXPECT_FALSE(keep_resolved_recipe(dir_.path() / "run", load_recipe(write(text), {}, false)));
+  ::unsetenv("BERTFT_TEST_KEEP");
+}
+
 // Every key `bertft recipe-keys` lists is one the parser reads, and its listed default is a
 // value it accepts; every task's options are listed under its name.
 TEST_F(RecipeTest, RecipeKeysListsKeysTheParserAcceptsWithTheirDefaults) {
