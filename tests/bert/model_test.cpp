@@ -125,28 +125,33 @@ torch::Tensor plain_attention(BertSelfAttention& attention,
 
 // head_dim 64 (bert-base's) takes the one-GEMM path (scale and mask folded into baddbmm), head_dim
 // 8 the in-place one; the fixtures (head_dim 8) test only the second. Both must equal the plain
-// computation within 1e-5 in fp32, forward and backward, with padding and a fully masked sequence.
+// computation within 1e-5 in fp32, forward and backward (the input's gradient and every
+// parameter's), with padding and a fully masked sequence.
 TEST_F(BertModelTest, FusedAttentionEqualsThePlainComputation) {
   for (const int64_t heads : {2, 16}) {
     auto config = tiny_config();
     config.hidden_size(128).num_attention_heads(heads);
     BertSelfAttention attention(config);
     attention->eval();
+    std::vector<torch::Tensor> inputs = attention->parameters();
     const auto keep =
         torch::tensor({{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}});
     const auto mask = additive_attention_mask(keep, torch::kFloat);
     for (const bool masked : {true, false}) {
       const auto m = masked ? mask : torch::Tensor();
       const auto hidden = torch::randn({3, 7, 128}, torch::requires_grad());
+      inputs.push_back(hidden);
       const auto fused = attention->forward(hidden, m);
       const auto grad_out = torch::randn_like(fused);
-      const auto fused_grads = torch::autograd::grad({fused}, {hidden}, {grad_out});
+      const auto fused_grads = torch::autograd::grad({fused}, inputs, {grad_out});
       const auto plain = plain_attention(attention, hidden, m, heads);
-      const auto plain_grads = torch::autograd::grad({plain}, {hidden}, {grad_out});
+      const auto plain_grads = torch::autograd::grad({plain}, inputs, {grad_out});
+      inputs.pop_back();
       const auto what = fmt::format("heads {} masked {}", heads, masked);
       EXPECT_TRUE(torch::isfinite(fused).all().item<bool>()) << what;
       EXPECT_LT(testing::max_abs_diff(fused, plain), 1e-5) << what;
-      EXPECT_LT(testing::max_abs_diff(fused_grads[0], plain_grads[0]), 1e-5) << what;
+      for (size_t i = 0; i < fused_grads.size(); ++i)
+        EXPECT_LT(testing::max_abs_diff(fused_grads[i], plain_grads[i]), 1e-5) << what << " " << i;
     }
   }
 }
