@@ -244,6 +244,16 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(path("grown")), 13);
   const auto e = tokenizer->encode("the kinase");
   EXPECT_EQ(e.ids, (std::vector<int64_t>{2, 5, 10, 3}));
+
+  // A byte-level BPE model (RoBERTa) is refused, naming its tokenizer; nothing is written.
+  const auto roberta = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" /
+                       "roberta" / "models" / "base";
+  EXPECT_EQ(bertft("extend-vocab --model " + roberta.string() + " --tokens " + p("domain.txt") +
+                   " --out " + p("roberta_grown")),
+            2);
+  EXPECT_NE(last_log_.find("tokenizer is byte-level BPE (vocab.json)"), std::string::npos)
+      << last_log_;
+  EXPECT_FALSE(fs::exists(path("roberta_grown")));
 }
 
 }  // namespace
