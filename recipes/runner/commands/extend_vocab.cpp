@@ -23,14 +23,16 @@ int run_extend_vocab(const std::string& model,
                      const std::string& tokens_file,
                      const std::string& out_dir) {
   const auto dir = PretrainedDir::find(model);
+  if (!dir.vocab && !dir.bpe_vocab && !dir.sentencepiece)
+    throw ConfigError(fmt::format(
+        "{}: no vocab.txt; extend-vocab appends to a WordPiece vocab.txt (BERT, DistilBERT, "
+        "ELECTRA)",
+        model));
   if (!dir.vocab)
     throw ConfigError(fmt::format(
         "{}: extend-vocab appends to a WordPiece vocab.txt (BERT, DistilBERT, ELECTRA); this "
         "model's tokenizer is {}, whose vocabulary it does not extend",
-        model,
-        dir.bpe_vocab       ? "byte-level BPE (vocab.json)"
-        : dir.sentencepiece ? "SentencePiece"
-                            : "missing"));
+        model, dir.bpe_vocab ? "byte-level BPE (vocab.json)" : "SentencePiece"));
   auto config = BertConfig::from_file(dir.config);
   auto vocab = tok::read_vocab_file(*dir.vocab);
   if (static_cast<int64_t>(vocab.size()) != config.vocab_size())
