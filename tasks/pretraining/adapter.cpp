@@ -19,6 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+/// The NSP label of a packed (full-sentence) instance: cross-entropy's ignore index.
+constexpr int64_t kNoNspLabel = -100;
+
 }  // namespace
 
 ShardFeatureSet::~ShardFeatureSet() {
@@ -199,7 +202,7 @@ Batch PretrainingAdapter::collate(const FeatureSet& features,
       positions.push_back(instance.masked_positions[k]);
       labels.push_back(instance.masked_labels[k]);
     }
-    nsp.push_back(instance.is_random_next ? 1 : 0);
+    nsp.push_back(instance.packed ? kNoNspLabel : instance.is_random_next ? 1 : 0);
     batch.feature_indices.push_back(static_cast<int64_t>(index));
     batch.lengths.push_back(n);
   }
@@ -222,8 +225,11 @@ torch::Tensor PretrainingAdapter::loss(const torch::Tensor& logits, const Batch&
   const auto all = logits.to(torch::kFloat);
   const auto mlm = F::cross_entropy(all.narrow(0, 0, masked), batch.labels.narrow(0, 0, masked));
   if (all.size(0) == masked) return mlm;  // a family without NSP
-  const auto nsp = F::cross_entropy(all.narrow(0, masked, batch.size()).narrow(1, 0, 2),
-                                    batch.labels.narrow(0, masked, batch.size()));
+  // Packed (full-sentence) instances have no NSP label; a batch of only those trains MLM alone.
+  const auto nsp_labels = batch.labels.narrow(0, masked, batch.size());
+  if (!nsp_labels.ne(kNoNspLabel).any().item<bool>()) return mlm;
+  const auto nsp = F::cross_entropy(all.narrow(0, masked, batch.size()).narrow(1, 0, 2), nsp_labels,
+                                    F::CrossEntropyFuncOptions().ignore_index(kNoNspLabel));
   return mlm + nsp;
 }
 
@@ -260,7 +266,7 @@ void PretrainingAdapter::gather(const Batch& batch,
   const bool nsp = all.size(0) > masked;
   for (int64_t r = 0; r < batch.size(); ++r) {
     auto& row = rows[static_cast<size_t>(r)];
-    if (nsp)
+    if (nsp && lab[masked + r] != kNoNspLabel)
       row.insert(row.end(),
                  {a[masked + r][0], a[masked + r][1], static_cast<float>(lab[masked + r]), 1.0F});
     outputs[static_cast<size_t>(batch.feature_indices[static_cast<size_t>(r)])] =

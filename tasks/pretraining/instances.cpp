@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "bert/common/error.h"
@@ -137,6 +138,63 @@ void instances_from_document(const std::vector<TokenizedDocument>& documents,
   }
 }
 
+/// RoBERTa's FULL-SENTENCES packing of one pass: the documents in `order`, whole sentences
+/// appended while they fit, an extra [SEP] before each new document's first sentence.
+void packed_instances(const std::vector<TokenizedDocument>& documents,
+                      const std::vector<size_t>& order,
+                      const PretrainingDataOptions& o,
+                      const tok::SpecialTokens& special,
+                      std::vector<PretrainingInstance>& out) {
+  const auto room = static_cast<size_t>(o.max_seq_length - 2);  // [CLS] ... [SEP]
+  const auto sep = static_cast<int32_t>(special.sep_id);
+  Segment content;
+  const auto flush = [&] {
+    if (content.ids.empty()) return;
+    PretrainingInstance instance;
+    instance.tokens.push_back(static_cast<int32_t>(special.cls_id));
+    instance.tokens.insert(instance.tokens.end(), content.ids.begin(), content.ids.end());
+    instance.tokens.push_back(sep);
+    instance.word_start.push_back(1);
+    instance.word_start.insert(instance.word_start.end(), content.word_start.begin(),
+                               content.word_start.end());
+    instance.word_start.push_back(1);
+    instance.segment_a_length = static_cast<int32_t>(instance.tokens.size());
+    instance.packed = true;
+    out.push_back(std::move(instance));
+    content = Segment();
+  };
+  for (const size_t d : order) {
+    bool first = true;  // a document boundary inside an instance gets a [SEP]
+    for (const auto& sentence : documents[d]) {
+      const bool separate = first && !content.ids.empty();
+      first = false;
+      if (content.size() + (separate ? 1 : 0) + sentence.ids.size() <= room) {
+        if (separate) {
+          content.ids.push_back(sep);
+          content.word_start.push_back(1);
+        }
+        content.append(sentence);
+        continue;
+      }
+      flush();
+      // A sentence longer than an instance: instance-sized pieces, the rest goes on.
+      size_t start = 0;
+      while (sentence.ids.size() - start > room) {
+        content.ids.assign(sentence.ids.begin() + static_cast<long>(start),
+                           sentence.ids.begin() + static_cast<long>(start + room));
+        content.word_start.assign(sentence.word_start.begin() + static_cast<long>(start),
+                                  sentence.word_start.begin() + static_cast<long>(start + room));
+        flush();
+        start += room;
+      }
+      content.ids.assign(sentence.ids.begin() + static_cast<long>(start), sentence.ids.end());
+      content.word_start.assign(sentence.word_start.begin() + static_cast<long>(start),
+                                sentence.word_start.end());
+    }
+  }
+  flush();
+}
+
 template <class T>
 void put(std::ostream& out, T value) {
   out.write(reinterpret_cast<const char*>(&value), sizeof(T));
@@ -158,6 +216,8 @@ void PretrainingDataOptions::validate() const {
     problems.push_back("random_next_prob must be in [0, 1]");
   if (dupe_factor < 1) problems.push_back("dupe_factor must be >= 1");
   if (instances_per_shard < 1) problems.push_back("instances_per_shard must be >= 1");
+  if (packing != "pairs" && packing != "full_sentences")
+    problems.push_back(fmt::format("packing must be pairs or full_sentences, got '{}'", packing));
   if (!problems.empty()) throw ConfigError(problems);
 }
 
@@ -208,9 +268,18 @@ std::vector<PretrainingInstance> create_instances(const std::vector<TokenizedDoc
     throw ConfigError("pre-training needs [CLS], [SEP] and [MASK] in the vocabulary");
   std::mt19937_64 rng(static_cast<uint64_t>(options.seed));
   std::vector<PretrainingInstance> instances;
-  for (int64_t pass = 0; pass < options.dupe_factor; ++pass)
+  const bool packed = options.packing == "full_sentences";
+  std::vector<size_t> order(documents.size());
+  for (int64_t pass = 0; pass < options.dupe_factor; ++pass) {
+    if (packed) {
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::shuffle(order.begin(), order.end(), rng);
+      packed_instances(documents, order, options, special, instances);
+      continue;
+    }
     for (size_t d = 0; d < documents.size(); ++d)
       instances_from_document(documents, d, options, special, rng, instances);
+  }
   if (options.static_masking)
     for (auto& instance : instances) mask_instance(instance, options, special, vocab_size, rng);
   std::shuffle(instances.begin(), instances.end(), rng);
@@ -270,6 +339,7 @@ void mask_instance(PretrainingInstance& instance,
 void InstanceStats::add(const PretrainingInstance& instance, int64_t mask_id) {
   ++instances;
   random_next += instance.is_random_next;
+  packed += instance.packed;
   tokens += static_cast<int64_t>(instance.tokens.size());
   maskable += static_cast<int64_t>(instance.tokens.size()) - 3;
   masked += static_cast<int64_t>(instance.masked_positions.size());
@@ -291,7 +361,8 @@ json InstanceStats::to_json() const {
   return {{"instances", instances},
           {"tokens", tokens},
           {"mean_length", share(tokens, instances)},
-          {"is_next_share", share(instances - random_next, instances)},
+          {"is_next_share", share(instances - packed - random_next, instances - packed)},
+          {"packed_instances", packed},
           {"masked", masked},
           {"masked_share_of_tokens", share(masked, tokens)},
           {"mask_share", share(replaced_by_mask, masked)},
@@ -322,7 +393,7 @@ void InstanceWriter::write(const PretrainingInstance& instance) {
               "instance too long for the shard format");
   put<uint16_t>(out_, static_cast<uint16_t>(n));
   put<uint16_t>(out_, static_cast<uint16_t>(instance.segment_a_length));
-  put<uint8_t>(out_, instance.is_random_next ? 1 : 0);
+  put<uint8_t>(out_, instance.packed ? 2 : instance.is_random_next ? 1 : 0);
   put<uint16_t>(out_, static_cast<uint16_t>(m));
   out_.write(reinterpret_cast<const char*>(instance.tokens.data()),
              static_cast<std::streamsize>(n * sizeof(int32_t)));
@@ -360,7 +431,9 @@ size_t decode_instance(const char* data, size_t available, PretrainingInstance* 
   const auto random_next = static_cast<uint8_t>(data[4]);
   std::memcpy(&m, data + 5, 2);
   const size_t total = record_bytes(n, m);
-  if (available < total || a < 2 || a >= n || m > n) return 0;
+  const bool packed = random_next == 2;  // one segment: [CLS] ... [SEP]
+  if (available < total || random_next > 2 || a < 2 || (packed ? a != n : a >= n) || m > n)
+    return 0;
   if (out == nullptr) return total;
   const char* p = data + kFixed;
   out->tokens.resize(n);
@@ -379,7 +452,8 @@ size_t decode_instance(const char* data, size_t available, PretrainingInstance* 
   out->masked_labels.resize(m);
   std::memcpy(out->masked_labels.data(), p, m * 4);
   out->segment_a_length = a;
-  out->is_random_next = random_next != 0;
+  out->is_random_next = random_next == 1;
+  out->packed = packed;
   return total;
 }
 

@@ -26,6 +26,9 @@ struct PretrainingDataOptions {
   bool static_masking = true;     ///< false: store unmasked instances; the trainer masks on the fly
   int64_t seed = 12345;
   int64_t instances_per_shard = 100000;
+  /// "pairs": Google's sentence pairs with NSP labels; "full_sentences": RoBERTa's packing
+  /// (whole sentences in order, across documents with a [SEP] between them, no NSP label).
+  std::string packing = "pairs";
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
@@ -41,6 +44,8 @@ struct PretrainingDataOptions {
           "Mask when writing (false: the trainer masks on the fly)");
     field("seed", self.seed, "Random seed");
     field("instances_per_shard", self.instances_per_shard, "Instances per shard file");
+    field("packing", self.packing,
+          "pairs (BERT: sentence pairs, NSP labels) or full_sentences (RoBERTa: packed, no NSP)");
   }
   /// Throws ConfigError listing every impossible value.
   void validate() const;
@@ -59,12 +64,15 @@ std::vector<TokenizedDocument> tokenize_corpus(const std::vector<data::RawDocume
                                                const tok::Tokenizer& tokenizer,
                                                int threads = 0);
 
-/// "[CLS] A [SEP] B [SEP]" with its NSP label and (after masking) its MLM targets.
+/// "[CLS] A [SEP] B [SEP]" with its NSP label and (after masking) its MLM targets; or, packed
+/// (full_sentences), "[CLS] sentences [SEP] next document's sentences [SEP]": one segment and
+/// no NSP label.
 struct PretrainingInstance {
   std::vector<int32_t> tokens;
   std::vector<uint8_t> word_start;        ///< per token; 1 for special tokens
-  int32_t segment_a_length = 0;           ///< tokens with segment id 0: [CLS] A [SEP]
+  int32_t segment_a_length = 0;           ///< tokens with segment id 0: [CLS] A [SEP] (packed: all)
   bool is_random_next = false;            ///< NSP label 1 (NotNext) as HF's next_sentence_label
+  bool packed = false;                    ///< full_sentences: no NSP label
   std::vector<int32_t> masked_positions;  ///< ascending
   std::vector<int32_t> masked_labels;     ///< the original ids at those positions
 };
@@ -77,6 +85,11 @@ struct PretrainingInstance {
 /// at a random end until the pair fits. One difference from Google's script: a chunk of a single
 /// sentence is split inside the sentence instead of always taking a random B, so that the
 /// IsNext share really is 1 - random_next_prob.
+/// With options.packing "full_sentences" (RoBERTa's FULL-SENTENCES): each pass takes the documents
+/// in a fresh random order and packs whole sentences contiguously into instances of at most
+/// max_seq_length tokens, crossing document boundaries with an extra [SEP] between documents; a
+/// sentence that does not fit starts the next instance, one longer than an instance is cut into
+/// instance-sized pieces. short_seq_prob and random_next_prob are not used.
 std::vector<PretrainingInstance> create_instances(const std::vector<TokenizedDocument>& documents,
                                                   const PretrainingDataOptions& options,
                                                   const tok::SpecialTokens& special,
@@ -94,16 +107,17 @@ void mask_instance(PretrainingInstance& instance,
 
 /// What a set of instances holds, to check it against the specification.
 struct InstanceStats {
-  int64_t instances = 0, random_next = 0, tokens = 0, maskable = 0;
+  int64_t instances = 0, random_next = 0, packed = 0, tokens = 0, maskable = 0;
   int64_t masked = 0, replaced_by_mask = 0, replaced_by_random = 0, kept = 0;
   void add(const PretrainingInstance& instance, int64_t mask_id);
   nlohmann::json to_json() const;
 };
 
 /// Instance shard files ("BFTPRE01", then per instance: uint16 token count, uint16 segment A
-/// length, uint8 NotNext, uint16 masked count, int32 tokens, uint8 word starts, uint16 masked
-/// positions, int32 masked labels; host byte order). The writer writes a temporary file and
-/// renames it on close(); the reader streams one instance at a time.
+/// length, uint8 NotNext (0 IsNext, 1 NotNext, 2 packed: no NSP label), uint16 masked count, int32
+/// tokens, uint8 word starts, uint16 masked positions, int32 masked labels; host byte order). The
+/// writer writes a temporary file and renames it on close(); the reader streams one instance at a
+/// time.
 class InstanceWriter {
  public:
   explicit InstanceWriter(std::filesystem::path path);

@@ -156,14 +156,18 @@ TEST_P(FamilyEndToEndTest, ContinuedMaskedLmPretraining) {
   }
   testing::write_bytes(dir_.path() / "corpus.txt", corpus);
   const auto p = [&](const char* name) { return (dir_.path() / name).string(); };
+  // RoBERTa and XLM-R train on RoBERTa's full-sentence packing; the others on sentence pairs.
+  const bool packed = family.name == "roberta" || family.name == "xlm-roberta";
   for (const char* split : {"train", "held"}) {
     auto run =
         testing::run_bertft("pretrain-data " + p("corpus.txt") + " --model " + model.string() +
                                 " --max-seq-length 16 --max-predictions-per-seq 3 "
                                 "--dupe-factor 1 --out " +
-                                p(split),
+                                p(split) + (packed ? " --packing full_sentences" : ""),
                             dir_.path() / "data.log");
     ASSERT_EQ(run.code, 0) << run.output;
+    const auto stats = json::parse(read_file(dir_.path() / split / "stats.json"));
+    EXPECT_EQ(stats["packed_instances"], packed ? stats["instances"] : json(0)) << stats.dump(1);
   }
   testing::write_bytes(dir_.path() / "mlm.yaml",
                        "model: {pretrained: " + model.string() +

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <numeric>
 #include <set>
 
 #include "bert/checkpoint/load.h"
@@ -235,6 +237,177 @@ TEST_F(PretrainingDataTest, DynamicMaskingFromTheRecipeRemasksStaticShards) {
     if (!masked.count(static_cast<int64_t>(t))) {
       EXPECT_EQ(ids[static_cast<int64_t>(t)].item<int64_t>(), original[t]) << t;
     }
+}
+
+/// Documents of sentences with the given lengths; token ids count up from 1000 across the corpus,
+/// so that an instance's content shows where each piece came from.
+std::vector<TokenizedDocument> numbered_documents(
+    const std::vector<std::vector<size_t>>& sentence_lengths) {
+  std::vector<TokenizedDocument> documents;
+  int32_t next = 1000;
+  for (const auto& lengths : sentence_lengths) {
+    TokenizedDocument document;
+    for (const auto length : lengths) {
+      TokenizedSentence sentence;
+      for (size_t k = 0; k < length; ++k) {
+        sentence.ids.push_back(next++);
+        sentence.word_start.push_back(1);
+      }
+      document.push_back(sentence);
+    }
+    documents.push_back(document);
+  }
+  return documents;
+}
+
+std::vector<int32_t> ids_from(int32_t first, int32_t count) {
+  std::vector<int32_t> ids(static_cast<size_t>(count));
+  std::iota(ids.begin(), ids.end(), first);
+  return ids;
+}
+
+/// The instances' tokens in the order of their first content token.
+std::vector<std::vector<int32_t>> packed_contents(std::vector<PretrainingInstance> instances,
+                                                  const tok::SpecialTokens& special,
+                                                  int64_t max_seq_length) {
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& instance : instances) {
+    EXPECT_TRUE(instance.packed);
+    EXPECT_FALSE(instance.is_random_next);
+    EXPECT_LE(static_cast<int64_t>(instance.tokens.size()), max_seq_length);
+    EXPECT_EQ(instance.segment_a_length, static_cast<int32_t>(instance.tokens.size()));
+    EXPECT_EQ(instance.tokens.front(), special.cls_id);
+    EXPECT_EQ(instance.tokens.back(), special.sep_id);
+    EXPECT_EQ(instance.word_start.size(), instance.tokens.size());
+    out.emplace_back(instance.tokens.begin() + 1, instance.tokens.end() - 1);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// RoBERTa's FULL-SENTENCES: whole sentences in order fill each instance; the sentence that does
+// not fit starts the next one; a sentence longer than an instance is cut into instance-sized
+// pieces; no NSP label, one segment.
+TEST(FullSentencePacking, FillsInstancesWithWholeSentences) {
+  tok::SpecialTokens special;
+  special.cls_id = 1, special.sep_id = 2, special.mask_id = 3, special.pad_id = 0;
+  PretrainingDataOptions options;
+  options.packing = "full_sentences";
+  options.max_seq_length = 16;  // 14 tokens of content
+  options.dupe_factor = 1;
+  options.static_masking = false;
+  // Sentences of 5, 7, 3, 4, 20, 6 and 2 tokens: ids 1000-1004, 1005-1011, 1012-1014,
+  // 1015-1018, 1019-1038, 1039-1044, 1045-1046.
+  const auto documents = numbered_documents({{5, 7, 3, 4, 20, 6, 2}});
+  const auto got = packed_contents(create_instances(documents, options, special, 2000), special,
+                                   options.max_seq_length);
+  std::vector<int32_t> third = ids_from(1033, 6);               // the 20-token sentence's rest, ...
+  for (const auto id : ids_from(1039, 8)) third.push_back(id);  // ... then 6 + 2 tokens
+  const std::vector<std::vector<int32_t>> want = {
+      ids_from(1000, 12),  // 5 + 7 (3 more would make 15)
+      ids_from(1012, 7),   // 3 + 4 (the next sentence is longer than an instance)
+      ids_from(1019, 14),  // the first 14 tokens of the 20
+      third};
+  EXPECT_EQ(got, want);
+}
+
+// Documents follow one another inside an instance with an extra [SEP] between them; each pass
+// takes them in a fresh order; nothing is lost or repeated within a pass.
+TEST(FullSentencePacking, CrossesDocumentsWithASeparator) {
+  tok::SpecialTokens special;
+  special.cls_id = 1, special.sep_id = 2, special.mask_id = 3, special.pad_id = 0;
+  PretrainingDataOptions options;
+  options.packing = "full_sentences";
+  options.max_seq_length = 16;
+  options.dupe_factor = 1;
+  options.static_masking = false;
+  // Document 0: sentences 1000-1002, 1003-1006; document 1: 1007-1008, 1009-1013.
+  const auto documents = numbered_documents({{3, 4}, {2, 5}});
+  const auto got = packed_contents(create_instances(documents, options, special, 2000), special,
+                                   options.max_seq_length);
+  const auto join = [](std::vector<std::vector<int32_t>> parts) {
+    std::vector<int32_t> out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  // Document 0 first: 3 + 4, [SEP], 2 (then 5 does not fit); or document 1 first: 2 + 5, [SEP],
+  // 3 (then 4 does not fit).
+  std::vector<std::vector<int32_t>> zero_first = {join({ids_from(1000, 7), {2}, ids_from(1007, 2)}),
+                                                  ids_from(1009, 5)};
+  std::vector<std::vector<int32_t>> one_first = {ids_from(1003, 4),
+                                                 join({ids_from(1007, 7), {2}, ids_from(1000, 3)})};
+  std::sort(zero_first.begin(), zero_first.end());
+  std::sort(one_first.begin(), one_first.end());
+  EXPECT_TRUE(got == zero_first || got == one_first);
+
+  // Ten passes over a larger corpus: every token of the corpus ten times, and static masks never
+  // on [CLS]/[SEP].
+  options.dupe_factor = 10;
+  options.static_masking = true;
+  const auto corpus = numbered_documents({{3, 9, 4}, {6, 2, 2, 8}, {5}, {11, 1, 7}});
+  const auto instances = create_instances(corpus, options, special, 2000);
+  std::map<int32_t, int> seen;
+  for (const auto& instance : instances) {
+    auto tokens = instance.tokens;
+    for (size_t k = 0; k < instance.masked_positions.size(); ++k) {
+      const auto p = static_cast<size_t>(instance.masked_positions[k]);
+      EXPECT_NE(instance.masked_labels[k], special.sep_id);
+      EXPECT_NE(instance.masked_labels[k], special.cls_id);
+      tokens[p] = instance.masked_labels[k];
+    }
+    for (const auto id : tokens)
+      if (id >= 1000) ++seen[id];
+  }
+  EXPECT_EQ(seen.size(), 58u);
+  for (const auto& [id, count] : seen) EXPECT_EQ(count, 10) << id;
+}
+
+// Packed instances keep their kind through a shard (NSP byte 2, one segment), and the BERT
+// pre-training loss leaves their NSP out: a batch of them is MLM alone, finite.
+TEST_F(PretrainingDataTest, PackedInstancesRoundTripAndTrainMlmAloneForBert) {
+  auto documents = corpus();
+  documents.resize(60);
+  PretrainingDataOptions options;
+  options.packing = "full_sentences";
+  options.dupe_factor = 1;
+  const auto& special = tokenizer_->special_tokens();
+  const auto instances = create_instances(documents, options, special, tokenizer_->vocab_size());
+  ASSERT_GT(instances.size(), 4u);
+  const auto out = dir_.path() / "packed";
+  const auto stats = write_instance_shards(instances, out, options, special.mask_id);
+  EXPECT_EQ(stats.packed, static_cast<int64_t>(instances.size()));
+  EXPECT_EQ(data::read_json_file(out / "stats.json")["options"]["packing"], "full_sentences");
+  InstanceReader reader(out / "instances-00000.bin");
+  PretrainingInstance got;
+  size_t k = 0;
+  while (reader.next(got)) {
+    const auto& want = instances.at(k++);
+    ASSERT_TRUE(got.packed);
+    ASSERT_EQ(got.tokens, want.tokens);
+    ASSERT_EQ(got.segment_a_length, static_cast<int32_t>(want.tokens.size()));
+    ASSERT_EQ(got.masked_positions, want.masked_positions);
+  }
+  EXPECT_EQ(k, instances.size());
+
+  data::DataSpec spec;
+  spec.path = out;
+  auto task = TaskRegistry::global().create("pretraining", YamlReader(YAML::Load("{}"), "t"));
+  const auto features = task->featurize(task->read(spec), *tokenizer_, true);
+  const auto batch = task->collate(*features, {0, 1, 2});
+  EXPECT_EQ(batch.token_type_ids.sum().item<int64_t>(), 0);  // one segment
+  auto config = testing::tiny_config();
+  config.vocab_size(tokenizer_->vocab_size()).max_position_embeddings(128);
+  torch::manual_seed(0);
+  auto model = task->build_model(config);
+  model->eval();
+  const auto logits = model->forward(batch);
+  const int64_t masked = batch.masked_positions.size(0);
+  ASSERT_EQ(logits.size(0), masked + 3);  // BERT: the NSP rows are there, without labels
+  const auto loss = task->loss(logits, batch);
+  const auto mlm = torch::nn::functional::cross_entropy(logits.narrow(0, 0, masked),
+                                                        batch.labels.narrow(0, 0, masked));
+  EXPECT_TRUE(torch::isfinite(loss).item<bool>());
+  EXPECT_FLOAT_EQ(loss.item<float>(), mlm.item<float>());
 }
 
 // The pretraining task model and loss are HF BertForPreTraining's: loss (MLM + NSP) and the MLM

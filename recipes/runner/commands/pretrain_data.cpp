@@ -75,6 +75,10 @@ CommandRun setup_pretrain_data(CLI::App& app, const GlobalOptions&) {
                "Store unmasked instances; the trainer masks on the fly");
   app.add_option("--seed", po.seed, "Random seed");
   app.add_option("--instances-per-shard", po.instances_per_shard, "Instances per shard file");
+  app.add_option("--packing", po.packing,
+                 "pairs: BERT's sentence pairs with NSP labels; full_sentences: RoBERTa's packing "
+                 "(whole sentences across documents, [SEP] between documents, no NSP label)")
+      ->check(CLI::IsMember({"pairs", "full_sentences"}));
   return [a] { return run_pretrain_data(*a); };
 }
 
