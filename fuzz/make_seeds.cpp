@@ -23,6 +23,9 @@ void write(const fs::path& dir, const std::vector<std::string>& seeds) {
     std::ofstream(dir / ("seed-" + std::to_string(i)), std::ios::binary) << seeds[i];
 }
 
+std::string u16(uint16_t n) {
+  return {static_cast<char>(n & 0xFF), static_cast<char>(n >> 8)};
+}
 std::string u32(uint32_t n) {
   return {static_cast<char>(n & 0xFF), static_cast<char>((n >> 8) & 0xFF),
           static_cast<char>((n >> 16) & 0xFF), static_cast<char>(n >> 24)};
@@ -115,6 +118,30 @@ int main(int argc, char** argv) {
   config.vocab_size(99).hidden_size(32).num_hidden_layers(2).num_attention_heads(4);
   config.id2label({"negative", "positive"}).architectures({"BertForSequenceClassification"});
   write(out / "config_json", {config.to_json().dump(1), bert::BertConfig().to_json().dump()});
+
+  // Instance shards (little-endian, as written on x86): "BFTPRE01", int64 count, then per
+  // instance uint16 tokens n, uint16 segment A length, uint8 NSP (0, 1, 2 = packed), uint16
+  // masked m, n int32 ids, n word-start bytes, m uint16 positions, m int32 labels.
+  const auto record = [](std::vector<uint32_t> ids, uint16_t a, uint8_t nsp,
+                         std::vector<std::pair<uint16_t, uint32_t>> masked) {
+    std::string r = u16(static_cast<uint16_t>(ids.size())) + u16(a) +
+                    std::string(1, static_cast<char>(nsp)) +
+                    u16(static_cast<uint16_t>(masked.size()));
+    for (const auto id : ids) r += u32(id);
+    r += std::string(ids.size(), '\1');
+    for (const auto& m : masked) r += u16(m.first);
+    for (const auto& m : masked) r += u32(m.second);
+    return r;
+  };
+  const auto shard = [](const std::vector<std::string>& records) {
+    std::string s = "BFTPRE01" + u32(static_cast<uint32_t>(records.size())) + u32(0);
+    for (const auto& r : records) s += r;
+    return s;
+  };
+  write(out / "instance_shard",
+        {shard({record({101, 7, 102, 8, 9, 102}, 3, 0, {{1, 17}}),
+                record({101, 7, 4, 102, 9, 102}, 4, 1, {})}),
+         shard({record({101, 5, 6, 102, 8, 102}, 6, 2, {{2, 40}, {4, 41}})})});
 
   std::vector<std::string> recipes;
   for (const auto& entry : fs::recursive_directory_iterator(source / "recipes"))
