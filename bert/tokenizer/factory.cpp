@@ -1,9 +1,14 @@
 #include "bert/tokenizer/factory.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -28,11 +33,75 @@ std::optional<std::string> special_name(const json& config, const char* key) {
   return std::nullopt;
 }
 
+/// HF matches its added tokens (added_tokens.json; tokenizer.json's "added_tokens") in the text
+/// before the subword model runs and keeps each whole. bertft's tokenizers do that for their
+/// special tokens only, so a directory with any other added token is refused: bertft would split
+/// it into pieces where HF keeps it whole, and every id after it would differ.
+void refuse_added_tokens(const PretrainedDir& dir, const Tokenizer& tokenizer) {
+  const auto& s = tokenizer.special_tokens();
+  const std::set<std::string> kept = {s.unk, s.cls, s.sep, s.pad, s.mask};
+  std::vector<std::string> others;
+  std::filesystem::path where;
+  const auto read = [](const std::filesystem::path& path) {
+    try {
+      return parse_json_limited(read_file(path));
+    } catch (const json::parse_error& e) {
+      throw TokenizerError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+    }
+  };
+  const auto note = [&](const std::string& content, const json& id,
+                        const std::filesystem::path& path) {
+    if (kept.count(content)) return;
+    if (others.empty()) where = path;
+    others.push_back(fmt::format("'{}' (id {})", content, id.dump()));
+  };
+  if (const auto path = dir.dir / "added_tokens.json"; std::filesystem::exists(path)) {
+    const json added = read(path);
+    if (!added.is_object())
+      throw TokenizerError(fmt::format("{}: expected an object of token: id", path.string()));
+    for (const auto& [content, id] : added.items()) note(content, id, path);
+  }
+  if (const auto path = dir.dir / "tokenizer.json";
+      others.empty() && std::filesystem::exists(path)) {
+    const json file = read(path);
+    if (file.is_object() && file.contains("added_tokens") && file["added_tokens"].is_array())
+      for (const auto& token : file["added_tokens"])
+        if (token.is_object() && token.contains("content") && token["content"].is_string())
+          note(token["content"].get<std::string>(), token.value("id", json()), path);
+  }
+  if (others.empty()) return;
+  const size_t shown = std::min<size_t>(others.size(), 5);
+  throw TokenizerError(fmt::format(
+      "{}: added tokens are not supported: {}{}. Hugging Face keeps each whole; bertft keeps only "
+      "the special tokens ({}, {}, {}, {}, {}) whole and would split these into pieces. Remove "
+      "them "
+      "from added_tokens.json and tokenizer.json to tokenize without them",
+      where.string(),
+      fmt::join(std::vector<std::string>(others.begin(), others.begin() + static_cast<long>(shown)),
+                ", "),
+      others.size() > shown ? fmt::format(" and {} more", others.size() - shown) : "", s.unk, s.cls,
+      s.sep, s.pad, s.mask));
+}
+
+std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
+                                           int64_t model_vocab_size,
+                                           const TokenizerOverrides& overrides);
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
                                           int64_t model_vocab_size,
                                           const TokenizerOverrides& overrides) {
+  auto tokenizer = build_tokenizer(dir, model_vocab_size, overrides);
+  refuse_added_tokens(dir, *tokenizer);
+  return tokenizer;
+}
+
+namespace {
+
+std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
+                                           int64_t model_vocab_size,
+                                           const TokenizerOverrides& overrides) {
   json config = json::object();
   std::string config_name = "(none)";
   if (dir.tokenizer_config) {
@@ -135,5 +204,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
   tokenizer->set_model_max_length(max_length);
   return tokenizer;
 }
+
+}  // namespace
 
 }  // namespace bert::tok

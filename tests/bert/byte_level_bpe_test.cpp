@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
@@ -73,6 +74,64 @@ TEST(ByteLevelBpeTest, MergesByRankWithTrimmedOffsets) {
   EXPECT_EQ(word[0].token, g + "lo");
   EXPECT_EQ(word[0].begin, 0u);
   EXPECT_EQ(word[0].end, 2u);
+}
+
+// HF keeps an added token whole wherever it appears; bertft keeps only the special tokens whole,
+// so a directory with any other added token is refused with its file and tokens named, rather
+// than tokenized differently. Added entries that are the special tokens load as before.
+TEST(AddedTokensTest, OnlyTheSpecialTokensAreAccepted) {
+  testing::TempDir dir;
+  const auto t = tiny({{"l", "o"}, {byte_symbol(' '), "lo"}});
+  t->save(dir.path());
+  write_file_atomic(dir.path() / "config.json", R"({"model_type": "roberta"})");
+  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto refused = [&](const std::string& file, const std::string& token) {
+    try {
+      load_tokenizer(PretrainedDir::find(dir.path()), 0);
+      ADD_FAILURE() << token << " in " << file << " was accepted";
+    } catch (const TokenizerError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(
+          what.find((dir.path() / file).string() + ": added tokens are not supported: " + token),
+          std::string::npos)
+          << what;
+    }
+  };
+  EXPECT_NO_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0));
+  write_file_atomic(dir.path() / "added_tokens.json", R"({"<mask>": 4})");
+  EXPECT_NO_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0));
+  write_file_atomic(dir.path() / "added_tokens.json", R"({"<ent>": 9, "<mask>": 4})");
+  refused("added_tokens.json", "'<ent>' (id 9)");
+  write_file_atomic(dir.path() / "added_tokens.json", R"(["<ent>"])");
+  EXPECT_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0), TokenizerError);
+  std::filesystem::remove(dir.path() / "added_tokens.json");
+  nlohmann::json file = {{"added_tokens",
+                          {{{"id", 0}, {"content", "<s>"}, {"special", true}},
+                           {{"id", 4}, {"content", "<mask>"}, {"special", true}}}}};
+  write_file_atomic(dir.path() / "tokenizer.json", file.dump());
+  EXPECT_NO_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0));
+  file["added_tokens"].push_back({{"id", 9}, {"content", "covid"}, {"special", false}});
+  write_file_atomic(dir.path() / "tokenizer.json", file.dump());
+  refused("tokenizer.json", "'covid' (id 9)");
+
+  // A WordPiece directory the same way.
+  testing::TempDir bert;
+  write_file_atomic(bert.path() / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nlo\n");
+  write_file_atomic(bert.path() / "config.json", R"({"model_type": "bert"})");
+  write_file_atomic(bert.path() / "tokenizer_config.json", R"({"do_lower_case": true})");
+  write_file_atomic(bert.path() / "model.safetensors", "");
+  write_file_atomic(bert.path() / "added_tokens.json", R"({"[MASK]": 4})");
+  EXPECT_NO_THROW(load_tokenizer(PretrainedDir::find(bert.path()), 0));
+  write_file_atomic(bert.path() / "added_tokens.json", R"({"[ENT]": 6, "[E2]": 7})");
+  try {
+    load_tokenizer(PretrainedDir::find(bert.path()), 0);
+    ADD_FAILURE() << "added tokens were accepted";
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("added tokens are not supported: '[E2]' (id 7), '[ENT]' "
+                                         "(id 6). Hugging Face keeps each whole"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ByteLevelBpeTest, RobertaDirectoryThroughTheFactory) {
