@@ -450,7 +450,8 @@ size_t decode_instance(const char* data, size_t available, PretrainingInstance* 
     position = v;
   }
   out->masked_labels.resize(m);
-  std::memcpy(out->masked_labels.data(), p, m * 4);
+  if (m > 0)
+    std::memcpy(out->masked_labels.data(), p, m * 4);  // an empty vector's data() may be null
   out->segment_a_length = a;
   out->is_random_next = random_next == 1;
   out->packed = packed;
