@@ -358,16 +358,19 @@ json InstanceStats::to_json() const {
   const auto share = [](int64_t a, int64_t b) {
     return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
   };
-  return {{"instances", instances},
-          {"tokens", tokens},
-          {"mean_length", share(tokens, instances)},
-          {"is_next_share", share(instances - packed - random_next, instances - packed)},
-          {"packed_instances", packed},
-          {"masked", masked},
-          {"masked_share_of_tokens", share(masked, tokens)},
-          {"mask_share", share(replaced_by_mask, masked)},
-          {"random_share", share(replaced_by_random, masked)},
-          {"kept_share", share(kept, masked)}};
+  json out = {{"instances", instances},
+              {"tokens", tokens},
+              {"mean_length", share(tokens, instances)},
+              {"packed_instances", packed},
+              {"masked", masked},
+              {"masked_share_of_tokens", share(masked, tokens)},
+              {"mask_share", share(replaced_by_mask, masked)},
+              {"random_share", share(replaced_by_random, masked)},
+              {"kept_share", share(kept, masked)}};
+  // Over the sentence pairs only: packed instances have no NSP label.
+  if (instances > packed)
+    out["is_next_share"] = share(instances - packed - random_next, instances - packed);
+  return out;
 }
 
 InstanceWriter::InstanceWriter(fs::path path)

@@ -71,7 +71,7 @@ CommandRun setup_pretrain_data(CLI::App& app, const GlobalOptions&) {
   app.add_option("--random-next-prob", po.random_next_prob, "Share of NotNext pairs");
   app.add_option("--dupe-factor", po.dupe_factor, "Passes with fresh pairs and masks");
   app.add_flag("--whole-word-mask", po.whole_word_mask, "Mask whole words");
-  app.add_flag("!--static-masking,--dynamic-masking", po.static_masking,
+  app.add_flag("--static-masking,!--dynamic-masking", po.static_masking,
                "Store unmasked instances; the trainer masks on the fly");
   app.add_option("--seed", po.seed, "Random seed");
   app.add_option("--instances-per-shard", po.instances_per_shard, "Instances per shard file");
