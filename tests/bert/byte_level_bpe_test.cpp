@@ -76,15 +76,22 @@ TEST(ByteLevelBpeTest, MergesByRankWithTrimmedOffsets) {
   EXPECT_EQ(word[0].end, 2u);
 }
 
+/// A RoBERTa model directory around tiny()'s tokenizer (empty weights: only the tokenizer is
+/// loaded from it); returns that tokenizer.
+std::unique_ptr<ByteLevelBpeTokenizer> tiny_roberta_dir(const std::filesystem::path& dir) {
+  auto t = tiny({{"l", "o"}, {byte_symbol(' '), "lo"}});
+  t->save(dir);
+  write_file_atomic(dir / "config.json", R"({"model_type": "roberta"})");
+  write_file_atomic(dir / "model.safetensors", "");
+  return t;
+}
+
 // HF keeps an added token whole wherever it appears; bertft keeps only the special tokens whole,
 // so a directory with any other added token is refused with its file and tokens named, rather
 // than tokenized differently. Added entries that are the special tokens load as before.
 TEST(AddedTokensTest, OnlyTheSpecialTokensAreAccepted) {
   testing::TempDir dir;
-  const auto t = tiny({{"l", "o"}, {byte_symbol(' '), "lo"}});
-  t->save(dir.path());
-  write_file_atomic(dir.path() / "config.json", R"({"model_type": "roberta"})");
-  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto t = tiny_roberta_dir(dir.path());
   const auto refused = [&](const std::string& file, const std::string& token) {
     try {
       load_tokenizer(PretrainedDir::find(dir.path()), 0);
@@ -136,10 +143,7 @@ TEST(AddedTokensTest, OnlyTheSpecialTokensAreAccepted) {
 
 TEST(ByteLevelBpeTest, RobertaDirectoryThroughTheFactory) {
   testing::TempDir dir;
-  const auto t = tiny({{"l", "o"}, {byte_symbol(' '), "lo"}});
-  t->save(dir.path());
-  write_file_atomic(dir.path() / "config.json", R"({"model_type": "roberta"})");
-  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto t = tiny_roberta_dir(dir.path());
   const auto loaded = load_tokenizer(PretrainedDir::find(dir.path()), 0);
   EXPECT_TRUE(loaded->roberta_template());
   const auto a = t->encode("lo lo"), b = loaded->encode("lo lo");
