@@ -72,10 +72,9 @@ void refuse_added_tokens(const PretrainedDir& dir, const Tokenizer& tokenizer) {
   if (others.empty()) return;
   const size_t shown = std::min<size_t>(others.size(), 5);
   throw TokenizerError(fmt::format(
-      "{}: added tokens are not supported: {}{}. Hugging Face keeps each whole; bertft keeps only "
-      "the special tokens ({}, {}, {}, {}, {}) whole and would split these into pieces. Remove "
-      "them "
-      "from added_tokens.json and tokenizer.json to tokenize without them",
+      "{}: added tokens are not supported: {}{}. Hugging Face keeps each whole; bertft keeps "
+      "only the special tokens ({}, {}, {}, {}, {}) whole and would split these into pieces. "
+      "Remove them from added_tokens.json and tokenizer.json to tokenize without them",
       where.string(),
       fmt::join(std::vector<std::string>(others.begin(), others.begin() + static_cast<long>(shown)),
                 ", "),
