@@ -18,8 +18,29 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation_(c.
   dense_ = register_module("dense", Linear(c.hidden_size(), c.intermediate_size()));
 }
 
+namespace {
+
+/// apply_activation in place: the same values (the same kernels, bf16 under autocast included).
+torch::Tensor apply_activation_in_place(Activation activation, torch::Tensor x) {
+  switch (activation) {
+    case Activation::kGelu:
+      return at::gelu_(x);
+    case Activation::kGeluNew:
+      return at::gelu_(x, "tanh");
+    case Activation::kRelu:
+      return at::relu_(x);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown activation");
+}
+
+}  // namespace
+
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
-  return apply_activation(activation_, dense_(hidden));
+  torch::Tensor x = dense_(hidden);
+  // Without autograd (evaluation, prediction, embedding) the activation overwrites the
+  // projection's own fresh output: one [tokens, intermediate_size] buffer less at the peak.
+  if (!x.requires_grad()) return apply_activation_in_place(activation_, std::move(x));
+  return apply_activation(activation_, x);
 }
 
 BertOutputImpl::BertOutputImpl(const BertConfig& c) {
