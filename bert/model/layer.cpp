@@ -2,45 +2,38 @@
 
 namespace bert {
 
-torch::Tensor apply_activation(Activation activation, const torch::Tensor& x) {
-  switch (activation) {
-    case Activation::kGelu:
-      return torch::gelu(x);
-    case Activation::kGeluNew:
-      return torch::gelu(x, "tanh");
-    case Activation::kRelu:
-      return torch::relu(x);
-  }
-  TORCH_INTERNAL_ASSERT(false, "unknown activation");
-}
-
-BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation_(c.hidden_act()) {
-  dense_ = register_module("dense", Linear(c.hidden_size(), c.intermediate_size()));
-}
-
 namespace {
 
-/// apply_activation in place: the same values (the same kernels, bf16 under autocast included).
-torch::Tensor apply_activation_in_place(Activation activation, torch::Tensor x) {
+/// The activation, in place on `x` (the same kernels and values, bf16 under autocast included)
+/// or into a new tensor.
+torch::Tensor activate(Activation activation, torch::Tensor x, bool in_place) {
   switch (activation) {
     case Activation::kGelu:
-      return at::gelu_(x);
+      return in_place ? at::gelu_(x) : torch::gelu(x);
     case Activation::kGeluNew:
-      return at::gelu_(x, "tanh");
+      return in_place ? at::gelu_(x, "tanh") : torch::gelu(x, "tanh");
     case Activation::kRelu:
-      return at::relu_(x);
+      return in_place ? at::relu_(x) : torch::relu(x);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown activation");
 }
 
 }  // namespace
 
+torch::Tensor apply_activation(Activation activation, const torch::Tensor& x) {
+  return activate(activation, x, /*in_place=*/false);
+}
+
+BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation_(c.hidden_act()) {
+  dense_ = register_module("dense", Linear(c.hidden_size(), c.intermediate_size()));
+}
+
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
   torch::Tensor x = dense_(hidden);
   // Without autograd (evaluation, prediction, embedding) the activation overwrites the
   // projection's own fresh output: one [tokens, intermediate_size] buffer less at the peak.
-  if (!x.requires_grad()) return apply_activation_in_place(activation_, std::move(x));
-  return apply_activation(activation_, x);
+  const bool in_place = !x.requires_grad();
+  return activate(activation_, std::move(x), in_place);
 }
 
 BertOutputImpl::BertOutputImpl(const BertConfig& c) {
