@@ -1,28 +1,24 @@
 // A pre-training instance shard (tasks/pretraining/instances.h): the streaming reader, then the
-// in-memory decoder the trainer runs over memory-mapped shards, record after record.
+// trainer's own path over it (ShardFeatureSet: memory-mapped, indexed, every instance decoded).
 #include "bert/common/error.h"
 #include "fuzz/fuzz_input.h"
+#include "tasks/pretraining/adapter.h"
 #include "tasks/pretraining/instances.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bert::fuzz::InputFile file(data, size);
-  bert::tasks::PretrainingInstance instance;
   try {
     bert::tasks::InstanceReader reader(file.path());
+    bert::tasks::PretrainingInstance instance;
     while (reader.next(instance)) {
     }
   } catch (const bert::Error&) {  // a refusal with a message: the expected outcome
   }
-  const char* bytes = reinterpret_cast<const char*>(data);
   try {
-    if (bert::tasks::shard_instance_count(bytes, size, file.path()) < 0) return 0;
+    bert::tasks::ShardFeatureSet set;
+    set.open({file.path()});
+    for (size_t i = 0; i < set.size(); ++i) (void)set.instance(i);
   } catch (const bert::Error&) {
-    return 0;
-  }
-  for (size_t at = bert::tasks::kShardHeaderBytes; at < size;) {
-    const size_t used = bert::tasks::decode_instance(bytes + at, size - at, &instance);
-    if (used == 0) break;
-    at += used;
   }
   return 0;
 }
