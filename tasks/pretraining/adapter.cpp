@@ -225,12 +225,13 @@ torch::Tensor PretrainingAdapter::loss(const torch::Tensor& logits, const Batch&
   const auto all = logits.to(torch::kFloat);
   const auto mlm = F::cross_entropy(all.narrow(0, 0, masked), batch.labels.narrow(0, 0, masked));
   if (all.size(0) == masked) return mlm;  // a family without NSP
-  // Packed (full-sentence) instances have no NSP label; a batch of only those trains MLM alone.
+  // Packed (full-sentence) instances have no NSP label: the NSP mean runs over the labelled rows,
+  // and a batch of only packed rows adds 0 (the count stays on the device: no host round trip).
   const auto nsp_labels = batch.labels.narrow(0, masked, batch.size());
-  if (!nsp_labels.ne(kNoNspLabel).any().item<bool>()) return mlm;
-  const auto nsp = F::cross_entropy(all.narrow(0, masked, batch.size()).narrow(1, 0, 2), nsp_labels,
-                                    F::CrossEntropyFuncOptions().ignore_index(kNoNspLabel));
-  return mlm + nsp;
+  const auto nsp_sum = F::cross_entropy(
+      all.narrow(0, masked, batch.size()).narrow(1, 0, 2), nsp_labels,
+      F::CrossEntropyFuncOptions().ignore_index(kNoNspLabel).reduction(torch::kSum));
+  return mlm + nsp_sum / nsp_labels.ne(kNoNspLabel).sum().clamp_min(1);
 }
 
 void PretrainingAdapter::configure_export(BertConfig& config) const {
