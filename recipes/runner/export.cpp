@@ -78,7 +78,11 @@ YAML::Node task_from_config(const BertConfig& config, const std::string& source)
 
 }  // namespace
 
-void export_model(const fs::path& run_dir, const fs::path& out) {
+void export_model(const fs::path& run_dir,
+                  const fs::path& out_dir,
+                  const std::function<void()>& then) {
+  // "dir/" names dir: the temporary directory and lock file go beside it.
+  const auto out = out_dir.has_filename() ? out_dir : out_dir.parent_path();
   TrialDir trial(run_dir);
   // A recipe's output.dir after `bertft train` without --out: the run is its train/.
   if (!SweepDir::holds_sweep(run_dir) && !TrialResult::read(trial) &&
@@ -109,6 +113,10 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   adapter.configure_export(config);
   const auto weights = read_weights(trial.best_weights(), scalar_type(recipe.model.dtype));
 
+  // One exporter at a time per `out`: each replaces the directory whole, and the temporary
+  // one, left by an export that died, is removed by the next.
+  const auto turn =
+      FileLock::acquire(out.parent_path() / ("." + out.filename().string() + ".lock"));
   const auto tmp = out.parent_path() / (".tmp-" + out.filename().string());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
@@ -133,6 +141,7 @@ void export_model(const fs::path& run_dir, const fs::path& out) {
   fs::rename(tmp, out);
   log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.root().string(), result->main_metric,
             result->score(), out.string(), architecture);
+  if (then) then();
 }
 
 std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,

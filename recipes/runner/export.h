@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,7 +18,12 @@ namespace bert::recipes {
 /// model.dtype), the tokenizer files, and bertft_task.yaml (task type, options and labels, so
 /// that bertft rebuilds the same adapter). `run_dir` is a trial directory (with result.json) or
 /// a sweep directory (its leaderboard's best trial). Throws ConfigError when nothing finished.
-void export_model(const std::filesystem::path& run_dir, const std::filesystem::path& out);
+/// Processes exporting to one `out` take turns (a lock file beside it, .<name>.lock), as two
+/// sweeps that complete together do; `then` runs after the export within the same turn (e.g.
+/// predictions from the exported model, which the next exporter would replace under them).
+void export_model(const std::filesystem::path& run_dir,
+                  const std::filesystem::path& out,
+                  const std::function<void()>& then = {});
 
 /// A fine-tuned model directory loaded for inference.
 struct FinetunedModel {

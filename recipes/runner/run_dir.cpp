@@ -129,10 +129,10 @@ bool SweepDir::holds_sweep(const fs::path& dir) {
 
 namespace {
 
-/// Opens (creating) a trial's lock file; -1 with errno on failure.
-int open_lock(const TrialDir& dir) {
-  fs::create_directories(dir.root());
-  return ::open(dir.lock().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+/// Opens (creating) a lock file; -1 with errno on failure.
+int open_lock(const fs::path& file) {
+  if (file.has_parent_path()) fs::create_directories(file.parent_path());
+  return ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 }
 
 struct flock whole_file(short type) {
@@ -144,25 +144,36 @@ struct flock whole_file(short type) {
   return l;
 }
 
-}  // namespace
-
-std::optional<TrialLock> TrialLock::try_acquire(const TrialDir& dir) {
-  const int fd = open_lock(dir);
-  if (fd < 0)
-    throw Error(fmt::format("{}: cannot open: {}", dir.lock().string(), std::strerror(errno)));
+/// Takes the write lock on `file`: nullopt when `wait` is false and another process holds it.
+std::optional<int> lock_file(const fs::path& file, bool wait) {
+  const int fd = open_lock(file);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
   auto l = whole_file(F_WRLCK);
-  if (::fcntl(fd, F_SETLK, &l) != 0) {
+  while (::fcntl(fd, wait ? F_SETLKW : F_SETLK, &l) != 0) {
     const int error = errno;
+    if (wait && error == EINTR) continue;
     ::close(fd);
-    if (error == EACCES || error == EAGAIN) return std::nullopt;
-    throw Error(fmt::format("{}: cannot lock: {}", dir.lock().string(), std::strerror(error)));
+    if (!wait && (error == EACCES || error == EAGAIN)) return std::nullopt;
+    throw Error(fmt::format("{}: cannot lock: {}", file.string(), std::strerror(error)));
   }
-  return TrialLock(fd);
+  return fd;
 }
 
-std::optional<int> TrialLock::holder(const TrialDir& dir) {
-  if (!fs::exists(dir.lock())) return std::nullopt;
-  const int fd = ::open(dir.lock().c_str(), O_RDWR | O_CLOEXEC);
+}  // namespace
+
+std::optional<FileLock> FileLock::try_acquire(const fs::path& file) {
+  const auto fd = lock_file(file, /*wait=*/false);
+  if (!fd) return std::nullopt;
+  return FileLock(*fd);
+}
+
+FileLock FileLock::acquire(const fs::path& file) {
+  return FileLock(*lock_file(file, /*wait=*/true));
+}
+
+std::optional<int> FileLock::holder(const fs::path& file) {
+  if (!fs::exists(file)) return std::nullopt;
+  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   auto l = whole_file(F_WRLCK);
   const bool asked = ::fcntl(fd, F_GETLK, &l) == 0;
@@ -171,7 +182,7 @@ std::optional<int> TrialLock::holder(const TrialDir& dir) {
   return static_cast<int>(l.l_pid);
 }
 
-TrialLock::~TrialLock() {
+FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 

@@ -75,25 +75,28 @@ class SweepDir {
   std::filesystem::path root_;
 };
 
-/// The lock that makes one process at a time run a trial: an fcntl write lock on its .lock
-/// file (held until destruction or process death; POSIX locks work on NFS through its lock
-/// manager).
-class TrialLock {
+/// An fcntl write lock on a file (created when missing), held until destruction or process death;
+/// POSIX locks work on NFS through its lock manager. One process at a time runs a trial (its
+/// .lock file) or writes an exported model (export_model). The lock belongs to the process:
+/// take each file's lock once per process.
+class FileLock {
  public:
   /// The lock, or nullopt when another process holds it.
-  static std::optional<TrialLock> try_acquire(const TrialDir& dir);
+  static std::optional<FileLock> try_acquire(const std::filesystem::path& file);
+  /// The lock, once no other process holds it (waits).
+  static FileLock acquire(const std::filesystem::path& file);
   /// The pid holding the lock (as the file system reports it; 0 when unknown), or nullopt
   /// when nobody does.
-  static std::optional<int> holder(const TrialDir& dir);
-  TrialLock(TrialLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  TrialLock& operator=(TrialLock&& other) noexcept {
+  static std::optional<int> holder(const std::filesystem::path& file);
+  FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileLock& operator=(FileLock&& other) noexcept {
     std::swap(fd_, other.fd_);
     return *this;
   }
-  ~TrialLock();
+  ~FileLock();
 
  private:
-  explicit TrialLock(int fd) : fd_(fd) {}
+  explicit FileLock(int fd) : fd_(fd) {}
   int fd_;
 };
 

@@ -82,20 +82,24 @@ enum class TrialEnd { kDone, kStopped, kBusy, kFailed };
 /// write its result, writes a failed result with the end of its log.
 TrialEnd report_trial_end(const TrialDir& trial, const Trial& t, int status) {
   const auto exit = child_exit(status);
-  const auto result = TrialResult::read(trial);
-  if (result && result->done()) {  // by this child, or by another process meanwhile
+  const auto done = [&](const std::optional<TrialResult>& result) {
+    if (!result || !result->done()) return false;
     log::info("[sweep] {}: done, {} {:.4f} ({:.0f}s)", t.name, result->main_metric, result->score(),
               result->seconds);
-    return TrialEnd::kDone;
-  }
+    return true;
+  };
+  if (done(TrialResult::read(trial))) return TrialEnd::kDone;  // by this child, or another process
   if (exit.exited && stopped(exit.code)) {
     log::warn("[sweep] {}: stopped after a checkpoint; rerun the sweep to resume it", t.name);
     return TrialEnd::kStopped;
   }
-  if (TrialLock::holder(trial)) {  // the child lost the race for the trial's lock
+  if (FileLock::holder(trial.lock())) {  // the child lost the race for the trial's lock
     log::info("[sweep] {}: taken by another process; skipped", t.name);
     return TrialEnd::kBusy;
   }
+  // Read again: the process that won the lock may have finished between the two looks.
+  const auto result = TrialResult::read(trial);
+  if (done(result)) return TrialEnd::kDone;
   if (!result) {  // it died before it could say why
     TrialResult failed;
     failed.trial = t.name;
@@ -193,7 +197,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
                 result->score());
       continue;
     }
-    if (const auto pid = TrialLock::holder(trial)) {
+    if (const auto pid = FileLock::holder(trial.lock())) {
       log::info("[sweep] {}: running in another process{}, skipped", t.name,
                 *pid > 0 ? fmt::format(" (pid {})", *pid) : "");
       ++busy;
@@ -317,14 +321,18 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   const auto board = write_leaderboard(dir.root());
   log::info("[sweep] leaderboard: {}", dir.leaderboard("md").string());
   if (board.value("complete", false) && recipe.output.export_best && board.contains("best")) {
-    export_model(dir.trial(board["best"]["trial"].get<std::string>()).root(), dir.best_model());
-    if (recipe.sweep.predict_test && recipe.data.test) {
-      PredictOptions predict;
-      predict.batch_size = recipe.training.eval_batch_size;
-      predict.device = recipe.training.device;
-      predict_split(dir.best_model(), *recipe.data.test,
-                    dir.test_predictions(prediction_extension(recipe.task_type)).string(), predict);
-    }
+    // Another sweep on this directory may complete at the same time: the exports take turns,
+    // and each one's predictions read the model it exported.
+    export_model(
+        dir.trial(board["best"]["trial"].get<std::string>()).root(), dir.best_model(), [&] {
+          if (!recipe.sweep.predict_test || !recipe.data.test) return;
+          PredictOptions predict;
+          predict.batch_size = recipe.training.eval_batch_size;
+          predict.device = recipe.training.device;
+          predict_split(dir.best_model(), *recipe.data.test,
+                        dir.test_predictions(prediction_extension(recipe.task_type)).string(),
+                        predict);
+        });
   } else if (!board.value("complete", false)) {
     log::info("[sweep] {} of {} trials done; the best model is exported when all are",
               board.value("done", 0), board["trials"].size());

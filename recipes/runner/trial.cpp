@@ -208,11 +208,11 @@ ExitCode run_trial(const Recipe& recipe,
                    std::shared_ptr<tasks::DataParallel> group) {
   const auto start = std::chrono::steady_clock::now();
   const bool lead = !group || group->rank() == 0;
-  std::optional<TrialLock> lock;
+  std::optional<FileLock> lock;
   if (lead) {
-    lock = TrialLock::try_acquire(dir);
+    lock = FileLock::try_acquire(dir.lock());
     if (!lock) {
-      const auto pid = TrialLock::holder(dir);
+      const auto pid = FileLock::holder(dir.lock());
       throw TrialBusy(fmt::format("{}: another process{} is running this trial",
                                   dir.root().string(),
                                   pid && *pid > 0 ? fmt::format(" (pid {})", *pid) : ""));

@@ -309,7 +309,8 @@ TEST_F(DistributedEndToEnd, TwoSweepsOnOneDirectoryRunEachTrialOnce) {
     ::waitpid(pid, &status, 0);
     codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   }
-  for (const auto c : codes) EXPECT_EQ(c, 0);  // a trial the other sweep ran is no failure
+  for (size_t i = 0; i < codes.size(); ++i)  // a trial the other sweep ran is no failure
+    EXPECT_EQ(codes[i], 0) << read_file(dir_.path() / ("sweep" + std::to_string(i) + ".log"));
   const auto runs = dir_.path() / "runs";
   for (const auto& entry : fs::directory_iterator(runs / "trials")) {
     const auto log = read_file(entry.path() / "train.log");
@@ -325,6 +326,40 @@ TEST_F(DistributedEndToEnd, TwoSweepsOnOneDirectoryRunEachTrialOnce) {
   ASSERT_EQ(bertft("leaderboard " + runs.string()), 0) << last_log_;
   EXPECT_NE(last_log_.find("4 of 4 trials done"), std::string::npos) << last_log_;
   EXPECT_TRUE(fs::exists(runs / "best_model" / "config.json"));
+}
+
+// Exports into one directory at once (as two sweeps that complete together both export the
+// best model): each waits for the one before, all succeed, and what is left is one whole model
+// with no temporary directory beside it.
+TEST_F(DistributedEndToEnd, ConcurrentExportsToOneDirectoryAllSucceed) {
+  const auto run = dir_.path() / "run";
+  ASSERT_EQ(bertft("--threads 1 train " + recipe_.string() + " --out " + run.string() +
+                   " --set training.epochs=1"),
+            0)
+      << last_log_;
+  const auto out = dir_.path() / "exported";
+  std::string script;
+  for (int i = 0; i < 3; ++i) {
+    const auto tag = dir_.path() / ("export" + std::to_string(i));
+    script += "(" + bertft_binary().string() + " --threads 1 export " + run.string() + " --out " +
+              out.string() + " > " + tag.string() + ".log 2>&1; echo $? > " + tag.string() +
+              ".code) & ";
+  }
+  script += "wait";
+  for (int round = 0; round < 2; ++round) {  // into a new directory, then over it
+    ASSERT_EQ(std::system(script.c_str()), 0);
+    for (int i = 0; i < 3; ++i) {
+      const auto tag = dir_.path() / ("export" + std::to_string(i));
+      EXPECT_EQ(read_file(tag.string() + ".code"), "0\n")
+          << "round " << round << ": " << read_file(tag.string() + ".log");
+    }
+    for (const auto* file : {"config.json", "vocab.txt", "model.safetensors"})
+      EXPECT_TRUE(fs::exists(out / file)) << file;
+    EXPECT_EQ(BertConfig::from_file(out / "config.json").hidden_size(), 32);
+    for (const auto& entry : fs::directory_iterator(dir_.path()))
+      EXPECT_EQ(entry.path().filename().string().rfind(".tmp-", 0), std::string::npos)
+          << entry.path();
+  }
 }
 
 // A Slurm array task runs its shard of the sweep (--shard from SLURM_ARRAY_TASK_*), each trial on
