@@ -33,53 +33,132 @@ std::optional<std::string> special_name(const json& config, const char* key) {
   return std::nullopt;
 }
 
-/// HF matches its added tokens (added_tokens.json; tokenizer.json's "added_tokens") in the text
-/// before the subword model runs and keeps each whole. bertft's tokenizers do that for their
-/// special tokens only, so a directory with any other added token is refused: bertft would split
-/// it into pieces where HF keeps it whole, and every id after it would differ.
-void refuse_added_tokens(const PretrainedDir& dir, const Tokenizer& tokenizer) {
-  const auto& s = tokenizer.special_tokens();
-  const std::set<std::string> kept = {s.unk, s.cls, s.sep, s.pad, s.mask};
-  std::vector<std::string> others;
-  std::filesystem::path where;
-  const auto read = [](const std::filesystem::path& path) {
-    try {
-      return parse_json_limited(read_file(path));
-    } catch (const json::parse_error& e) {
-      throw TokenizerError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+json read_json(const std::filesystem::path& path) {
+  try {
+    return parse_json_limited(read_file(path));
+  } catch (const json::parse_error& e) {
+    throw TokenizerError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+  }
+}
+
+/// An added token as a file declares it.
+struct DeclaredToken {
+  AddedToken token;
+  int64_t id = -1;  ///< the id the file gives it (-1: none)
+  std::filesystem::path file;
+};
+
+/// The added tokens of `dir` beyond the special tokens `s`, as HF's fast tokenizer loads them:
+/// tokenizer.json's "added_tokens" with their options, then the entries of added_tokens.json
+/// that it lacks, by id (special when special_tokens_map.json lists them as
+/// additional_special_tokens; normalized when not special).
+std::vector<DeclaredToken> read_added_tokens(const PretrainedDir& dir, const SpecialTokens& s) {
+  const std::set<std::string> specials = {s.unk, s.cls, s.sep, s.pad, s.mask};
+  std::vector<DeclaredToken> out;
+  std::set<std::string> seen;
+  if (const auto path = dir.dir / "tokenizer.json"; std::filesystem::exists(path)) {
+    const json file = read_json(path);
+    const auto list = file.is_object() ? file.find("added_tokens") : file.end();
+    if (file.is_object() && list != file.end() && !list->is_null()) {
+      if (!list->is_array())
+        throw TokenizerError(fmt::format("{}: \"added_tokens\": expected a list", path.string()));
+      for (size_t i = 0; i < list->size(); ++i) {
+        const json& entry = (*list)[i];
+        const auto where = fmt::format("{}: \"added_tokens\"[{}]", path.string(), i);
+        if (!entry.is_object() || !entry.contains("content") || !entry["content"].is_string())
+          throw TokenizerError(where + ": expected an object with a string \"content\"");
+        DeclaredToken d;
+        d.file = path;
+        d.token.content = entry["content"].get<std::string>();
+        const auto flag = [&](const char* key, bool fallback) {
+          const auto it = entry.find(key);
+          if (it == entry.end() || it->is_null()) return fallback;
+          if (!it->is_boolean())
+            throw TokenizerError(fmt::format("{}: \"{}\": expected true or false", where, key));
+          return it->get<bool>();
+        };
+        d.token.special = flag("special", false);
+        d.token.normalized = flag("normalized", !d.token.special);
+        d.token.single_word = flag("single_word", false);
+        d.token.lstrip = flag("lstrip", false);
+        d.token.rstrip = flag("rstrip", false);
+        if (const auto id = entry.find("id"); id != entry.end() && id->is_number_integer())
+          d.id = id->get<int64_t>();
+        if (specials.count(d.token.content) || !seen.insert(d.token.content).second) continue;
+        out.push_back(std::move(d));
+      }
     }
-  };
-  const auto note = [&](const std::string& content, const json& id,
-                        const std::filesystem::path& path) {
-    if (kept.count(content)) return;
-    if (others.empty()) where = path;
-    others.push_back(fmt::format("'{}' (id {})", content, id.dump()));
-  };
+  }
   if (const auto path = dir.dir / "added_tokens.json"; std::filesystem::exists(path)) {
-    const json added = read(path);
+    const json added = read_json(path);
     if (!added.is_object())
       throw TokenizerError(fmt::format("{}: expected an object of token: id", path.string()));
-    for (const auto& [content, id] : added.items()) note(content, id, path);
+    std::set<std::string> additional;
+    if (const auto map = dir.dir / "special_tokens_map.json"; std::filesystem::exists(map)) {
+      const json m = read_json(map);
+      if (m.is_object() && m.contains("additional_special_tokens") &&
+          m["additional_special_tokens"].is_array())
+        for (const auto& t : m["additional_special_tokens"]) {
+          if (t.is_string()) additional.insert(t.get<std::string>());
+          if (t.is_object() && t.contains("content") && t["content"].is_string())
+            additional.insert(t["content"].get<std::string>());
+        }
+    }
+    std::vector<std::pair<int64_t, std::string>> by_id;
+    for (const auto& [content, id] : added.items()) {
+      if (!id.is_number_integer())
+        throw TokenizerError(fmt::format("{}: \"{}\": expected an integer id, got {}",
+                                         path.string(), content, id.dump()));
+      by_id.emplace_back(id.get<int64_t>(), content);
+    }
+    std::sort(by_id.begin(), by_id.end());
+    for (const auto& [id, content] : by_id) {
+      if (specials.count(content) || !seen.insert(content).second) continue;
+      DeclaredToken d;
+      d.file = path;
+      d.id = id;
+      d.token.content = content;
+      d.token.special = additional.count(content) > 0;
+      d.token.normalized = !d.token.special;
+      out.push_back(std::move(d));
+    }
   }
-  if (const auto path = dir.dir / "tokenizer.json";
-      others.empty() && std::filesystem::exists(path)) {
-    const json file = read(path);
-    if (file.is_object() && file.contains("added_tokens") && file["added_tokens"].is_array())
-      for (const auto& token : file["added_tokens"])
-        if (token.is_object() && token.contains("content") && token["content"].is_string())
-          note(token["content"].get<std::string>(), token.value("id", json()), path);
-  }
-  if (others.empty()) return;
-  const size_t shown = std::min<size_t>(others.size(), 5);
+  return out;
+}
+
+/// Byte-level BPE and SentencePiece tokenizers keep only their special tokens whole, so a
+/// directory with any other added token is refused: bertft would split it where HF keeps it
+/// whole, and every id after it would differ.
+void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenizer& tokenizer) {
+  if (added.empty()) return;
+  const auto& s = tokenizer.special_tokens();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < added.size() && i < 5; ++i)
+    names.push_back(fmt::format("'{}' (id {})", added[i].token.content, added[i].id));
   throw TokenizerError(fmt::format(
-      "{}: added tokens are not supported: {}{}. Hugging Face keeps each whole; bertft keeps "
-      "only the special tokens ({}, {}, {}, {}, {}) whole and would split these into pieces. "
-      "Remove them from added_tokens.json and tokenizer.json to tokenize without them",
-      where.string(),
-      fmt::join(std::vector<std::string>(others.begin(), others.begin() + static_cast<long>(shown)),
-                ", "),
-      others.size() > shown ? fmt::format(" and {} more", others.size() - shown) : "", s.unk, s.cls,
-      s.sep, s.pad, s.mask));
+      "{}: added tokens are not supported for this vocabulary kind (only for WordPiece): {}{}. "
+      "Hugging Face keeps each whole; bertft keeps only the special tokens ({}, {}, {}, {}, {}) "
+      "whole and would split these into pieces. Remove them from added_tokens.json and "
+      "tokenizer.json to tokenize without them",
+      added.front().file.string(), fmt::join(names, ", "),
+      added.size() > names.size() ? fmt::format(" and {} more", added.size() - names.size()) : "",
+      s.unk, s.cls, s.sep, s.pad, s.mask));
+}
+
+/// The ids a WordPiece tokenizer gave its added tokens are the ids their files declare; else
+/// the files disagree with HF's numbering (and the model's embeddings): TokenizerError naming
+/// the token.
+void check_added_ids(const std::vector<DeclaredToken>& declared,
+                     const WordPieceTokenizer& tokenizer) {
+  const auto& assigned = tokenizer.added_tokens();
+  for (size_t i = 0; i < declared.size() && i < assigned.size(); ++i) {
+    const auto& d = declared[i];
+    if (d.id >= 0 && d.id != assigned[i].id)
+      throw TokenizerError(fmt::format(
+          "{}: added token '{}' has id {}, but Hugging Face numbers it {} (its vocabulary id, "
+          "else the next id after vocab.txt's {} lines and the added tokens before it)",
+          d.file.string(), d.token.content, d.id, assigned[i].id, tokenizer.base_vocab_size()));
+  }
 }
 
 std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
@@ -91,9 +170,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
 std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
                                           int64_t model_vocab_size,
                                           const TokenizerOverrides& overrides) {
-  auto tokenizer = build_tokenizer(dir, model_vocab_size, overrides);
-  refuse_added_tokens(dir, *tokenizer);
-  return tokenizer;
+  return build_tokenizer(dir, model_vocab_size, overrides);
 }
 
 namespace {
@@ -148,6 +225,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
           "space, as HF's RoBERTa tokenizer by default)",
           config_name));
     auto tokenizer = ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, options);
+    refuse_added_tokens(read_added_tokens(dir, tokenizer->special_tokens()), *tokenizer);
     tokenizer->set_model_max_length(max_length);
     return tokenizer;
   }
@@ -157,6 +235,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
                          config.value("tokenizer_class", std::string()).rfind("XLMRoberta", 0) == 0;
     auto tokenizer = std::make_unique<SentencePieceTokenizer>(
         *dir.sentencepiece, fairseq ? SentencePieceIds::kFairseq : SentencePieceIds::kModel);
+    refuse_added_tokens(read_added_tokens(dir, tokenizer->special_tokens()), *tokenizer);
     tokenizer->set_model_max_length(max_length);
     return tokenizer;
   }
@@ -199,7 +278,10 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   options.normalizer.handle_chinese_chars = read_bool("tokenize_chinese_chars").value_or(true);
   read_specials();
   options.special = special;
+  const auto added = read_added_tokens(dir, special);
+  for (const auto& d : added) options.added_tokens.push_back(d.token);
   auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);
+  check_added_ids(added, *tokenizer);
   tokenizer->set_model_max_length(max_length);
   return tokenizer;
 }

@@ -276,19 +276,29 @@ std::vector<Encoding> Tokenizer::encode_batch(
 }
 
 nlohmann::json hf_added_tokens(const std::vector<std::pair<std::string, int64_t>>& specials,
-                               int64_t lstrip_id) {
-  std::vector<std::pair<int64_t, std::string>> by_id;
-  for (const auto& [name, id] : specials) by_id.emplace_back(id, name);
-  std::sort(by_id.begin(), by_id.end());
+                               int64_t lstrip_id,
+                               const std::vector<AddedToken>& others) {
+  std::vector<AddedToken> all = others;
+  for (const auto& [name, id] : specials) {
+    AddedToken t;
+    t.content = name;
+    t.id = id;
+    t.lstrip = id == lstrip_id;
+    t.normalized = false;
+    t.special = true;
+    all.push_back(std::move(t));
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
   nlohmann::json added = nlohmann::json::array();
-  for (const auto& [id, name] : by_id)
-    added.push_back({{"id", id},
-                     {"content", name},
-                     {"single_word", false},
-                     {"lstrip", id == lstrip_id},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", true}});
+  for (const auto& t : all)
+    added.push_back({{"id", t.id},
+                     {"content", t.content},
+                     {"single_word", t.single_word},
+                     {"lstrip", t.lstrip},
+                     {"rstrip", t.rstrip},
+                     {"normalized", t.normalized},
+                     {"special", t.special}});
   return added;
 }
 

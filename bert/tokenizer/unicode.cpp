@@ -156,6 +156,32 @@ bool is_upper(char32_t c) {
   return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LT;
 }
 
+bool is_word_char(char32_t c) {
+  if (c < 0x80)
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  if (c == 0x200C || c == 0x200D) return true;  // Join_Control
+  // So characters with Other_Alphabetic: circled Latin letters, squared and negative ones.
+  if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+      (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189))
+    return true;
+  switch (category(c)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void append_lowercase(char32_t c, std::vector<char32_t>& out) {
   if (c < 0x80) {
     out.push_back((c >= 'A' && c <= 'Z') ? c + 32 : c);

@@ -30,6 +30,10 @@ bool is_chinese_char(char32_t c);
 bool is_mark_nonspacing(char32_t c);
 /// Uppercase letter (Lu, Lt).
 bool is_upper(char32_t c);
+/// A word character as Rust's regex `\w` (which HF's added tokens use for single_word): a letter,
+/// mark, decimal digit, letter number, connector punctuation (`_`), ZWNJ/ZWJ, or one of the
+/// symbols with the Alphabetic property (circled and squared Latin letters).
+bool is_word_char(char32_t c);
 
 /// Full lower-case mapping of one code point (İ U+0130 -> "i̇", two code points).
 void append_lowercase(char32_t c, std::vector<char32_t>& out);

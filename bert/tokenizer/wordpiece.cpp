@@ -100,23 +100,26 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab,
       log::warn("[tokenizer] {} (as the checkpoint's tokenizer_config.json says)", problem);
     }
   }
+  base_vocab_size_ = vocab.size();
+  assign_added_ids(vocab, source);
   set_vocab(std::move(vocab), options_.special);
   if (special_.unk_id < 0)
     throw TokenizerError(fmt::format("{}: the vocabulary has no '{}' token", source, special_.unk));
 
   const size_t usable = options_.model_vocab_size > 0
-                            ? std::min<size_t>(id_to_token_.size(), options_.model_vocab_size)
-                            : id_to_token_.size();
-  if (usable < id_to_token_.size()) {
+                            ? std::min<size_t>(base_vocab_size_, options_.model_vocab_size)
+                            : base_vocab_size_;
+  if (usable < base_vocab_size_) {
     std::string dropped;
-    for (size_t i = usable; i < id_to_token_.size() && i < usable + 5; ++i)
+    for (size_t i = usable; i < base_vocab_size_ && i < usable + 5; ++i)
       dropped += fmt::format("{}'{}'", dropped.empty() ? "" : ", ", id_to_token_[i]);
     log::warn(
         "[tokenizer] {}: the vocabulary has {} tokens but the model embeds only {}; "
         "ids {}..{} ({}{}) are never produced",
-        source, id_to_token_.size(), usable, usable, id_to_token_.size() - 1, dropped,
-        id_to_token_.size() - usable > 5 ? ", ..." : "");
+        source, base_vocab_size_, usable, usable, base_vocab_size_ - 1, dropped,
+        base_vocab_size_ - usable > 5 ? ", ..." : "");
   }
+  build_added_matchers();
   const std::string& prefix = options_.continuing_subword_prefix;
   for (size_t i = 0; i < usable; ++i) {
     const std::string& token = id_to_token_[i];
@@ -128,6 +131,60 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab,
     word_start_.emplace(std::string_view(token), static_cast<int64_t>(i));
     max_piece_bytes_ = std::max(max_piece_bytes_, token.size());
   }
+}
+
+void WordPieceTokenizer::assign_added_ids(std::vector<std::string>& vocab,
+                                          const std::string& source) {
+  std::unordered_map<std::string, int64_t> ids;
+  for (size_t i = 0; i < vocab.size(); ++i) ids.emplace(vocab[i], static_cast<int64_t>(i));
+  for (auto& t : options_.added_tokens) {
+    if (t.content.empty()) throw TokenizerError(fmt::format("{}: an added token is empty", source));
+    const auto [it, inserted] = ids.emplace(t.content, static_cast<int64_t>(vocab.size()));
+    if (inserted) vocab.push_back(t.content);
+    t.id = it->second;
+    if (options_.model_vocab_size > 0 && t.id >= options_.model_vocab_size)
+      throw TokenizerError(fmt::format(
+          "{}: added token '{}' has id {} but the model embeds only {} tokens (resize its "
+          "embeddings to the tokenizer's {} tokens, as HF's resize_token_embeddings does)",
+          source, t.content, t.id, options_.model_vocab_size, ids.size()));
+  }
+}
+
+void WordPieceTokenizer::build_added_matchers() {
+  if (options_.added_tokens.empty()) return;
+  const auto code_points = [](const std::string& text) {
+    std::vector<char32_t> cps;
+    std::vector<uint32_t> at;
+    unicode::decode_utf8(text, cps, at);
+    return std::u32string(cps.begin(), cps.end());
+  };
+  // HF matches the special tokens in the raw text together with the added tokens that are not
+  // normalized; the normalized ones in each normalized stretch between those.
+  std::vector<AddedToken> raw, normalized;
+  std::vector<std::u32string> raw_patterns, normalized_patterns;
+  for (const auto& [name, id] : special_strings_) {
+    AddedToken t;
+    t.content = name;
+    t.id = id;
+    t.normalized = false;
+    t.special = true;
+    raw.push_back(t);
+    raw_patterns.push_back(code_points(name));
+  }
+  NormalizedText form;
+  for (const auto& t : options_.added_tokens) {
+    if (!t.normalized) {
+      raw.push_back(t);
+      raw_patterns.push_back(code_points(t.content));
+      continue;
+    }
+    form.clear();
+    normalizer_.normalize(t.content, 0, form);
+    normalized.push_back(t);
+    normalized_patterns.emplace_back(form.chars.begin(), form.chars.end());
+  }
+  raw_added_ = AddedTokenMatcher(raw_patterns, raw);
+  normalized_added_ = AddedTokenMatcher(normalized_patterns, normalized);
 }
 
 void WordPieceTokenizer::word_pieces(const NormalizedText& text,
@@ -183,10 +240,18 @@ void WordPieceTokenizer::word_pieces(const NormalizedText& text,
   }
 }
 
+void WordPieceTokenizer::normalized_pieces(const NormalizedText& text,
+                                           int32_t& word,
+                                           std::vector<Piece>& out) const {
+  thread_local std::vector<WordSpan> words;
+  bert_pre_tokenize(text, words);
+  for (const auto& w : words) word_pieces(text, w.begin, w.end, word++, out);
+}
+
 std::vector<Piece> WordPieceTokenizer::tokenize(std::string_view text) const {
+  if (!options_.added_tokens.empty()) return tokenize_with_added(text);
   std::vector<Piece> out;
   thread_local NormalizedText normalized;
-  thread_local std::vector<WordSpan> words;
   int32_t word = 0;
   split_on_special_tokens(
       text,
@@ -194,8 +259,7 @@ std::vector<Piece> WordPieceTokenizer::tokenize(std::string_view text) const {
         normalized.clear();
         normalizer_.normalize(text.substr(begin, end - begin), static_cast<uint32_t>(begin),
                               normalized);
-        bert_pre_tokenize(normalized, words);
-        for (const auto& w : words) word_pieces(normalized, w.begin, w.end, word++, out);
+        normalized_pieces(normalized, word, out);
       },
       [&](size_t begin, size_t end, int64_t id) {
         out.push_back({id, id_to_token_[static_cast<size_t>(id)], static_cast<uint32_t>(begin),
@@ -204,11 +268,60 @@ std::vector<Piece> WordPieceTokenizer::tokenize(std::string_view text) const {
   return out;
 }
 
+std::vector<Piece> WordPieceTokenizer::tokenize_with_added(std::string_view text) const {
+  std::vector<Piece> out;
+  thread_local std::vector<char32_t> cps;
+  thread_local std::vector<uint32_t> at;
+  thread_local std::vector<AddedTokenMatcher::Match> raw, normalized_matches;
+  thread_local NormalizedText normalized, stretch;
+  unicode::decode_utf8(text, cps, at);
+  raw_added_.find(cps.data(), cps.size(), raw);
+  int32_t word = 0;
+  // As HF: an added token's piece is the text it matched (whitespace taken by lstrip/rstrip
+  // included), normalized for a normalized token, with that text's offsets.
+  const auto ordinary = [&](size_t from, size_t to) {  // code points of `text`
+    if (from >= to) return;
+    normalized.clear();
+    normalizer_.normalize(text.substr(at[from], at[to] - at[from]), at[from], normalized);
+    normalized_added_.find(normalized.chars.data(), normalized.chars.size(), normalized_matches);
+    if (normalized_matches.empty()) {
+      normalized_pieces(normalized, word, out);
+      return;
+    }
+    const auto plain = [&](size_t b, size_t e) {
+      if (b >= e) return;
+      stretch.clear();
+      for (size_t k = b; k < e; ++k)
+        stretch.push(normalized.chars[k], normalized.begin[k], normalized.end[k]);
+      normalized_pieces(stretch, word, out);
+    };
+    size_t done = 0;
+    for (const auto& m : normalized_matches) {
+      plain(done, m.begin);
+      std::string piece;
+      for (size_t k = m.begin; k < m.end; ++k) unicode::append_utf8(normalized.chars[k], piece);
+      out.push_back(
+          {m.id, std::move(piece), normalized.begin[m.begin], normalized.end[m.end - 1], word++});
+      done = m.end;
+    }
+    plain(done, normalized.chars.size());
+  };
+  size_t done = 0;
+  for (const auto& m : raw) {
+    ordinary(done, m.begin);
+    out.push_back({m.id, std::string(text.substr(at[m.begin], at[m.end] - at[m.begin])),
+                   at[m.begin], at[m.end], word++});
+    done = m.end;
+  }
+  ordinary(done, cps.size());
+  return out;
+}
+
 nlohmann::json WordPieceTokenizer::hf_tokenizer_json() const {
   using json = nlohmann::json;
-  const json added = hf_added_tokens(special_strings_);
+  const json added = hf_added_tokens(special_strings_, -1, options_.added_tokens);
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-  for (size_t i = 0; i < id_to_token_.size(); ++i) vocab[id_to_token_[i]] = i;
+  for (size_t i = 0; i < base_vocab_size_; ++i) vocab[id_to_token_[i]] = i;
   const auto& n = options_.normalizer;
   nlohmann::ordered_json out = {
       {"version", "1.0"},
@@ -240,8 +353,13 @@ nlohmann::json WordPieceTokenizer::hf_tokenizer_json() const {
 
 void WordPieceTokenizer::save(const std::filesystem::path& dir) const {
   std::string vocab;
-  for (const auto& token : id_to_token_) vocab += token + "\n";
+  for (size_t i = 0; i < base_vocab_size_; ++i) vocab += id_to_token_[i] + "\n";
   write_file_atomic(dir / "vocab.txt", vocab);
+  // HF's added_tokens.json: the added tokens past the vocabulary, content -> id.
+  nlohmann::ordered_json added = nlohmann::ordered_json::object();
+  for (const auto& t : options_.added_tokens)
+    if (t.id >= static_cast<int64_t>(base_vocab_size_)) added[t.content] = t.id;
+  if (!added.empty()) write_file_atomic(dir / "added_tokens.json", added.dump(2) + "\n");
   const auto& n = options_.normalizer;
   nlohmann::ordered_json config = {
       {"tokenizer_class", "BertTokenizer"},
@@ -258,11 +376,13 @@ void WordPieceTokenizer::save(const std::filesystem::path& dir) const {
       {"clean_up_tokenization_spaces", true},
   };
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
-  const nlohmann::ordered_json special_map = {{"unk_token", special_.unk},
-                                              {"sep_token", special_.sep},
-                                              {"pad_token", special_.pad},
-                                              {"cls_token", special_.cls},
-                                              {"mask_token", special_.mask}};
+  nlohmann::ordered_json special_map = {{"unk_token", special_.unk},
+                                        {"sep_token", special_.sep},
+                                        {"pad_token", special_.pad},
+                                        {"cls_token", special_.cls},
+                                        {"mask_token", special_.mask}};
+  for (const auto& t : options_.added_tokens)
+    if (t.special) special_map["additional_special_tokens"].push_back(t.content);
   write_file_atomic(dir / "special_tokens_map.json", special_map.dump(2) + "\n");
   write_file_atomic(dir / "tokenizer.json", hf_tokenizer_json().dump() + "\n");
 }

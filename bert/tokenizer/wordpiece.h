@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bert/tokenizer/added_tokens.h"
 #include "bert/tokenizer/normalizer.h"
 #include "bert/tokenizer/tokenizer.h"
 
@@ -30,6 +31,10 @@ struct WordPieceOptions {
   /// What to do with a cased vocabulary and lower-casing on, or an uncased one with it off.
   CasingCheck check_casing = CasingCheck::kError;
   SpecialTokens special;
+  /// Tokens added after training, beyond the special ones (tokenizer.json's "added_tokens"), in
+  /// HF's order. Each takes its vocabulary id when its content is a vocabulary line, else the
+  /// next id after the vocabulary (as HF numbers them; `id` here is ignored).
+  std::vector<AddedToken> added_tokens;
 };
 
 /// The lines of a vocab.txt (line number = id), without line ends ("\n" or "\r\n"). Throws
@@ -55,7 +60,8 @@ class WordPieceTokenizer final : public Tokenizer {
   /// `options.normalizer.lowercase` (with CasingCheck::kError).
   static std::unique_ptr<WordPieceTokenizer> from_file(const std::filesystem::path& vocab,
                                                        WordPieceOptions options = {});
-  /// From an in-memory vocabulary (id = index).
+  /// From an in-memory vocabulary (id = index). Throws TokenizerError when an added token would
+  /// get an id at or past `options.model_vocab_size`.
   WordPieceTokenizer(std::vector<std::string> vocab,
                      WordPieceOptions options,
                      std::string source = "<vocab>");
@@ -68,6 +74,10 @@ class WordPieceTokenizer final : public Tokenizer {
   /// The HF `tokenizer.json` that describes this tokenizer (fast-tokenizer format).
   nlohmann::json hf_tokenizer_json() const;
   const WordPieceOptions& options() const { return options_; }
+  /// The added tokens with their ids (empty when there are none).
+  const std::vector<AddedToken>& added_tokens() const { return options_.added_tokens; }
+  /// Lines of vocab.txt (the ids before the added tokens).
+  int64_t base_vocab_size() const { return static_cast<int64_t>(base_vocab_size_); }
 
  private:
   void word_pieces(const NormalizedText& text,
@@ -75,8 +85,21 @@ class WordPieceTokenizer final : public Tokenizer {
                    uint32_t end,
                    int32_t word,
                    std::vector<Piece>& out) const;
+  /// Numbers the added tokens as HF does (their vocabulary id, else the next one after the
+  /// vocabulary) and appends the new ones to `vocab`.
+  void assign_added_ids(std::vector<std::string>& vocab, const std::string& source);
+  void build_added_matchers();
+  /// Sub-word pieces of normalized text (pre-tokenized, then WordPiece), words numbered from
+  /// `word`.
+  void normalized_pieces(const NormalizedText& text, int32_t& word, std::vector<Piece>& out) const;
+  /// tokenize() with added tokens: those matched in the raw text (and the special tokens), then
+  /// in each normalized stretch between them, then WordPiece on the rest.
+  std::vector<Piece> tokenize_with_added(std::string_view text) const;
 
   WordPieceOptions options_;
+  size_t base_vocab_size_ = 0;
+  AddedTokenMatcher raw_added_;         // the special tokens and the non-normalized added ones
+  AddedTokenMatcher normalized_added_;  // the normalized ones, as normalized
   BertNormalizer normalizer_;
   std::unordered_map<std::string_view, int64_t> word_start_;    // pieces that begin a word
   std::unordered_map<std::string_view, int64_t> continuation_;  // "##x" stored as "x"

@@ -243,6 +243,89 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
   expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/true);
 }
 
+/// Added tokens of every kind HF has: normalized (matched after lower-casing and accent
+/// stripping), raw with lstrip/rstrip, single_word, one that is a vocabulary line, a special
+/// one, ones with spaces, CJK, punctuation or accents inside.
+std::vector<AddedToken> every_kind_of_added_token() {
+  const auto token = [](std::string content, bool normalized, bool single_word = false,
+                        bool lstrip = false, bool rstrip = false, bool special = false) {
+    AddedToken t;
+    t.content = std::move(content);
+    t.normalized = normalized;
+    t.single_word = single_word;
+    t.lstrip = lstrip;
+    t.rstrip = rstrip;
+    t.special = special;
+    return t;
+  };
+  return {token("COVID-19", true),
+          token("<ent>", false, false, true, true),
+          token("ony", true, true),
+          token("hello", true),
+          token("[E1]", false, false, false, false, true),
+          token("New York", true, false, true),
+          token("Café", true),
+          token("\u4e2d\u6587", true),
+          token("x", false, true),
+          token("\u00e9", false),
+          token("tion", true, false, false, true),
+          token("<ent>s", false, true),
+          token("  ", true)};
+}
+
+/// Texts where the added tokens meet each other, words, whitespace and punctuation.
+std::vector<Input> added_token_inputs() {
+  std::vector<Input> in = {
+      {"COVID-19 covid-19 Covid-19s xCOVID-19 COVID-19x"},
+      {"my <ent> name <ent>x   <ent>\t<ent>\u2000<ent>s"},
+      {"Anthony ony, ony-ony _ony ony_ \u00e9ony ony\u0301 1ony"},
+      {"hello othello HELLO Hello, hello!"},
+      {"[E1][E1] a[E1]b [e1]"},
+      {"in New York, new  york, NEW YORK and New\tYork  New York"},
+      {"Café cafe CAFÉ café cafe\u0301 Cafe\u0301s"},
+      {"\u4e2d\u6587 \u4e2d \u6587 x\u4e2d\u6587y"},
+      {"x y xx x-x x_x \u00e9x x\u00e9"},
+      {"\u00e9t\u00e9 e\u0301te\u0301 \u00c9t\u00c9"},
+      {"nation tion  tion\u3000tion, station"},
+      {"a  b   c\t\tc"},
+      {"<ent>s <ent>s, x<ent>s"},
+      {"COVID-19 [SEP] New York", std::string("<ent> hello [E1]")},
+  };
+  // Random mixtures of the tokens' pieces, letters, marks, whitespace and punctuation.
+  static const char* const pool[] = {
+      "COVID", "-19",  "covid", "<ent>", "s",      "ony",     "Ony",    "hello",  "[E1]", "New",
+      " ",     "York", "\t",    "Caf",   "é",      "e\u0301", "\u4e2d", "\u6587", "x",    "tion",
+      "  ",    "a",    "_",     ",",     "\u3000", "\u2000",  "[SEP]",  "1"};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    for (int k = 0; k < 12; ++k) text += pool[rng() % std::size(pool)];
+    in.push_back({text});
+  }
+  for (const auto& i : adversarial_inputs()) in.push_back(i);
+  return in;
+}
+
+TEST_P(TokenizerReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
+  const bool lowercase = GetParam();
+  const auto vocab = testing::shared_dir() / "data" / "bert-vocab" /
+                     (lowercase ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
+  BERTFT_REQUIRE_PATH(vocab);
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+
+  WordPieceOptions options;
+  options.normalizer.lowercase = lowercase;
+  options.normalizer.strip_accents = lowercase;
+  options.added_tokens = every_kind_of_added_token();
+  const auto tokenizer = WordPieceTokenizer::from_file(vocab, options);
+  // HF numbers them from its own tokenizer.json, as bertft writes it.
+  EXPECT_EQ(tokenizer->added_tokens()[0].id, tokenizer->base_vocab_size());
+  EXPECT_EQ(tokenizer->added_tokens()[3].id, tokenizer->token_to_id("hello"));
+  EXPECT_LT(tokenizer->added_tokens()[3].id, tokenizer->base_vocab_size());
+  expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), added_token_inputs(),
+                         /*types=*/true);
+}
+
 /// A byte-level BPE learnt here from `texts` (GPT-2's recipe, `merges` merges of the most
 /// frequent adjacent pair): RoBERTa's specials first, the 256 byte symbols, merged tokens,
 /// <mask> last.

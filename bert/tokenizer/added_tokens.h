@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace bert::tok {
+
+/// A token added to a vocabulary after its training (HF `tokenizer.add_tokens`, an entry of
+/// tokenizer.json's "added_tokens"): matched in the text before the subword model runs and kept
+/// whole, with HF's options.
+struct AddedToken {
+  std::string content;
+  int64_t id = -1;
+  bool single_word = false;  ///< only where no word character is on either side
+  bool lstrip = false;       ///< also takes the whitespace before it
+  bool rstrip = false;       ///< also takes the whitespace after it
+  bool normalized = true;    ///< matched in the normalized text (else in the raw text)
+  bool special = false;      ///< a special token (HF skips it when decoding)
+};
+
+/// Finds added tokens in a sequence of code points as HF's AddedVocabulary does: matches are
+/// leftmost-longest and do not overlap (on equal patterns the first token wins); a single_word
+/// match with a word character next to it is dropped (its characters stay ordinary text, and no
+/// match starts inside it); lstrip/rstrip widen a match over adjacent whitespace (lstrip never
+/// back into the previous match; the next match may start inside what rstrip took, overlapping
+/// it, as in HF).
+class AddedTokenMatcher {
+ public:
+  struct Match {
+    size_t begin, end;  ///< code points, whitespace taken by lstrip/rstrip included
+    int64_t id;
+  };
+  AddedTokenMatcher() = default;
+  /// `patterns[i]` is what `tokens[i]` matches (its content, or its normalized form). Empty
+  /// patterns are left out.
+  AddedTokenMatcher(const std::vector<std::u32string>& patterns,
+                    const std::vector<AddedToken>& tokens);
+
+  bool empty() const { return entries_.empty(); }
+  /// The matches in `text[0, n)`, in order.
+  void find(const char32_t* text, size_t n, std::vector<Match>& out) const;
+
+ private:
+  struct Entry {
+    std::u32string pattern;
+    int64_t id;
+    bool single_word, lstrip, rstrip;
+  };
+  std::vector<Entry> entries_;
+  /// Entries by first code point, longest pattern first (then in the tokens' order).
+  std::unordered_map<char32_t, std::vector<size_t>> by_first_;
+};
+
+}  // namespace bert::tok
