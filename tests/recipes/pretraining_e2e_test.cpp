@@ -254,6 +254,14 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   const auto e = tokenizer->encode("the kinase");
   EXPECT_EQ(e.ids, (std::vector<int64_t>{2, 5, 10, 3}));
 
+  // Added tokens after vocab.txt would be renumbered by appending to it: refused.
+  testing::write_bytes(path("grown") / "added_tokens.json", R"({"[ENT]": 13})");
+  EXPECT_EQ(bertft("extend-vocab --model " + p("grown") + " --tokens " + p("domain.txt") +
+                   " --out " + p("grown2")),
+            2);
+  EXPECT_NE(last_log_.find("the tokenizer has 1 added tokens"), std::string::npos) << last_log_;
+  EXPECT_FALSE(fs::exists(path("grown2")));
+
   // A byte-level BPE model (RoBERTa) is refused, naming its tokenizer; nothing is written.
   const auto roberta = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" /
                        "roberta" / "models" / "base";

@@ -35,6 +35,13 @@ int run_extend_vocab(const std::string& model,
         model, dir.bpe_vocab ? "byte-level BPE (vocab.json)" : "SentencePiece"));
   auto config = BertConfig::from_file(dir.config);
   auto vocab = tok::read_vocab_file(*dir.vocab);
+  if (const auto current = tok::load_tokenizer(dir, 0)->vocab_size();
+      current > static_cast<int64_t>(vocab.size()))
+    throw ConfigError(fmt::format(
+        "{}: the tokenizer has {} added tokens (added_tokens.json, tokenizer.json) numbered after "
+        "vocab.txt's {} lines; appending to vocab.txt would renumber them. Extend a model "
+        "without added tokens (HF's add_tokens can add them again afterwards)",
+        model, current - static_cast<int64_t>(vocab.size()), vocab.size()));
   if (static_cast<int64_t>(vocab.size()) != config.vocab_size())
     throw ConfigError(fmt::format("{}: {} entries but config.json says vocab_size {}",
                                   dir.vocab->string(), vocab.size(), config.vocab_size()));
