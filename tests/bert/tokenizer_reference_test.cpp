@@ -225,19 +225,28 @@ std::vector<Input> all_inputs() {
   return inputs;
 }
 
-class TokenizerReferenceTest : public ::testing::TestWithParam<bool> {};
+/// Parameter: lower-casing (bert-base-uncased's vocabulary) or not (bert-base-cased's).
+class TokenizerReferenceTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    vocab_ = testing::shared_dir() / "data" / "bert-vocab" /
+             (GetParam() ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
+    BERTFT_REQUIRE_PATH(vocab_);
+    BERTFT_REQUIRE_HF_TOKENIZERS();
+  }
+  /// The real vocabulary's tokenizer with `added` tokens.
+  std::unique_ptr<WordPieceTokenizer> tokenizer(std::vector<AddedToken> added = {}) const {
+    WordPieceOptions options;
+    options.normalizer.lowercase = GetParam();
+    options.normalizer.strip_accents = GetParam();
+    options.added_tokens = std::move(added);
+    return WordPieceTokenizer::from_file(vocab_, options);
+  }
+  fs::path vocab_;
+};
 
 TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
-  const bool lowercase = GetParam();
-  const auto vocab = testing::shared_dir() / "data" / "bert-vocab" /
-                     (lowercase ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
-  BERTFT_REQUIRE_PATH(vocab);
-  BERTFT_REQUIRE_HF_TOKENIZERS();
-
-  WordPieceOptions options;
-  options.normalizer.lowercase = lowercase;
-  options.normalizer.strip_accents = lowercase;
-  const auto tokenizer = WordPieceTokenizer::from_file(vocab, options);
+  const auto tokenizer = this->tokenizer();
   const auto inputs = all_inputs();
   ASSERT_GT(inputs.size(), 2000u);
   expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/true);
@@ -307,17 +316,7 @@ std::vector<Input> added_token_inputs() {
 }
 
 TEST_P(TokenizerReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
-  const bool lowercase = GetParam();
-  const auto vocab = testing::shared_dir() / "data" / "bert-vocab" /
-                     (lowercase ? "bert-base-uncased-vocab.txt" : "bert-base-cased-vocab.txt");
-  BERTFT_REQUIRE_PATH(vocab);
-  BERTFT_REQUIRE_HF_TOKENIZERS();
-
-  WordPieceOptions options;
-  options.normalizer.lowercase = lowercase;
-  options.normalizer.strip_accents = lowercase;
-  options.added_tokens = every_kind_of_added_token();
-  const auto tokenizer = WordPieceTokenizer::from_file(vocab, options);
+  const auto tokenizer = this->tokenizer(every_kind_of_added_token());
   // HF numbers them from its own tokenizer.json, as bertft writes it.
   EXPECT_EQ(tokenizer->added_tokens()[0].id, tokenizer->base_vocab_size());
   EXPECT_EQ(tokenizer->added_tokens()[3].id, tokenizer->token_to_id("hello"));
