@@ -1,7 +1,10 @@
 #include "bert/tokenizer/added_tokens.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "bert/common/error.h"
 #include "bert/tokenizer/unicode.h"
 
 namespace bert::tok {
@@ -56,6 +59,56 @@ void AddedTokenMatcher::find(const char32_t* text, size_t n, std::vector<Match>&
     out.push_back({begin, end, found->id});
     taken = end;
   }
+}
+
+void number_added_tokens(std::vector<AddedToken>& added,
+                         std::vector<std::string>& vocab,
+                         int64_t model_vocab_size,
+                         const std::string& source) {
+  std::unordered_map<std::string, int64_t> ids;
+  for (size_t i = 0; i < vocab.size(); ++i) ids.emplace(vocab[i], static_cast<int64_t>(i));
+  for (auto& t : added) {
+    if (t.content.empty()) throw TokenizerError(fmt::format("{}: an added token is empty", source));
+    const auto [it, inserted] = ids.emplace(t.content, static_cast<int64_t>(vocab.size()));
+    if (inserted) vocab.push_back(t.content);
+    t.id = it->second;
+    if (model_vocab_size > 0 && t.id >= model_vocab_size)
+      throw TokenizerError(fmt::format(
+          "{}: added token '{}' has id {} but the model embeds only {} tokens (resize its "
+          "embeddings to the tokenizer's {} tokens, as HF's resize_token_embeddings does)",
+          source, t.content, t.id, model_vocab_size, ids.size()));
+  }
+}
+
+AddedTokenMatchers added_token_matchers(
+    const std::vector<std::pair<std::string, int64_t>>& specials,
+    int64_t lstrip_id,
+    const std::vector<AddedToken>& added,
+    const std::function<std::u32string(const std::string&)>& normalize) {
+  const auto code_points = [](const std::string& text) {
+    std::vector<char32_t> cps;
+    std::vector<uint32_t> at;
+    unicode::decode_utf8(text, cps, at);
+    return std::u32string(cps.begin(), cps.end());
+  };
+  std::vector<AddedToken> raw, normalized;
+  std::vector<std::u32string> raw_patterns, normalized_patterns;
+  for (const auto& [name, id] : specials) {
+    AddedToken t;
+    t.content = name;
+    t.id = id;
+    t.lstrip = id == lstrip_id;
+    t.normalized = false;
+    t.special = true;
+    raw.push_back(std::move(t));
+    raw_patterns.push_back(code_points(name));
+  }
+  for (const auto& t : added) {
+    (t.normalized ? normalized : raw).push_back(t);
+    (t.normalized ? normalized_patterns : raw_patterns)
+        .push_back(t.normalized ? normalize(t.content) : code_points(t.content));
+  }
+  return {AddedTokenMatcher(raw_patterns, raw), AddedTokenMatcher(normalized_patterns, normalized)};
 }
 
 }  // namespace bert::tok

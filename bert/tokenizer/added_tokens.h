@@ -2,8 +2,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace bert::tok {
@@ -53,5 +55,27 @@ class AddedTokenMatcher {
   /// Entries by first code point, longest pattern first (then in the tokens' order).
   std::unordered_map<char32_t, std::vector<size_t>> by_first_;
 };
+
+/// Numbers `added` as HF does: a token whose content is a line of `vocab` takes that id, any
+/// other the next id after the vocabulary and the added tokens before it (appended to `vocab`).
+/// Throws TokenizerError naming `source` for an empty token or an id at or past
+/// `model_vocab_size` (when > 0: the model's embeddings were not resized for it).
+void number_added_tokens(std::vector<AddedToken>& added,
+                         std::vector<std::string>& vocab,
+                         int64_t model_vocab_size,
+                         const std::string& source);
+
+/// The two matchers HF runs: `raw` over the text (the special tokens, the one whose id is
+/// `lstrip_id` taking the whitespace before it, and the added tokens that are not normalized),
+/// then `normalized` over each stretch between those, normalized (the other added tokens, as
+/// `normalize` turns their content).
+struct AddedTokenMatchers {
+  AddedTokenMatcher raw, normalized;
+};
+AddedTokenMatchers added_token_matchers(
+    const std::vector<std::pair<std::string, int64_t>>& specials,
+    int64_t lstrip_id,
+    const std::vector<AddedToken>& added,
+    const std::function<std::u32string(const std::string&)>& normalize);
 
 }  // namespace bert::tok

@@ -172,7 +172,20 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(
     throw TokenizerError(fmt::format(
         "{}: the vocabulary has {} tokens but the model embeds only {} (config.json vocab_size)",
         source, vocab.size(), options_.model_vocab_size));
+  base_vocab_size_ = vocab.size();
+  number_added_tokens(options_.added_tokens, vocab, options_.model_vocab_size, source);
   set_vocab(std::move(vocab), options_.special);
+  if (!options_.added_tokens.empty()) {
+    auto matchers = added_token_matchers(special_strings_, special_.mask_id, options_.added_tokens,
+                                         [](const std::string& content) {
+                                           std::vector<char32_t> cps;
+                                           std::vector<uint32_t> at;
+                                           unicode::decode_utf8(content, cps, at);
+                                           return std::u32string(cps.begin(), cps.end());
+                                         });
+    raw_added_ = std::move(matchers.raw);
+    normalized_added_ = std::move(matchers.normalized);
+  }
   roberta_template_ = true;
   for (int b = 0; b < 256; ++b)
     if (token_to_id(byte_symbol(static_cast<unsigned char>(b))) < 0 && special_.unk_id < 0)
@@ -227,49 +240,96 @@ void ByteLevelBpeTokenizer::merge_word(
 }
 
 std::vector<Piece> ByteLevelBpeTokenizer::tokenize(std::string_view text) const {
+  if (!options_.added_tokens.empty()) return tokenize_with_added(text);
   // <mask> takes the whitespace before it into its token text (HF's lstrip); its offsets stay
   // those of "<mask>" (RoBERTa's post-processor trims the whitespace off).
   const auto segments = special_segments(text, /*mask_lstrip=*/true);
   std::vector<Piece> out;
   int32_t word = -1;
-  std::vector<std::string> symbols;
-  std::vector<std::tuple<int64_t, size_t, size_t>> merged;
   for (const auto& s : segments) {
     if (s.id >= 0) {
       out.push_back({s.id, std::string(text.substr(s.text_begin, s.end - s.text_begin)),
                      static_cast<uint32_t>(s.begin), static_cast<uint32_t>(s.end), ++word});
       continue;
     }
-    const std::string_view stretch = text.substr(s.begin, s.end - s.begin);
-    for (const auto& [wb, we] : byte_level_words(stretch)) {
-      ++word;
-      symbols.clear();
-      for (uint32_t b = wb; b < we; ++b)
-        symbols.push_back(byte_symbol(static_cast<unsigned char>(stretch[b])));
-      merged.clear();
-      merge_word(symbols, merged);
-      for (const auto& [id, first, count] : merged) {
-        size_t begin = s.begin + wb + first, end = begin + count;
-        // A piece holding part of a character's bytes spans the whole character.
-        const auto continuation = [&](size_t b) {
-          return b < text.size() && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80;
-        };
-        while (begin > 0 && continuation(begin)) --begin;
-        while (continuation(end)) ++end;
-        // Trimmed offsets: leading and trailing spaces ("Ġ") are not part of the span.
-        size_t lead = 0, trail = 0;
-        while (lead < count && stretch[wb + first + lead] == ' ') ++lead;
-        while (trail < count && stretch[wb + first + count - 1 - trail] == ' ') ++trail;
-        begin = std::min(begin + lead, end);
-        end = std::max(end - std::min(trail, end), begin);
-        std::string token;
-        for (size_t k = first; k < first + count; ++k) token += symbols[k];
-        out.push_back(
-            {id, std::move(token), static_cast<uint32_t>(begin), static_cast<uint32_t>(end), word});
-      }
-    }
+    stretch_pieces(text, s.begin, s.end, word, out);
   }
   return out;
+}
+
+std::vector<Piece> ByteLevelBpeTokenizer::tokenize_with_added(std::string_view text) const {
+  std::vector<Piece> out;
+  thread_local std::vector<char32_t> cps;
+  thread_local std::vector<uint32_t> at;
+  thread_local std::vector<AddedTokenMatcher::Match> raw, normalized;
+  unicode::decode_utf8(text, cps, at);
+  raw_added_.find(cps.data(), cps.size(), raw);
+  int32_t word = -1;
+  // As HF: an added token's piece is the text it matched (whitespace taken by lstrip/rstrip
+  // included); RoBERTa's post-processor trims that whitespace off its offsets.
+  const auto added = [&](size_t begin, size_t end, int64_t id) {
+    size_t b = begin, e = end;
+    while (b < e && unicode::is_whitespace(cps[b])) ++b;
+    while (e > b && unicode::is_whitespace(cps[e - 1])) --e;
+    out.push_back(
+        {id, std::string(text.substr(at[begin], at[end] - at[begin])), at[b], at[e], ++word});
+  };
+  const auto ordinary = [&](size_t from, size_t to) {  // code points of `text`
+    if (from >= to) return;
+    normalized_added_.find(cps.data() + from, to - from, normalized);
+    size_t done = from;
+    for (const auto& m : normalized) {
+      if (done < from + m.begin) stretch_pieces(text, at[done], at[from + m.begin], word, out);
+      added(from + m.begin, from + m.end, m.id);
+      done = std::max(done, from + m.end);
+    }
+    if (done < to) stretch_pieces(text, at[done], at[to], word, out);
+  };
+  size_t done = 0;
+  for (const auto& m : raw) {
+    ordinary(done, m.begin);
+    added(m.begin, m.end, m.id);
+    done = std::max(done, m.end);
+  }
+  ordinary(done, cps.size());
+  return out;
+}
+
+void ByteLevelBpeTokenizer::stretch_pieces(std::string_view text,
+                                           size_t stretch_begin,
+                                           size_t stretch_end,
+                                           int32_t& word,
+                                           std::vector<Piece>& out) const {
+  thread_local std::vector<std::string> symbols;
+  thread_local std::vector<std::tuple<int64_t, size_t, size_t>> merged;
+  const std::string_view stretch = text.substr(stretch_begin, stretch_end - stretch_begin);
+  // A piece holding part of a character's bytes spans the whole character.
+  const auto continuation = [&](size_t b) {
+    return b < text.size() && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80;
+  };
+  for (const auto& [wb, we] : byte_level_words(stretch)) {
+    ++word;
+    symbols.clear();
+    for (uint32_t b = wb; b < we; ++b)
+      symbols.push_back(byte_symbol(static_cast<unsigned char>(stretch[b])));
+    merged.clear();
+    merge_word(symbols, merged);
+    for (const auto& [id, first, count] : merged) {
+      size_t begin = stretch_begin + wb + first, end = begin + count;
+      while (begin > 0 && continuation(begin)) --begin;
+      while (continuation(end)) ++end;
+      // Trimmed offsets: leading and trailing spaces ("Ġ") are not part of the span.
+      size_t lead = 0, trail = 0;
+      while (lead < count && stretch[wb + first + lead] == ' ') ++lead;
+      while (trail < count && stretch[wb + first + count - 1 - trail] == ' ') ++trail;
+      begin = std::min(begin + lead, end);
+      end = std::max(end - std::min(trail, end), begin);
+      std::string token;
+      for (size_t k = first; k < first + count; ++k) token += symbols[k];
+      out.push_back(
+          {id, std::move(token), static_cast<uint32_t>(begin), static_cast<uint32_t>(end), word});
+    }
+  }
 }
 
 std::vector<Piece> ByteLevelBpeTokenizer::tokenize_word(std::string_view word) const {
@@ -282,9 +342,9 @@ std::vector<Piece> ByteLevelBpeTokenizer::tokenize_word(std::string_view word) c
 }
 
 json ByteLevelBpeTokenizer::hf_tokenizer_json() const {
-  const json added = hf_added_tokens(special_strings_, special_.mask_id);
+  const json added = hf_added_tokens(special_strings_, special_.mask_id, options_.added_tokens);
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-  for (size_t i = 0; i < id_to_token_.size(); ++i) vocab[id_to_token_[i]] = i;
+  for (size_t i = 0; i < base_vocab_size_; ++i) vocab[id_to_token_[i]] = i;
   json merges = json::array();
   for (const auto& [a, b] : merges_) merges.push_back(a + " " + b);
   const json byte_level = {{"type", "ByteLevel"},
@@ -318,8 +378,15 @@ json ByteLevelBpeTokenizer::hf_tokenizer_json() const {
 
 void ByteLevelBpeTokenizer::save(const std::filesystem::path& dir) const {
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-  for (size_t i = 0; i < id_to_token_.size(); ++i) vocab[id_to_token_[i]] = i;
+  for (size_t i = 0; i < base_vocab_size_; ++i) vocab[id_to_token_[i]] = i;
   write_file_atomic(dir / "vocab.json", vocab.dump() + "\n");
+  // HF's added_tokens.json (the added tokens past the vocabulary), and tokenizer.json, which
+  // keeps their options.
+  nlohmann::ordered_json added = nlohmann::ordered_json::object();
+  for (const auto& t : options_.added_tokens)
+    if (t.id >= static_cast<int64_t>(base_vocab_size_)) added[t.content] = t.id;
+  if (!added.empty()) write_file_atomic(dir / "added_tokens.json", added.dump(2) + "\n");
+  write_file_atomic(dir / "tokenizer.json", hf_tokenizer_json().dump() + "\n");
   std::string merges = "#version: 0.2\n";
   for (const auto& [a, b] : merges_) merges += a + " " + b + "\n";
   write_file_atomic(dir / "merges.txt", merges);
@@ -337,10 +404,12 @@ void ByteLevelBpeTokenizer::save(const std::filesystem::path& dir) const {
       {"errors", "replace"},
       {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512}};
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
-  const nlohmann::ordered_json special = {{"bos_token", special_.cls},  {"eos_token", special_.sep},
-                                          {"unk_token", special_.unk},  {"sep_token", special_.sep},
-                                          {"pad_token", special_.pad},  {"cls_token", special_.cls},
-                                          {"mask_token", special_.mask}};
+  nlohmann::ordered_json special = {{"bos_token", special_.cls},  {"eos_token", special_.sep},
+                                    {"unk_token", special_.unk},  {"sep_token", special_.sep},
+                                    {"pad_token", special_.pad},  {"cls_token", special_.cls},
+                                    {"mask_token", special_.mask}};
+  for (const auto& t : options_.added_tokens)
+    if (t.special) special["additional_special_tokens"].push_back(t.content);
   write_file_atomic(dir / "special_tokens_map.json", special.dump(2) + "\n");
 }
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bert/tokenizer/added_tokens.h"
 #include "bert/tokenizer/tokenizer.h"
 
 namespace bert::tok {
@@ -31,6 +32,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
     /// The model's embedding size; ids at or past it are an error at load. 0 = no limit.
     int64_t model_vocab_size = 0;
     SpecialTokens special = {"<unk>", "<s>", "</s>", "<pad>", "<mask>"};
+    /// Tokens added after training beyond the special ones, in HF's order; numbered as HF does
+    /// (number_added_tokens: `id` here is ignored).
+    std::vector<AddedToken> added_tokens;
   };
   /// Reads vocab.json ({token: id}) and merges.txt ("#version" line, then "a b" per line).
   /// Throws TokenizerError naming the file and line of anything malformed (ids not 0..n-1 without
@@ -51,13 +55,28 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   void save(const std::filesystem::path& dir) const override;
   /// The HF `tokenizer.json` that describes this tokenizer (fast-tokenizer format).
   nlohmann::json hf_tokenizer_json() const;
+  /// The added tokens with their ids (empty when there are none).
+  const std::vector<AddedToken>& added_tokens() const { return options_.added_tokens; }
+  /// Entries of vocab.json (the ids before the added tokens).
+  int64_t base_vocab_size() const { return static_cast<int64_t>(base_vocab_size_); }
 
  private:
+  /// BPE pieces of the words of text[begin, end), words numbered on from `word`.
+  void stretch_pieces(std::string_view text,
+                      size_t begin,
+                      size_t end,
+                      int32_t& word,
+                      std::vector<Piece>& out) const;
+  /// tokenize() with added tokens: those matched in the raw text (with the special tokens),
+  /// then the normalized ones (RoBERTa has no normalizer) in each stretch between, then BPE.
+  std::vector<Piece> tokenize_with_added(std::string_view text) const;
   /// BPE over the byte symbols of one word; appends (id, first symbol, symbol count) triples.
   void merge_word(const std::vector<std::string>& symbols,
                   std::vector<std::tuple<int64_t, size_t, size_t>>& out) const;
 
   Options options_;
+  size_t base_vocab_size_ = 0;
+  AddedTokenMatcher raw_added_, normalized_added_;
   std::vector<std::pair<std::string, std::string>> merges_;
   std::unordered_map<std::string, int> merge_rank_;  // "a b" -> rank
 };

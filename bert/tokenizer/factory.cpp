@@ -126,8 +126,8 @@ std::vector<DeclaredToken> read_added_tokens(const PretrainedDir& dir, const Spe
   return out;
 }
 
-/// Byte-level BPE and SentencePiece tokenizers keep only their special tokens whole, so a
-/// directory with any other added token is refused: bertft would split it where HF keeps it
+/// The SentencePiece tokenizer keeps only its special tokens whole, so a directory with any
+/// other added token is refused: bertft would split it where HF keeps it
 /// whole, and every id after it would differ.
 void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenizer& tokenizer) {
   if (added.empty()) return;
@@ -136,7 +136,8 @@ void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenize
   for (size_t i = 0; i < added.size() && i < 5; ++i)
     names.push_back(fmt::format("'{}' (id {})", added[i].token.content, added[i].id));
   throw TokenizerError(fmt::format(
-      "{}: added tokens are not supported for this vocabulary kind (only for WordPiece): {}{}. "
+      "{}: added tokens are not supported for SentencePiece vocabularies (only for WordPiece and "
+      "byte-level BPE): {}{}. "
       "Hugging Face keeps each whole; bertft keeps only the special tokens ({}, {}, {}, {}, {}) "
       "whole and would split these into pieces. Remove them from added_tokens.json and "
       "tokenizer.json to tokenize without them",
@@ -145,19 +146,20 @@ void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenize
       s.unk, s.cls, s.sep, s.pad, s.mask));
 }
 
-/// The ids a WordPiece tokenizer gave its added tokens are the ids their files declare; else
-/// the files disagree with HF's numbering (and the model's embeddings): TokenizerError naming
-/// the token.
+/// The ids a tokenizer gave its added tokens (`assigned`, after `base` vocabulary entries of
+/// `vocab_file`) are the ids their files declare; else the files disagree with HF's numbering
+/// (and the model's embeddings): TokenizerError naming the token.
 void check_added_ids(const std::vector<DeclaredToken>& declared,
-                     const WordPieceTokenizer& tokenizer) {
-  const auto& assigned = tokenizer.added_tokens();
+                     const std::vector<AddedToken>& assigned,
+                     int64_t base,
+                     const char* vocab_file) {
   for (size_t i = 0; i < declared.size() && i < assigned.size(); ++i) {
     const auto& d = declared[i];
     if (d.id >= 0 && d.id != assigned[i].id)
       throw TokenizerError(fmt::format(
           "{}: added token '{}' has id {}, but Hugging Face numbers it {} (its vocabulary id, "
-          "else the next id after vocab.txt's {} lines and the added tokens before it)",
-          d.file.string(), d.token.content, d.id, assigned[i].id, tokenizer.base_vocab_size()));
+          "else the next id after {}'s {} entries and the added tokens before it)",
+          d.file.string(), d.token.content, d.id, assigned[i].id, vocab_file, base));
   }
 }
 
@@ -224,8 +226,10 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
           "{}: add_prefix_space: true is not supported (bertft's byte-level BPE adds no prefix "
           "space, as HF's RoBERTa tokenizer by default)",
           config_name));
+    const auto added = read_added_tokens(dir, special);
+    for (const auto& d : added) options.added_tokens.push_back(d.token);
     auto tokenizer = ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, options);
-    refuse_added_tokens(read_added_tokens(dir, tokenizer->special_tokens()), *tokenizer);
+    check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(), "vocab.json");
     tokenizer->set_model_max_length(max_length);
     return tokenizer;
   }
@@ -281,7 +285,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   const auto added = read_added_tokens(dir, special);
   for (const auto& d : added) options.added_tokens.push_back(d.token);
   auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);
-  check_added_ids(added, *tokenizer);
+  check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(), "vocab.txt");
   tokenizer->set_model_max_length(max_length);
   return tokenizer;
 }

@@ -101,7 +101,7 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab,
     }
   }
   base_vocab_size_ = vocab.size();
-  assign_added_ids(vocab, source);
+  number_added_tokens(options_.added_tokens, vocab, options_.model_vocab_size, source);
   set_vocab(std::move(vocab), options_.special);
   if (special_.unk_id < 0)
     throw TokenizerError(fmt::format("{}: the vocabulary has no '{}' token", source, special_.unk));
@@ -133,58 +133,16 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab,
   }
 }
 
-void WordPieceTokenizer::assign_added_ids(std::vector<std::string>& vocab,
-                                          const std::string& source) {
-  std::unordered_map<std::string, int64_t> ids;
-  for (size_t i = 0; i < vocab.size(); ++i) ids.emplace(vocab[i], static_cast<int64_t>(i));
-  for (auto& t : options_.added_tokens) {
-    if (t.content.empty()) throw TokenizerError(fmt::format("{}: an added token is empty", source));
-    const auto [it, inserted] = ids.emplace(t.content, static_cast<int64_t>(vocab.size()));
-    if (inserted) vocab.push_back(t.content);
-    t.id = it->second;
-    if (options_.model_vocab_size > 0 && t.id >= options_.model_vocab_size)
-      throw TokenizerError(fmt::format(
-          "{}: added token '{}' has id {} but the model embeds only {} tokens (resize its "
-          "embeddings to the tokenizer's {} tokens, as HF's resize_token_embeddings does)",
-          source, t.content, t.id, options_.model_vocab_size, ids.size()));
-  }
-}
-
 void WordPieceTokenizer::build_added_matchers() {
   if (options_.added_tokens.empty()) return;
-  const auto code_points = [](const std::string& text) {
-    std::vector<char32_t> cps;
-    std::vector<uint32_t> at;
-    unicode::decode_utf8(text, cps, at);
-    return std::u32string(cps.begin(), cps.end());
-  };
-  // HF matches the special tokens in the raw text together with the added tokens that are not
-  // normalized; the normalized ones in each normalized stretch between those.
-  std::vector<AddedToken> raw, normalized;
-  std::vector<std::u32string> raw_patterns, normalized_patterns;
-  for (const auto& [name, id] : special_strings_) {
-    AddedToken t;
-    t.content = name;
-    t.id = id;
-    t.normalized = false;
-    t.special = true;
-    raw.push_back(t);
-    raw_patterns.push_back(code_points(name));
-  }
-  NormalizedText form;
-  for (const auto& t : options_.added_tokens) {
-    if (!t.normalized) {
-      raw.push_back(t);
-      raw_patterns.push_back(code_points(t.content));
-      continue;
-    }
-    form.clear();
-    normalizer_.normalize(t.content, 0, form);
-    normalized.push_back(t);
-    normalized_patterns.emplace_back(form.chars.begin(), form.chars.end());
-  }
-  raw_added_ = AddedTokenMatcher(raw_patterns, raw);
-  normalized_added_ = AddedTokenMatcher(normalized_patterns, normalized);
+  auto matchers = added_token_matchers(
+      special_strings_, -1, options_.added_tokens, [&](const std::string& content) {
+        NormalizedText form;
+        normalizer_.normalize(content, 0, form);
+        return std::u32string(form.chars.begin(), form.chars.end());
+      });
+  raw_added_ = std::move(matchers.raw);
+  normalized_added_ = std::move(matchers.normalized);
 }
 
 void WordPieceTokenizer::word_pieces(const NormalizedText& text,

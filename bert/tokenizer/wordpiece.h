@@ -85,9 +85,6 @@ class WordPieceTokenizer final : public Tokenizer {
                    uint32_t end,
                    int32_t word,
                    std::vector<Piece>& out) const;
-  /// Numbers the added tokens as HF does (their vocabulary id, else the next one after the
-  /// vocabulary) and appends the new ones to `vocab`.
-  void assign_added_ids(std::vector<std::string>& vocab, const std::string& source);
   void build_added_matchers();
   /// Sub-word pieces of normalized text (pre-tokenized, then WordPiece), words numbered from
   /// `word`.

@@ -86,44 +86,76 @@ std::unique_ptr<ByteLevelBpeTokenizer> tiny_roberta_dir(const std::filesystem::p
   return t;
 }
 
-// HF keeps an added token whole wherever it appears; bertft's byte-level BPE keeps only the
-// special tokens whole, so a directory with any other added token is refused with its file and
-// tokens named, rather than tokenized differently (WordPiece supports them: added_tokens_test).
-// Added entries that are the special tokens load as before.
-TEST(AddedTokensTest, ByteLevelBpeAcceptsOnlyTheSpecialTokens) {
+// Added tokens in a RoBERTa directory (vocab.json has 263 entries): numbered after it, kept whole
+// with their options, saved back; a SentencePiece directory with added tokens is refused, naming
+// them (the matching rules are compared with HF in tokenizer_reference_test).
+TEST(AddedTokensTest, ByteLevelBpeKeepsThemWholeAndSentencePieceRefusesThem) {
   testing::TempDir dir;
   const auto t = tiny_roberta_dir(dir.path());
-  const auto refused = [&](const std::string& file, const std::string& token) {
-    try {
-      load_tokenizer(PretrainedDir::find(dir.path()), 0);
-      ADD_FAILURE() << token << " in " << file << " was accepted";
-    } catch (const TokenizerError& e) {
-      const std::string what = e.what();
-      EXPECT_NE(
-          what.find(
-              (dir.path() / file).string() +
-              ": added tokens are not supported for this vocabulary kind (only for WordPiece): " +
-              token),
-          std::string::npos)
-          << what;
-    }
+  const auto load = [&](const std::filesystem::path& d) {
+    return load_tokenizer(PretrainedDir::find(d), 0);
   };
-  EXPECT_NO_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0));
-  write_file_atomic(dir.path() / "added_tokens.json", R"({"<mask>": 4})");
-  EXPECT_NO_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0));
-  write_file_atomic(dir.path() / "added_tokens.json", R"({"<ent>": 9, "<mask>": 4})");
-  refused("added_tokens.json", "'<ent>' (id 9)");
-  write_file_atomic(dir.path() / "added_tokens.json", R"(["<ent>"])");
-  EXPECT_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0), TokenizerError);
+  const auto error = [&] {
+    try {
+      load(dir.path());
+    } catch (const TokenizerError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  write_file_atomic(dir.path() / "added_tokens.json", R"({"<ent>": 263, "<mask>": 262})");
+  auto loaded = load(dir.path());
+  EXPECT_EQ(loaded->vocab_size(), 264);
+  auto e = loaded->encode("lo<ent>lo", std::nullopt, {false});
+  EXPECT_EQ(e.ids, (std::vector<int64_t>{t->token_to_id("lo"), 263, t->token_to_id("lo")}));
+  write_file_atomic(dir.path() / "added_tokens.json", R"({"<ent>": 270})");
+  EXPECT_NE(error().find("added_tokens.json: added token '<ent>' has id 270, but Hugging Face "
+                         "numbers it 263 (its vocabulary id, else the next id after "
+                         "vocab.json's 263 entries"),
+            std::string::npos)
+      << error();
   std::filesystem::remove(dir.path() / "added_tokens.json");
   nlohmann::json file = {{"added_tokens",
                           {{{"id", 0}, {"content", "<s>"}, {"special", true}},
-                           {{"id", 4}, {"content", "<mask>"}, {"special", true}}}}};
+                           {{"id", 263},
+                            {"content", "covid"},
+                            {"special", false},
+                            {"lstrip", true},
+                            {"rstrip", true}}}}};
   write_file_atomic(dir.path() / "tokenizer.json", file.dump());
-  EXPECT_NO_THROW(load_tokenizer(PretrainedDir::find(dir.path()), 0));
-  file["added_tokens"].push_back({{"id", 9}, {"content", "covid"}, {"special", false}});
-  write_file_atomic(dir.path() / "tokenizer.json", file.dump());
-  refused("tokenizer.json", "'covid' (id 9)");
+  loaded = load(dir.path());
+  e = loaded->encode("lo  covid lo", std::nullopt, {false});
+  ASSERT_EQ(e.ids.size(), 3u);
+  EXPECT_EQ(e.tokens[1], "  covid ");  // the text it took; offsets trimmed as RoBERTa's
+  EXPECT_EQ(e.offsets[1], (std::pair<int64_t, int64_t>{4, 9}));
+  testing::TempDir out;
+  loaded->save(out.path());
+  write_file_atomic(out.path() / "config.json", R"({"model_type": "roberta"})");
+  write_file_atomic(out.path() / "model.safetensors", "");
+  EXPECT_EQ(nlohmann::json::parse(read_file(out.path() / "added_tokens.json")),
+            nlohmann::json::parse(R"({"covid": 263})"));
+  EXPECT_EQ(load(out.path())->encode("lo  covid lo").ids, loaded->encode("lo  covid lo").ids);
+
+  const auto spm =
+      testing::shared_dir() / "data" / "sentencepiece" / "sentencepiece_test_model.model";
+  BERTFT_REQUIRE_PATH(spm);
+  testing::TempDir xlmr;
+  std::filesystem::copy_file(spm, xlmr.path() / "spiece.model");
+  write_file_atomic(xlmr.path() / "config.json", R"({"model_type": "bert"})");
+  write_file_atomic(xlmr.path() / "model.safetensors", "");
+  EXPECT_NO_THROW(load(xlmr.path()));
+  write_file_atomic(xlmr.path() / "added_tokens.json", R"({"<ent>": 1000})");
+  try {
+    load(xlmr.path());
+    ADD_FAILURE() << "added tokens were accepted";
+  } catch (const TokenizerError& err) {
+    EXPECT_NE(std::string(err.what())
+                  .find((xlmr.path() / "added_tokens.json").string() +
+                        ": added tokens are not supported for SentencePiece vocabularies (only "
+                        "for WordPiece and byte-level BPE): '<ent>' (id 1000)"),
+              std::string::npos)
+        << err.what();
+  }
 }
 
 TEST(ByteLevelBpeTest, RobertaDirectoryThroughTheFactory) {

@@ -328,7 +328,9 @@ TEST_P(TokenizerReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
 /// A byte-level BPE learnt here from `texts` (GPT-2's recipe, `merges` merges of the most
 /// frequent adjacent pair): RoBERTa's specials first, the 256 byte symbols, merged tokens,
 /// <mask> last.
-std::unique_ptr<ByteLevelBpeTokenizer> learn_bpe(const std::vector<Input>& texts, size_t merges) {
+std::unique_ptr<ByteLevelBpeTokenizer> learn_bpe(const std::vector<Input>& texts,
+                                                 size_t merges,
+                                                 std::vector<AddedToken> added = {}) {
   std::map<std::vector<std::string>, int64_t> words;
   for (const auto& t : texts)
     for (const auto* s : {&t.text, t.pair ? &*t.pair : nullptr}) {
@@ -364,8 +366,10 @@ std::unique_ptr<ByteLevelBpeTokenizer> learn_bpe(const std::vector<Input>& texts
         }
   }
   vocab.push_back("<mask>");
+  ByteLevelBpeTokenizer::Options options;
+  options.added_tokens = std::move(added);
   return std::make_unique<ByteLevelBpeTokenizer>(std::move(vocab), std::move(learnt),
-                                                 ByteLevelBpeTokenizer::Options{});
+                                                 std::move(options));
 }
 
 TEST(ByteLevelBpeReferenceTest, IdenticalToHuggingFaceTokenizers) {
@@ -381,6 +385,15 @@ TEST(ByteLevelBpeReferenceTest, IdenticalToHuggingFaceTokenizers) {
   // adversarial inputs.
   std::vector<Input> corpus(inputs.begin(), inputs.begin() + std::min<size_t>(inputs.size(), 600));
   const auto tokenizer = learn_bpe(corpus, 500);
+  expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/false);
+}
+
+TEST(ByteLevelBpeReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+  auto inputs = added_token_inputs();
+  for (const char* masked : {"a <mask> <ent>s <mask>", "<ent>\u3000<mask>\t<ent>", " <ent> "})
+    inputs.push_back({masked});
+  const auto tokenizer = learn_bpe(inputs, 300, every_kind_of_added_token());
   expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/false);
 }
 
