@@ -1,7 +1,9 @@
 // The byte-level BPE tokenizer (RoBERTa) on any bytes: a text, or a pair split at the first NUL
-// byte, encoded with truncation and padding; `<mask>` and the other specials inside the text.
+// byte, encoded with truncation and padding; `<mask>` and the other specials inside the text;
+// with and without added tokens.
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bert/common/error.h"
@@ -12,8 +14,8 @@ namespace {
 
 /// RoBERTa's specials, the 256 byte symbols, merges the target chains itself ("Ġ" + letters,
 /// letter pairs, a two-byte character), <mask>.
-const bert::tok::ByteLevelBpeTokenizer& tokenizer() {
-  static const auto made = [] {
+const bert::tok::ByteLevelBpeTokenizer& tokenizer(bool added) {
+  static const auto make = [](bool with_added) {
     using bert::tok::byte_symbol;
     std::vector<std::string> vocab = {"<s>", "<pad>", "</s>", "<unk>"};
     for (int b = 0; b < 256; ++b) vocab.push_back(byte_symbol(static_cast<unsigned char>(b)));
@@ -24,10 +26,25 @@ const bert::tok::ByteLevelBpeTokenizer& tokenizer() {
         {space, space}};
     for (const auto& [a, b] : merges) vocab.push_back(a + b);
     vocab.push_back("<mask>");
-    return std::make_unique<bert::tok::ByteLevelBpeTokenizer>(
-        vocab, merges, bert::tok::ByteLevelBpeTokenizer::Options{});
-  }();
-  return *made;
+    bert::tok::ByteLevelBpeTokenizer::Options options;
+    // Added tokens: raw and normalized, lstrip/rstrip, single_word, one a vocabulary entry.
+    for (const auto& [content, normalized, single_word, strip] :
+         std::vector<std::tuple<const char*, bool, bool, bool>>{{"<e>", false, false, true},
+                                                                {"the", true, true, false},
+                                                                {"  ", true, false, true},
+                                                                {" é", true, false, true}}) {
+      if (!with_added) break;
+      bert::tok::AddedToken t;
+      t.content = content;
+      t.normalized = normalized;
+      t.single_word = single_word;
+      t.lstrip = t.rstrip = strip;
+      options.added_tokens.push_back(t);
+    }
+    return std::make_unique<bert::tok::ByteLevelBpeTokenizer>(vocab, merges, options);
+  };
+  static const auto plain = make(false), added_tokens = make(true);
+  return added ? *added_tokens : *plain;
 }
 
 }  // namespace
@@ -42,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_length = 1 + data[0] / 2;
   options.truncation = static_cast<bert::tok::Truncation>((data[0] >> 1) % 3);
   options.padding = data[0] & 1 ? bert::tok::Padding::kMaxLength : bert::tok::Padding::kNone;
-  const auto& t = tokenizer();  // outside the try: a refused vocabulary must fail loudly
+  const auto& t = tokenizer(data[0] & 2);  // outside the try: a refused vocabulary must fail
   const auto first = text.substr(0, nul);
   try {
     for (const auto& piece : t.tokenize(first))

@@ -1,5 +1,5 @@
 // The WordPiece tokenizer on any bytes: a text, or a pair split at the first NUL byte,
-// encoded with truncation and padding; cased and uncased.
+// encoded with truncation and padding; cased and uncased, with and without added tokens.
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,14 +27,36 @@ std::vector<std::string> vocabulary(bool lowercase) {
   return v;
 }
 
-const bert::tok::WordPieceTokenizer& tokenizer(bool lowercase) {
-  static const auto make = [](bool lower) {
+/// Added tokens of every kind: normalized or raw, lstrip/rstrip, single_word, whitespace or CJK
+/// inside, one that is a vocabulary line.
+std::vector<bert::tok::AddedToken> added_tokens() {
+  const auto token = [](const char* content, bool normalized, bool single_word, bool lstrip,
+                        bool rstrip) {
+    bert::tok::AddedToken t;
+    t.content = content;
+    t.normalized = normalized;
+    t.single_word = single_word;
+    t.lstrip = lstrip;
+    t.rstrip = rstrip;
+    return t;
+  };
+  return {token("Tok", true, true, false, false),   token("<e>", false, false, true, true),
+          token("  ", true, false, false, true),    token("中文", true, false, true, false),
+          token("ß", false, true, false, false),    token(" x", true, false, true, true),
+          token("the", true, false, false, false), token("É", true, false, false, false)};
+}
+
+const bert::tok::WordPieceTokenizer& tokenizer(bool lowercase, bool added) {
+  static const auto make = [](bool lower, bool with_added) {
     bert::tok::WordPieceOptions o;
     o.normalizer.lowercase = lower;
     o.check_casing = bert::tok::CasingCheck::kOff;
+    if (with_added) o.added_tokens = added_tokens();
     return std::make_unique<bert::tok::WordPieceTokenizer>(vocabulary(lower), o);
   };
-  static const auto cased = make(false), uncased = make(true);
+  static const auto cased = make(false, false), uncased = make(true, false),
+                    cased_added = make(false, true), uncased_added = make(true, true);
+  if (added) return lowercase ? *uncased_added : *cased_added;
   return lowercase ? *uncased : *cased;
 }
 
@@ -53,9 +75,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.padding = data[0] & 2 ? bert::tok::Padding::kMaxLength : bert::tok::Padding::kNone;
   // Outside the try: a vocabulary the tokenizer refused would turn every input into a quiet
   // refusal and fuzz nothing; it must fail loudly instead.
-  const auto& t = tokenizer(lowercase);
+  const auto& t = tokenizer(lowercase, data[0] & 4);
+  const auto first = text.substr(0, nul);
   try {
-    (void)t.tokenize(text.substr(0, nul));
+    for (const auto& piece : t.tokenize(first))
+      if (piece.begin > piece.end || piece.end > first.size()) __builtin_trap();  // in the text
     const auto encoding = t.encode(text.substr(0, nul), pair, options);
     (void)encoding;
   } catch (const bert::Error&) {

@@ -61,6 +61,21 @@ void AddedTokenMatcher::find(const char32_t* text, size_t n, std::vector<Match>&
   }
 }
 
+std::vector<AddedToken> special_added_tokens(
+    const std::vector<std::pair<std::string, int64_t>>& specials, int64_t lstrip_id) {
+  std::vector<AddedToken> out;
+  for (const auto& [name, id] : specials) {
+    AddedToken t;
+    t.content = name;
+    t.id = id;
+    t.lstrip = id == lstrip_id;
+    t.normalized = false;
+    t.special = true;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 void number_added_tokens(std::vector<AddedToken>& added,
                          std::vector<std::string>& vocab,
                          int64_t model_vocab_size,
@@ -91,18 +106,9 @@ AddedTokenMatchers added_token_matchers(
     unicode::decode_utf8(text, cps, at);
     return std::u32string(cps.begin(), cps.end());
   };
-  std::vector<AddedToken> raw, normalized;
+  std::vector<AddedToken> raw = special_added_tokens(specials, lstrip_id), normalized;
   std::vector<std::u32string> raw_patterns, normalized_patterns;
-  for (const auto& [name, id] : specials) {
-    AddedToken t;
-    t.content = name;
-    t.id = id;
-    t.lstrip = id == lstrip_id;
-    t.normalized = false;
-    t.special = true;
-    raw.push_back(std::move(t));
-    raw_patterns.push_back(code_points(name));
-  }
+  for (const auto& t : raw) raw_patterns.push_back(code_points(t.content));
   for (const auto& t : added) {
     (t.normalized ? normalized : raw).push_back(t);
     (t.normalized ? normalized_patterns : raw_patterns)

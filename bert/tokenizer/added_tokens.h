@@ -56,6 +56,12 @@ class AddedTokenMatcher {
   std::unordered_map<char32_t, std::vector<size_t>> by_first_;
 };
 
+/// A tokenizer's special tokens (string, id) as HF lists them among its added tokens: special,
+/// not normalized, the one whose id is `lstrip_id` (RoBERTa's <mask>) taking the whitespace
+/// before it.
+std::vector<AddedToken> special_added_tokens(
+    const std::vector<std::pair<std::string, int64_t>>& specials, int64_t lstrip_id);
+
 /// Numbers `added` as HF does: a token whose content is a line of `vocab` takes that id, any
 /// other the next id after the vocabulary and the added tokens before it (appended to `vocab`).
 /// Throws TokenizerError naming `source` for an empty token or an id at or past

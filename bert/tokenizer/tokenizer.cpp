@@ -278,16 +278,8 @@ std::vector<Encoding> Tokenizer::encode_batch(
 nlohmann::json hf_added_tokens(const std::vector<std::pair<std::string, int64_t>>& specials,
                                int64_t lstrip_id,
                                const std::vector<AddedToken>& others) {
-  std::vector<AddedToken> all = others;
-  for (const auto& [name, id] : specials) {
-    AddedToken t;
-    t.content = name;
-    t.id = id;
-    t.lstrip = id == lstrip_id;
-    t.normalized = false;
-    t.special = true;
-    all.push_back(std::move(t));
-  }
+  std::vector<AddedToken> all = special_added_tokens(specials, lstrip_id);
+  all.insert(all.end(), others.begin(), others.end());
   std::stable_sort(all.begin(), all.end(),
                    [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
   nlohmann::json added = nlohmann::json::array();
