@@ -281,7 +281,7 @@ std::vector<Piece> ByteLevelBpeTokenizer::tokenize_with_added(std::string_view t
     for (const auto& m : normalized) {
       if (done < from + m.begin) stretch_pieces(text, at[done], at[from + m.begin], word, out);
       added(from + m.begin, from + m.end, m.id);
-      done = std::max(done, from + m.end);
+      done = from + m.end;  // as HF, even when it overlapped the one before and ends earlier
     }
     if (done < to) stretch_pieces(text, at[done], at[to], word, out);
   };
@@ -289,7 +289,7 @@ std::vector<Piece> ByteLevelBpeTokenizer::tokenize_with_added(std::string_view t
   for (const auto& m : raw) {
     ordinary(done, m.begin);
     added(m.begin, m.end, m.id);
-    done = std::max(done, m.end);
+    done = m.end;
   }
   ordinary(done, cps.size());
   return out;

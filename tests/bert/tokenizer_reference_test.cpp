@@ -296,6 +296,7 @@ std::vector<Input> added_token_inputs() {
       {"x y xx x-x x_x \u00e9x x\u00e9"},
       {"\u00e9t\u00e9 e\u0301te\u0301 \u00c9t\u00c9"},
       {"nation tion  tion\u3000tion, station"},
+      {"tion   x tion \t  y tion\u3000\u3000  z"},  // "  " inside what rstrip took, ending first
       {"a  b   c\t\tc"},
       {"<ent>s <ent>s, x<ent>s"},
       {"COVID-19 [SEP] New York", std::string("<ent> hello [E1]")},
