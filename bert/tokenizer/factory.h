@@ -19,8 +19,10 @@ struct TokenizerOverrides {
 /// Builds the tokenizer of a model directory: WordPiece from vocab.txt (casing and special
 /// tokens from tokenizer_config.json; without that file the casing is inferred from the
 /// vocabulary and logged), byte-level BPE from vocab.json + merges.txt (RoBERTa), else
-/// SentencePiece from its .model (with fairseq's ids for XLM-RoBERTa). `model_vocab_size` (the
-/// checkpoint's vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.
+/// SentencePiece from its .model (with fairseq's ids for XLM-RoBERTa). Added tokens
+/// (tokenizer.json's "added_tokens", added_tokens.json) are read as HF reads them for WordPiece
+/// and byte-level BPE, and refused for SentencePiece. `model_vocab_size` (the checkpoint's
+/// vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.
 std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
                                           int64_t model_vocab_size,
                                           const TokenizerOverrides& overrides = {});
