@@ -25,11 +25,10 @@ struct AddedToken {
 
 /// Finds added tokens in a sequence of code points as HF's AddedVocabulary does: the matched
 /// patterns are leftmost-longest and do not overlap (on equal patterns the first token wins);
-/// a single_word
-/// match with a word character next to it is dropped (its characters stay ordinary text, and no
-/// match starts inside it); lstrip/rstrip widen a match over adjacent whitespace (lstrip never
-/// back into the previous match; the next match may start inside what rstrip took, overlapping
-/// it, as in HF).
+/// a single_word match with a word character next to it is dropped (its characters stay
+/// ordinary text, and no match starts inside it); lstrip/rstrip widen a match over adjacent
+/// whitespace (lstrip never back into the previous match; the next match may start inside what
+/// rstrip took, overlapping it, as in HF).
 class AddedTokenMatcher {
  public:
   struct Match {
