@@ -112,7 +112,7 @@ AddedTokenMatchers added_token_matchers(
   for (const auto& t : added) {
     (t.normalized ? normalized : raw).push_back(t);
     (t.normalized ? normalized_patterns : raw_patterns)
-        .push_back(t.normalized ? normalize(t.content) : code_points(t.content));
+        .push_back(t.normalized && normalize ? normalize(t.content) : code_points(t.content));
   }
   return {AddedTokenMatcher(raw_patterns, raw), AddedTokenMatcher(normalized_patterns, normalized)};
 }

@@ -56,6 +56,24 @@ class AddedTokenMatcher {
   std::unordered_map<char32_t, std::vector<size_t>> by_first_;
 };
 
+/// Splits a sequence of `n` code points at `matches` (AddedTokenMatcher::find's) as HF does:
+/// `gap(begin, end)` for each stretch before a match (none when a match overlaps the one before)
+/// and after the last, `token(match)` for each match; after a match the text resumes at its end,
+/// even when that is earlier than the end of the match before.
+template <class Gap, class Token>
+void split_at_matches(const std::vector<AddedTokenMatcher::Match>& matches,
+                      size_t n,
+                      Gap&& gap,
+                      Token&& token) {
+  size_t done = 0;
+  for (const auto& m : matches) {
+    if (done < m.begin) gap(done, m.begin);
+    token(m);
+    done = m.end;
+  }
+  if (done < n) gap(done, n);
+}
+
 /// A tokenizer's special tokens (string, id) as HF lists them among its added tokens: special,
 /// not normalized, the one whose id is `lstrip_id` (RoBERTa's <mask>) taking the whitespace
 /// before it.
@@ -74,7 +92,7 @@ void number_added_tokens(std::vector<AddedToken>& added,
 /// The two matchers HF runs: `raw` over the text (the special tokens, the one whose id is
 /// `lstrip_id` taking the whitespace before it, and the added tokens that are not normalized),
 /// then `normalized` over each stretch between those, normalized (the other added tokens, as
-/// `normalize` turns their content).
+/// `normalize` turns their content; without `normalize`, their content as it is).
 struct AddedTokenMatchers {
   AddedTokenMatcher raw, normalized;
 };

@@ -176,13 +176,9 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(
   number_added_tokens(options_.added_tokens, vocab, options_.model_vocab_size, source);
   set_vocab(std::move(vocab), options_.special);
   if (!options_.added_tokens.empty()) {
-    auto matchers = added_token_matchers(special_strings_, special_.mask_id, options_.added_tokens,
-                                         [](const std::string& content) {
-                                           std::vector<char32_t> cps;
-                                           std::vector<uint32_t> at;
-                                           unicode::decode_utf8(content, cps, at);
-                                           return std::u32string(cps.begin(), cps.end());
-                                         });
+    // RoBERTa has no normalizer: normalized tokens match as they are.
+    auto matchers =
+        added_token_matchers(special_strings_, special_.mask_id, options_.added_tokens, {});
     raw_added_ = std::move(matchers.raw);
     normalized_added_ = std::move(matchers.normalized);
   }
@@ -275,23 +271,14 @@ std::vector<Piece> ByteLevelBpeTokenizer::tokenize_with_added(std::string_view t
         {id, std::string(text.substr(at[begin], at[end] - at[begin])), at[b], at[e], ++word});
   };
   const auto ordinary = [&](size_t from, size_t to) {  // code points of `text`
-    if (from >= to) return;
     normalized_added_.find(cps.data() + from, to - from, normalized);
-    size_t done = from;
-    for (const auto& m : normalized) {
-      if (done < from + m.begin) stretch_pieces(text, at[done], at[from + m.begin], word, out);
-      added(from + m.begin, from + m.end, m.id);
-      done = from + m.end;  // as HF, even when it overlapped the one before and ends earlier
-    }
-    if (done < to) stretch_pieces(text, at[done], at[to], word, out);
+    split_at_matches(
+        normalized, to - from,
+        [&](size_t b, size_t e) { stretch_pieces(text, at[from + b], at[from + e], word, out); },
+        [&](const AddedTokenMatcher::Match& m) { added(from + m.begin, from + m.end, m.id); });
   };
-  size_t done = 0;
-  for (const auto& m : raw) {
-    ordinary(done, m.begin);
-    added(m.begin, m.end, m.id);
-    done = m.end;
-  }
-  ordinary(done, cps.size());
+  split_at_matches(raw, cps.size(), ordinary,
+                   [&](const AddedTokenMatcher::Match& m) { added(m.begin, m.end, m.id); });
   return out;
 }
 

@@ -238,7 +238,6 @@ std::vector<Piece> WordPieceTokenizer::tokenize_with_added(std::string_view text
   // As HF: an added token's piece is the text it matched (whitespace taken by lstrip/rstrip
   // included), normalized for a normalized token, with that text's offsets.
   const auto ordinary = [&](size_t from, size_t to) {  // code points of `text`
-    if (from >= to) return;
     normalized.clear();
     normalizer_.normalize(text.substr(at[from], at[to] - at[from]), at[from], normalized);
     normalized_added_.find(normalized.chars.data(), normalized.chars.size(), normalized_matches);
@@ -247,31 +246,24 @@ std::vector<Piece> WordPieceTokenizer::tokenize_with_added(std::string_view text
       return;
     }
     const auto plain = [&](size_t b, size_t e) {
-      if (b >= e) return;
       stretch.clear();
       for (size_t k = b; k < e; ++k)
         stretch.push(normalized.chars[k], normalized.begin[k], normalized.end[k]);
       normalized_pieces(stretch, word, out);
     };
-    size_t done = 0;
-    for (const auto& m : normalized_matches) {
-      plain(done, m.begin);
-      std::string piece;
-      for (size_t k = m.begin; k < m.end; ++k) unicode::append_utf8(normalized.chars[k], piece);
-      out.push_back(
-          {m.id, std::move(piece), normalized.begin[m.begin], normalized.end[m.end - 1], word++});
-      done = m.end;
-    }
-    plain(done, normalized.chars.size());
+    split_at_matches(normalized_matches, normalized.chars.size(), plain,
+                     [&](const AddedTokenMatcher::Match& m) {
+                       std::string piece;
+                       for (size_t k = m.begin; k < m.end; ++k)
+                         unicode::append_utf8(normalized.chars[k], piece);
+                       out.push_back({m.id, std::move(piece), normalized.begin[m.begin],
+                                      normalized.end[m.end - 1], word++});
+                     });
   };
-  size_t done = 0;
-  for (const auto& m : raw) {
-    ordinary(done, m.begin);
+  split_at_matches(raw, cps.size(), ordinary, [&](const AddedTokenMatcher::Match& m) {
     out.push_back({m.id, std::string(text.substr(at[m.begin], at[m.end] - at[m.begin])),
                    at[m.begin], at[m.end], word++});
-    done = m.end;
-  }
-  ordinary(done, cps.size());
+  });
   return out;
 }
 
