@@ -10,7 +10,7 @@ build_dir="${BERTFT_BUILD_DIR:-$root/build}"
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libtorch-dev libopenblas0-pthread libgloo-dev
+  libtorch-dev libopenblas0-pthread libgloo-dev libdnnl-dev
   libsentencepiece-dev libyaml-cpp-dev libfmt-dev libgtest-dev
   nlohmann-json3-dev libutf8proc-dev libcli11-dev
   clang-format

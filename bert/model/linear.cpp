@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "bert/model/onednn_linear.h"
+
 namespace bert {
 namespace {
 
@@ -52,7 +54,10 @@ void LinearImpl::quantize_int8() {
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
-  if (packed_.isNone()) return torch::nn::LinearImpl::forward(input);
+  if (packed_.isNone()) {
+    if (use_onednn_linear(input, weight)) return onednn_linear(input, weight, bias);
+    return torch::nn::LinearImpl::forward(input);
+  }
   TORCH_CHECK(input.device().is_cpu(), "int8 linear: CPU only, got ", input.device());
   select_engine();
   const torch::Tensor x = input.to(torch::kFloat).contiguous();

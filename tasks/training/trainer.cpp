@@ -10,6 +10,7 @@
 #include "bert/common/error.h"
 #include "bert/common/log.h"
 #include "bert/model/encoder.h"
+#include "bert/model/onednn_linear.h"
 #include "tasks/training/callbacks.h"
 #include "tasks/training/optimizer.h"
 #include "tasks/training/schedule.h"
@@ -213,6 +214,8 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
   }
   precision_ = run.precision = choice.precision;
   if (o.precision == Precision::kAuto) log::info("[train] precision auto: {}", choice.reason);
+  if (precision_ == Precision::kFp32 && device.is_cpu())
+    log::info("[train] {}", fp32_gemm().reason);
 
   TrainControl control;
   for (const auto& part : parts) part->on_train_begin(run, control);

@@ -1,8 +1,10 @@
 #include "bert/model/linear.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include "bert/model/bert_model.h"
+#include "bert/model/onednn_linear.h"
 #include "tests/support/test_support.h"
 
 namespace bert {
@@ -48,6 +50,116 @@ TEST(Int8Linear, QuantizesTheEncoderProjectionsOnly) {
   const auto int8 = model->forward(ids);
   EXPECT_LT(relative_error(int8.last_hidden_state, fp32.last_hidden_state), 0.05);
   EXPECT_LT(relative_error(int8.pooler_output, fp32.pooler_output), 0.05);
+}
+
+#define REQUIRE_ONEDNN() \
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN"
+
+/// torch::linear's output and gradients against onednn_linear's for `input`.
+void expect_same_as_torch_linear(const torch::Tensor& input, bool with_bias, bool input_grad) {
+  torch::manual_seed(1);
+  const int64_t in = input.size(-1), out = 48;
+  const auto w = torch::randn({out, in}).requires_grad_(true);
+  const auto b = with_bias ? torch::randn({out}).requires_grad_(true) : torch::Tensor();
+  const auto x = input.detach().requires_grad_(input_grad);
+  const auto ref = torch::linear(x, w, b);
+  const auto got = onednn_linear(x, w, b);
+  ASSERT_EQ(got.sizes(), ref.sizes());
+  EXPECT_LT(relative_error(got, ref), 1e-6);
+  // A gradient that is not contiguous (a transposed view), as autograd hands out at times.
+  const auto upstream = torch::randn(ref.sizes()).transpose(0, -1).contiguous().transpose(0, -1);
+  const auto wanted = torch::autograd::grad(
+      {ref}, with_bias ? torch::autograd::variable_list{w, b} : torch::autograd::variable_list{w},
+      {upstream});
+  const auto given = torch::autograd::grad(
+      {got}, with_bias ? torch::autograd::variable_list{w, b} : torch::autograd::variable_list{w},
+      {upstream});
+  for (size_t i = 0; i < wanted.size(); ++i) EXPECT_LT(relative_error(given[i], wanted[i]), 1e-6);
+  if (input_grad) {
+    const auto dx_ref = torch::autograd::grad({torch::linear(x, w, b)}, {x}, {upstream})[0];
+    const auto dx = torch::autograd::grad({onednn_linear(x, w, b)}, {x}, {upstream})[0];
+    EXPECT_LT(relative_error(dx, dx_ref), 1e-6);
+  }
+}
+
+TEST(OneDnnLinear, EqualsTorchLinearForwardAndBackward) {
+  REQUIRE_ONEDNN();
+  expect_same_as_torch_linear(torch::randn({3, 17, 64}), /*with_bias=*/true, /*input_grad=*/true);
+  expect_same_as_torch_linear(torch::randn({5, 64}), /*with_bias=*/false, /*input_grad=*/true);
+  expect_same_as_torch_linear(torch::randn({1, 64}), /*with_bias=*/true, /*input_grad=*/false);
+  // A transposed input (column-major rows) and a non-contiguous 3-D one.
+  expect_same_as_torch_linear(torch::randn({64, 9}).t(), true, true);
+  expect_same_as_torch_linear(torch::randn({7, 4, 64}).transpose(0, 1), true, true);
+}
+
+TEST(OneDnnLinear, WithoutAutogradAndForEmptyInputs) {
+  REQUIRE_ONEDNN();
+  const auto w = torch::randn({8, 16}), b = torch::randn({8});
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({2, 3, 16});
+  EXPECT_LT(relative_error(onednn_linear(x, w, b), torch::linear(x, w, b)), 1e-6);
+  EXPECT_EQ(onednn_linear(torch::randn({0, 16}), w, b).sizes(), (std::vector<int64_t>{0, 8}));
+  EXPECT_TRUE(
+      torch::equal(onednn_linear(torch::randn({2, 0}), torch::randn({8, 0}), b), b.expand({2, 8})));
+  EXPECT_THROW(onednn_linear(x.to(torch::kDouble), w, b), c10::Error);
+  EXPECT_THROW(onednn_linear(torch::randn({2, 15}), w, b), c10::Error);
+}
+
+TEST(OneDnnLinear, FusedGeluEqualsGeluOfTheProjection) {
+  REQUIRE_ONEDNN();
+  const auto x = torch::randn({4, 11, 32}) * 3, w = torch::randn({40, 32}), b = torch::randn({40});
+  {
+    torch::NoGradGuard no_grad;
+    const auto plain = torch::gelu(torch::linear(x, w, b));
+    const auto fused = onednn_linear_gelu(x, w, b);
+    EXPECT_LT(testing::max_abs_diff(fused, plain), 1e-5 * plain.abs().max().item<double>());
+  }
+  EXPECT_THROW(onednn_linear_gelu(x, w.clone().requires_grad_(true), b), c10::Error);
+}
+
+TEST(OneDnnLinear, ChoosesOneDnnOnlyForAClearGain) {
+  EXPECT_EQ(choose_fp32_gemm(1.0, 0.5).engine, Fp32Gemm::kOneDnn);
+  EXPECT_EQ(choose_fp32_gemm(1.0, 0.9).engine, Fp32Gemm::kBlas);
+  EXPECT_NE(choose_fp32_gemm(1.0, 0.5).reason.find("2.0x"), std::string::npos);
+}
+
+TEST(OneDnnLinear, LinearTakesItForLargeFp32GemmsOutsideAutocast) {
+  REQUIRE_ONEDNN();
+  const auto big = torch::randn({256, 64}), w = torch::randn({64, 64});  // 2^20 multiply-adds
+  EXPECT_EQ(use_onednn_linear(big, w), fp32_gemm().engine == Fp32Gemm::kOneDnn);
+  {
+    const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
+    EXPECT_TRUE(use_onednn_linear(torch::randn({2, 64}), w));  // forced: every size
+    EXPECT_FALSE(use_onednn_linear(big.to(torch::kBFloat16), w));
+    at::autocast::set_cpu_enabled(true);
+    EXPECT_FALSE(use_onednn_linear(big, w));
+    at::autocast::set_cpu_enabled(false);
+    const ScopedFp32Gemm blas(Fp32Gemm::kBlas);
+    EXPECT_FALSE(use_onednn_linear(big, w));
+  }
+  EXPECT_FALSE(use_onednn_linear(torch::randn({255, 64}), w));  // below the size
+}
+
+TEST(OneDnnLinear, BertModelTrainsTheSameThroughEitherEngine) {
+  REQUIRE_ONEDNN();
+  const auto ids = torch::randint(5, 99, {3, 12}, torch::kLong);
+  const auto run = [&](Fp32Gemm engine) {
+    const ScopedFp32Gemm scoped(engine);
+    torch::manual_seed(0);
+    BertModel model(testing::tiny_config());
+    model->eval();  // no dropout: the two runs must see the same function
+    const auto out = model->forward(ids);
+    (out.last_hidden_state.pow(2).sum() + out.pooler_output.sum()).backward();
+    std::vector<torch::Tensor> result = {out.last_hidden_state.detach()};
+    for (const auto& p : model->parameters()) result.push_back(p.grad());
+    return result;
+  };
+  const auto blas = run(Fp32Gemm::kBlas), onednn = run(Fp32Gemm::kOneDnn);
+  ASSERT_EQ(blas.size(), onednn.size());
+  for (size_t i = 0; i < blas.size(); ++i)
+    EXPECT_LT(testing::max_abs_diff(onednn[i], blas[i]),
+              1e-5 * blas[i].abs().max().item<double>() + 1e-7)
+        << "tensor " << i;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/checkpoint/safetensors.h"
 #include "bert/model/bert_model.h"
+#include "bert/model/onednn_linear.h"
 #include "bert/model/pretraining.h"
 #include "tests/support/test_support.h"
 
@@ -69,6 +70,19 @@ TEST_P(ParityTest, BertModelMatchesHf) {
   const auto out = model->forward(in.at("input_ids"), in.at("attention_mask"),
                                   in.at("token_type_ids"), {/*output_hidden_states=*/true});
   expect_base_outputs(out);
+}
+
+TEST_P(ParityTest, BertModelMatchesHfWithOneDnnGemms) {
+  BERTFT_REQUIRE_FIXTURE_MODEL("bert_model");
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN";
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);  // every projection, whatever its size
+  BertModel model(config("bert_model"));
+  load_state_dict(*model, weights("bert_model"), GetParam());
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto& in = fixture_.inputs;
+  expect_base_outputs(model->forward(in.at("input_ids"), in.at("attention_mask"),
+                                     in.at("token_type_ids"), {/*output_hidden_states=*/true}));
 }
 
 TEST_P(ParityTest, BertModelFromTaskCheckpointStripsPrefix) {

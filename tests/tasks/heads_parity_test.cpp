@@ -8,6 +8,7 @@
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/checkpoint/safetensors.h"
+#include "bert/model/onednn_linear.h"
 #include "tasks/common/heads.h"
 #include "tasks/registry.h"
 #include "tests/support/test_support.h"
@@ -50,6 +51,30 @@ class HeadParityTest : public ::testing::Test {
 
   void expect_loss(const torch::Tensor& loss, const std::string& key) const {
     EXPECT_NEAR(loss.item<double>(), outputs_.at(key).item<double>(), kAtol) << key;
+  }
+
+  /// The seqcls3 model's loss and every gradient after one backward, against HF's.
+  void expect_gradients_match_hf() {
+    const auto train =
+        SafetensorsReader(testing::hf_fixture_dir() / "train_seqcls3.safetensors").read_all();
+    BERTFT_REQUIRE_FIXTURE_MODEL("seqcls3");
+    auto [adapter, model] = load("sequence_classification", "seqcls3");
+    auto b = batch();
+    b.labels = inputs_.at("seq_cls_labels");
+    const auto loss = adapter->loss(model->forward(b), b);
+    EXPECT_NEAR(loss.item<double>(), train.at("loss_before_step1").item<double>(), 1e-6);
+    loss.backward();
+    size_t compared = 0;
+    for (const auto& p : model->named_parameters()) {
+      const auto& expected = train.at("grad." + p.key());
+      ASSERT_TRUE(p.value().grad().defined()) << p.key();
+      // The fixture README's tolerance: 1e-5 of the tensor's largest gradient (key.bias gets only
+      // rounding noise, hence the small absolute floor).
+      const double tol = 1e-5 * expected.abs().max().item<double>() + 1e-7;
+      EXPECT_LT(testing::max_abs_diff(p.value().grad(), expected), tol) << p.key();
+      ++compared;
+    }
+    EXPECT_EQ(compared, testing::fixture_model_keys("seqcls3"));
   }
 
   TensorMap inputs_, outputs_;
@@ -109,26 +134,15 @@ TEST_F(HeadParityTest, MultipleChoice) {
 }
 
 TEST_F(HeadParityTest, GradientsAfterBackwardMatchHf) {
-  const auto train =
-      SafetensorsReader(testing::hf_fixture_dir() / "train_seqcls3.safetensors").read_all();
-  BERTFT_REQUIRE_FIXTURE_MODEL("seqcls3");
-  auto [adapter, model] = load("sequence_classification", "seqcls3");
-  auto b = batch();
-  b.labels = inputs_.at("seq_cls_labels");
-  const auto loss = adapter->loss(model->forward(b), b);
-  EXPECT_NEAR(loss.item<double>(), train.at("loss_before_step1").item<double>(), 1e-6);
-  loss.backward();
-  size_t compared = 0;
-  for (const auto& p : model->named_parameters()) {
-    const auto& expected = train.at("grad." + p.key());
-    ASSERT_TRUE(p.value().grad().defined()) << p.key();
-    // The fixture README's tolerance: 1e-5 of the tensor's largest gradient (key.bias gets only
-    // rounding noise, hence the small absolute floor).
-    const double tol = 1e-5 * expected.abs().max().item<double>() + 1e-7;
-    EXPECT_LT(testing::max_abs_diff(p.value().grad(), expected), tol) << p.key();
-    ++compared;
-  }
-  EXPECT_EQ(compared, testing::fixture_model_keys("seqcls3"));
+  expect_gradients_match_hf();
+}
+
+TEST_F(HeadParityTest, GradientsAfterBackwardMatchHfWithOneDnnGemms) {
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN";
+  // Every projection, forward and backward, through oneDNN's matmul (the fixture's are small
+  // enough that bert::Linear would otherwise keep LibTorch's BLAS path).
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
+  expect_gradients_match_hf();
 }
 
 TEST_F(HeadParityTest, StateDictKeysAreHfs) {

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+namespace bert {
+
+/// Which library runs the fp32 GEMMs of bert::Linear on CPU.
+enum class Fp32Gemm {
+  kBlas,    ///< LibTorch's addmm: whatever libblas.so.3 is (OpenBLAS here)
+  kOneDnn,  ///< oneDNN's matmul (the libdnnl LibTorch itself links), called directly
+};
+
+/// The engine for this process, and why (for the log).
+struct Fp32GemmChoice {
+  Fp32Gemm engine = Fp32Gemm::kBlas;
+  std::string reason;
+};
+
+/// Whether this build has the oneDNN path (libdnnl-dev was found at configure time).
+bool onednn_built();
+
+/// The decision from a probe's timings of the same GEMM: oneDNN when it takes under 0.8 of the
+/// BLAS time (a clear gain), else the BLAS.
+Fp32GemmChoice choose_fp32_gemm(double blas_seconds, double onednn_seconds);
+
+/// The engine of this process, decided once: `BERTFT_FP32_GEMM=blas` or `onednn` as the user
+/// says; unset or `auto`, a probe (a 256x768x768 GEMM timed in both, best of 5, ~20 ms). Always
+/// kBlas in a build without oneDNN. Throws on another value of the variable.
+const Fp32GemmChoice& fp32_gemm();
+
+/// For tests and benchmarks: while it lives, every fp32 CPU forward of bert::Linear (outside
+/// autocast) takes `engine`, whatever its size and fp32_gemm(); kOneDnn needs onednn_built().
+/// Process-wide; not for concurrent use.
+class ScopedFp32Gemm {
+ public:
+  explicit ScopedFp32Gemm(Fp32Gemm engine);
+  ~ScopedFp32Gemm();
+  ScopedFp32Gemm(const ScopedFp32Gemm&) = delete;
+  ScopedFp32Gemm& operator=(const ScopedFp32Gemm&) = delete;
+
+ private:
+  int previous_;
+};
+
+/// Whether bert::Linear sends a forward of `rows` x `in` -> `out` features through oneDNN:
+/// fp32 weight and input on CPU, no autocast, a GEMM large enough that the call's set-up is
+/// noise (rows * in * out >= 2^20; below that LibTorch's own path), and fp32_gemm() says so
+/// (or a ScopedFp32Gemm).
+bool use_onednn_linear(const torch::Tensor& input, const torch::Tensor& weight);
+
+/// input [..., in] x weight [out, in]^T + bias [out] (bias may be undefined), as torch::linear,
+/// through oneDNN's fp32 matmul, reading the operands in place (no packing copies of the
+/// transposes). Differentiable in input, weight and bias when grad mode is on (the backward's
+/// GEMMs run through oneDNN too; no double backward). fp32 CPU tensors only.
+torch::Tensor onednn_linear(const torch::Tensor& input,
+                            const torch::Tensor& weight,
+                            const torch::Tensor& bias);
+
+/// The same with the exact (erf) GELU applied in the GEMM's own output pass, for inference
+/// only: throws when grad mode is on and an operand requires grad.
+torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
+                                 const torch::Tensor& weight,
+                                 const torch::Tensor& bias);
+
+}  // namespace bert
