@@ -9,11 +9,11 @@
 // probe decides), and say so otherwise.
 // Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--rounds N] [--json FILE].
 // Not in the default set: `--only precision` (bf16 vs fp32 dev accuracy on SST-2: six small
-// trainings, about 4 minutes); `--only profile` breaks one train step down by operator; `--only
-// real_data [--real-limit N]` times MRPC and STS-B training against HF run_glue-style
-// (bench/hf_glue_epoch.py); `--only similar` times `bertft similar` over 1 M vectors; `--only
-// retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their
-// paragraphs by `embed` + `similar`.
+// trainings, about 4 minutes); `--only profile [--profile-fp32 1]` breaks one train step down by
+// operator; `--only real_data [--real-limit N]` times MRPC and STS-B training against HF
+// run_glue-style (bench/hf_glue_epoch.py); `--only similar` times `bertft similar` over 1 M
+// vectors; `--only retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev
+// questions -> their paragraphs by `embed` + `similar`.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -346,6 +346,7 @@ struct Suite {
   /// and the probe's words; without it the bf16 rows are skipped (~100x slower on AVX2 only).
   bool bf16_fast = false;
   std::string bf16_reason;
+  bool profile_fp32 = false;  ///< the profile section in fp32 even where bf16 is fast
 
   /// The precisions the model sections measure: fp32, and bf16 where it is fast.
   std::vector<bool> precisions() const {
@@ -363,8 +364,11 @@ struct Suite {
     for (const auto& [name, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
              {"qkv/out 768x768", H, H}, {"ffn up 768x3072", H, I}, {"ffn down 3072x768", I, H}}) {
       double tf[3] = {0, 0, 0};  // fp32 BLAS, fp32 oneDNN, bf16
-      for (int kind = 0; kind < 3; ++kind) {
+      for (const int kind : {0, 1, 2}) {
         if ((kind == 1 && !bert::onednn_built()) || (kind == 2 && !bf16_fast)) continue;
+        // After a multithreaded call OpenBLAS's idle thread yields on the other core for ~0.1 s
+        // (its thread timeout), which would halve oneDNN's speed here: let it fall asleep.
+        if (kind > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
         // bf16 operands made once: the ceiling is the matmul itself (oneDNN / AMX), not casts.
         const auto dtype = kind == 2 ? torch::kBFloat16 : torch::kFloat;
         const auto x = torch::randn({T, k}).to(dtype), w = torch::randn({n, k}).to(dtype);
@@ -539,6 +543,7 @@ struct Suite {
   /// default set. The profiler inflates memory-bound operators several-fold: use the shares to find
   /// candidates and the unprofiled best step time (printed first) to judge a change.
   void profile() {
+    const Precision precision = profile_fp32 ? Precision::kFp32 : fastest();
     const auto config = base_config();
     const auto a = adapter();
     auto [model, optimizer, params] = start_training(*a);
@@ -546,7 +551,7 @@ struct Suite {
     const auto step = [&] {
       torch::Tensor loss;
       {
-        const bert::tasks::AutocastScope autocast(fastest(), torch::kCPU);
+        const bert::tasks::AutocastScope autocast(precision, torch::kCPU);
         loss = a->loss(model->forward(b), b);
       }
       loss.backward();
@@ -565,7 +570,7 @@ struct Suite {
     }
     fmt::print(
         "\n== profile: {} train step, bert-base 8x128: best {:.3f} s, {} page faults a step ==\n",
-        bf16_fast ? "bf16" : "fp32", best, faults);
+        bert::enum_name(precision), best, faults);
     results["profile_step"] = {{"step_s", best}, {"page_faults", faults}};
     namespace prof = torch::autograd::profiler;
     const auto t = Clock::now();
@@ -1232,7 +1237,8 @@ int main(int argc, char** argv) {
                   "checkpointing,int8",
               json_out, twin, real_worker, retrieval_models;
   int iters = 2, rounds = 0, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
-      seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0;
+      seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0,
+      profile_fp32 = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const auto number = [&](const char* flag, int& value) {
       if (std::strcmp(argv[i], flag)) return false;
@@ -1242,7 +1248,8 @@ int main(int argc, char** argv) {
     if (number("--rounds", rounds) || number("--threads", threads) || number("--bf16", bf16) ||
         number("--batch", batch) || number("--seq", seq) || number("--warmup", warmup) ||
         number("--steps", steps) || number("--real-limit", real_limit) ||
-        number("--grouped", grouped) || number("--checkpoint", checkpoint))
+        number("--grouped", grouped) || number("--checkpoint", checkpoint) ||
+        number("--profile-fp32", profile_fp32))
       continue;
     if (!std::strcmp(argv[i], "--hf-twin"))
       twin = argv[i + 1];
@@ -1281,6 +1288,7 @@ int main(int argc, char** argv) {
   Suite suite;
   suite.iters = iters;
   suite.real_limit = real_limit;
+  suite.profile_fp32 = profile_fp32 != 0;
   suite.threads = bert::configure_threads(threads);
   const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);
   suite.bf16_fast = choice.precision == Precision::kBf16;

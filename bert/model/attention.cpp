@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "bert/model/onednn_linear.h"
+
 namespace bert {
 
 BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
@@ -41,43 +43,84 @@ torch::Tensor mask_for_heads(const torch::Tensor& additive_mask, int64_t heads) 
   return mask;
 }
 
+/// Whether 1/sqrt(head_dim) is a power of two (head_dim 64 as in every BERT size, 4, 16, 256):
+/// scaling by it then commutes with rounding.
+bool exact_scale(int64_t head_dim) {
+  const double root = std::sqrt(static_cast<double>(head_dim));
+  int exponent = 0;
+  return root * root == static_cast<double>(head_dim) && std::frexp(root, &exponent) == 0.5;
+}
+
+/// The attention through oneDNN's batched matmul (fp32 on CPU): q, k, v [batch, heads, seq,
+/// head_dim] as split_heads gives them, read in place; returns the context [batch, seq, hidden].
+torch::Tensor attend_onednn(const torch::Tensor& q,
+                            const torch::Tensor& k,
+                            const torch::Tensor& v,
+                            const torch::Tensor& additive_mask,
+                            torch::Tensor* probs_out,
+                            Dropout& dropout) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), head_dim = q.size(3);
+  const int64_t hidden = heads * head_dim;
+  // oneDNN reads the head views in place: no head is copied out. Scaling q by a power of two is
+  // exact, so (q / root) k^T + mask equals HF's (q k^T) / root + mask up to the GEMM's summation
+  // order, with the mask added in the GEMM's output pass; otherwise HF's order.
+  const double root = std::sqrt(static_cast<double>(head_dim));
+  const bool masked = additive_mask.defined();
+  torch::Tensor scores;  // [batch, heads, seq, seq]
+  if (exact_scale(head_dim)) {
+    scores = onednn_matmul(q * (1.0 / root), k.transpose(-1, -2),
+                           masked ? additive_mask.to(torch::kFloat) : torch::Tensor());
+  } else {
+    scores = onednn_matmul(q, k.transpose(-1, -2)) / root;
+    if (masked) scores = scores + additive_mask;
+  }
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
+  if (probs_out != nullptr) *probs_out = probs;
+  probs = dropout(probs);
+  // The context is written straight into [batch, seq, heads, head_dim] order, so the
+  // [batch, seq, hidden] result is a view, not a copy.
+  return onednn_matmul(probs, v, {}, {seq * hidden, head_dim, hidden, 1})
+      .transpose(1, 2)
+      .reshape({batch, seq, hidden});
+}
+
 }  // namespace
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
                                              const torch::Tensor& additive_mask,
                                              torch::Tensor* probs_out) {
   const int64_t batch = hidden.size(0), seq = hidden.size(1), heads = num_heads_;
-  // [batch * heads, seq, head_dim]: a copy out of the projection's [batch, seq, heads, head_dim].
-  const auto per_head = [&](const torch::Tensor& x) {
-    return split_heads(x).reshape({batch * heads, seq, head_dim_});
-  };
-  const torch::Tensor q = per_head(query_(hidden));
-  const torch::Tensor k = per_head(key_(hidden));
-  const torch::Tensor v = per_head(value_(hidden));
+  // [batch, heads, seq, head_dim] views of the projections' [batch, seq, hidden].
+  const torch::Tensor q = split_heads(query_(hidden));
+  const torch::Tensor k = split_heads(key_(hidden));
+  const torch::Tensor v = split_heads(value_(hidden));
+  if (use_onednn_matmul(q, k.transpose(-1, -2)))
+    return attend_onednn(q, k, v, additive_mask, probs_out, dropout_);
 
+  // [batch * heads, seq, head_dim]: copies out of the projections' [batch, seq, heads, head_dim].
+  const auto flat = [&](const torch::Tensor& x) {
+    return x.reshape({batch * heads, seq, head_dim_});
+  };
   // HF computes (q k^T) / sqrt(head_dim) + mask in three passes over [batch, heads, seq, seq].
-  // Where 1/sqrt(head_dim) is a power of two (head_dim 64 as in every BERT size, 4, 16, 256)
-  // scaling commutes with rounding, and one baddbmm (alpha * q k^T + mask) gives HF's scores bit
-  // for bit in the GEMM's own output pass. Otherwise HF's order in place: bmm, divide, add.
+  // Where 1/sqrt(head_dim) is a power of two scaling commutes with rounding, and one baddbmm
+  // (alpha * q k^T + mask) gives HF's scores bit for bit in the GEMM's own output pass.
+  // Otherwise HF's order in place: bmm, divide, add.
   const double root = std::sqrt(static_cast<double>(head_dim_));
-  int exponent = 0;
-  const bool exact_scale =
-      root * root == static_cast<double>(head_dim_) && std::frexp(root, &exponent) == 0.5;
   const bool masked = additive_mask.defined();
   const torch::Tensor mask = masked ? mask_for_heads(additive_mask, heads) : torch::Tensor();
   torch::Tensor scores;  // [batch * heads, seq, seq]
-  if (exact_scale) {
+  if (exact_scale(head_dim_)) {
     const torch::Tensor input = masked ? mask : torch::zeros({1, 1, 1}, q.options());
-    scores = torch::baddbmm(input, q, k.transpose(1, 2), /*beta=*/masked ? 1.0 : 0.0,
+    scores = torch::baddbmm(input, flat(q), flat(k).transpose(1, 2), /*beta=*/masked ? 1.0 : 0.0,
                             /*alpha=*/1.0 / root);
   } else {
-    scores = torch::bmm(q, k.transpose(1, 2)).div_(root);
+    scores = torch::bmm(flat(q), flat(k).transpose(1, 2)).div_(root);
     if (masked) scores.add_(mask);
   }
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
   if (probs_out != nullptr) *probs_out = probs.view({batch, heads, seq, seq});
   probs = dropout_(probs);
-  return torch::bmm(probs, v)  // [batch * heads, seq, head_dim]
+  return torch::bmm(probs, flat(v))  // [batch * heads, seq, head_dim]
       .view({batch, heads, seq, head_dim_})
       .transpose(1, 2)  // [batch, seq, heads, head_dim]
       .reshape({batch, seq, heads * head_dim_});

@@ -1,6 +1,7 @@
 #include "bert/model/encoder.h"
 
 #include "bert/model/activation_checkpoint.h"
+#include "bert/model/onednn_linear.h"
 
 namespace bert {
 
@@ -48,7 +49,10 @@ BertPoolerImpl::BertPoolerImpl(const BertConfig& c) {
 }
 
 torch::Tensor BertPoolerImpl::forward(const torch::Tensor& hidden) {
-  return torch::tanh(dense_(hidden.select(/*dim=*/1, /*index=*/0)));  // [batch, hidden]
+  // The first token's state [batch, hidden], projected (through oneDNN where the encoder's
+  // projections go: a multithreaded BLAS call would leave OpenBLAS's idle thread yielding).
+  return torch::tanh(
+      fast_linear(hidden.select(/*dim=*/1, /*index=*/0), dense_->weight, dense_->bias));
 }
 
 }  // namespace bert

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,12 +20,25 @@
 namespace bert {
 namespace {
 
-/// `t` as a 2-D operand oneDNN reads in place: one of its two strides 1 and the other at least
-/// the row length (row- or column-major, as a transposed view is); else a contiguous copy.
+/// `t` as an operand oneDNN reads in place: its last two dims row- or column-major (one stride
+/// 1, the other at least the row length, as a transposed view is) and no broadcast (zero-stride)
+/// batch dim; else a contiguous copy.
 torch::Tensor plain(const torch::Tensor& t) {
-  const bool row_major = t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(t.size(1), 1);
-  const bool col_major = t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(t.size(0), 1);
-  return row_major || col_major ? t : t.contiguous();
+  const int64_t d = t.dim();
+  const auto rows = t.size(d - 2), cols = t.size(d - 1);
+  const auto s0 = t.stride(d - 2), s1 = t.stride(d - 1);
+  bool ok = (s1 == 1 && s0 >= std::max<int64_t>(cols, 1)) ||
+            (s0 == 1 && s1 >= std::max<int64_t>(rows, 1));
+  for (int64_t i = 0; ok && i < d - 2; ++i) ok = t.stride(i) > 0 || t.size(i) == 1;
+  return ok ? t : t.contiguous();
+}
+
+/// An empty tensor of `t`'s sizes laid out as `t` is where `t` is dense (a permuted view, such
+/// as the heads' [batch, heads, seq, head_dim] view of [batch, seq, hidden]), else contiguous.
+torch::Tensor empty_like_layout(const torch::Tensor& t) {
+  return t.is_non_overlapping_and_dense()
+             ? torch::empty_strided(t.sizes(), t.strides(), t.options())
+             : torch::empty(t.sizes(), t.options());
 }
 
 void check_operands(const torch::Tensor& input,
@@ -50,72 +64,101 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-/// A matmul primitive for one problem (shapes, strides, bias, GELU). oneDNN keeps a cache of
-/// its own, but making the primitive descriptor costs ~40 us even on a hit: more than the GEMM
-/// of a short sentence. So each thread keeps the primitives it made.
+/// A matmul primitive for one problem (shapes, strides, bias, add, GELU). oneDNN keeps a cache
+/// of its own, but making the primitive descriptor costs ~40 us even on a hit: more than the
+/// GEMM of a short sentence. So each thread keeps the primitives it made.
 struct Primitive {
   dnnl::matmul::primitive_desc desc;
   dnnl::matmul matmul;
   int64_t scratchpad_bytes = 0;
+  bool reference = false;  ///< oneDNN's reference loop: no JIT kernel takes these layouts
 };
 
-using ProblemKey = std::array<int64_t, 9>;
+dnnl::memory::desc describe(const torch::Tensor& t) {
+  return {dnnl::memory::dims(t.sizes().begin(), t.sizes().end()), dnnl::memory::data_type::f32,
+          dnnl::memory::dims(t.strides().begin(), t.strides().end())};
+}
 
-const Primitive& primitive_for(const ProblemKey& key,
-                               const dnnl::memory::desc& a,
-                               const dnnl::memory::desc& b,
-                               const dnnl::memory::desc& bias,
-                               const dnnl::memory::desc& c,
-                               bool gelu) {
-  thread_local std::map<ProblemKey, Primitive> made;
+/// Appends `t`'s rank, sizes and strides to `key` (rank 0 for an undefined tensor).
+void add_to_key(std::vector<int64_t>& key, const torch::Tensor& t) {
+  key.push_back(t.defined() ? t.dim() : 0);
+  if (!t.defined()) return;
+  key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+  key.insert(key.end(), t.strides().begin(), t.strides().end());
+}
+
+const Primitive& primitive_for(const torch::Tensor& a,
+                               const torch::Tensor& b,
+                               const torch::Tensor& bias,
+                               const torch::Tensor& add,
+                               bool gelu,
+                               const torch::Tensor& c) {
+  std::vector<int64_t> key = {gelu};
+  for (const auto* t : {&a, &b, &bias, &add, &c}) add_to_key(key, *t);
+  thread_local std::map<std::vector<int64_t>, Primitive> made;
   if (const auto it = made.find(key); it != made.end()) return it->second;
   if (made.size() >= 1024) made.clear();  // dynamic padding makes many shapes; keep it bounded
   dnnl::primitive_attr attr;
   // The scratchpad comes from the caller (LibTorch's allocator): no memory shared between threads.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (gelu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-    attr.set_post_ops(ops);
-  }
-  dnnl::matmul::primitive_desc desc(dnnl::matmul::desc(a, b, bias, c), attr, cpu_engine());
-  Primitive p{desc, dnnl::matmul(desc), static_cast<int64_t>(desc.scratchpad_desc().get_size())};
-  return made.emplace(key, std::move(p)).first->second;
+  dnnl::post_ops ops;
+  if (add.defined()) ops.append_binary(dnnl::algorithm::binary_add, describe(add));
+  if (gelu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+  attr.set_post_ops(ops);
+  const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
+  dnnl::matmul::primitive_desc desc(
+      dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)), attr, cpu_engine());
+  const bool reference = std::string(desc.impl_info_str()).rfind("ref", 0) == 0;
+  Primitive p{desc, dnnl::matmul(desc), static_cast<int64_t>(desc.scratchpad_desc().get_size()),
+              reference};
+  return made.emplace(std::move(key), std::move(p)).first->second;
 }
 
-/// c[M, N] = a[M, K] b[K, N] (+ bias[N]) (then GELU), fp32, every operand read where it is.
-torch::Tensor gemm(const torch::Tensor& a_in,
-                   const torch::Tensor& b_in,
-                   const torch::Tensor& bias,
-                   bool gelu) {
+/// c = a b (+ bias) (+ add) (then GELU) in fp32: a [..., M, K], b [..., K, N], c [..., M, N]
+/// allocated by the caller in any dense layout; bias and add broadcast to c (each dim 1 or c's).
+/// Every operand is read and written where it is.
+void matmul_into(const torch::Tensor& a_in,
+                 const torch::Tensor& b_in,
+                 const torch::Tensor& bias_in,
+                 const torch::Tensor& add_in,
+                 bool gelu,
+                 const torch::Tensor& c) {
+  RECORD_FUNCTION("bertft::onednn_matmul", std::vector<c10::IValue>({a_in, b_in}));
+  if (c.numel() == 0) return;
+  // oneDNN's JIT kernels write row-major results only: a column-major c (a gradient laid out as
+  // a transposed operand) is computed as c^T = b^T a^T.
+  if (c.dim() >= 2 && c.stride(-1) != 1 && c.stride(-2) == 1 && !bias_in.defined()) {
+    matmul_into(b_in.transpose(-1, -2), a_in.transpose(-1, -2), bias_in,
+                add_in.defined() ? add_in.transpose(-1, -2) : add_in, gelu, c.transpose(-1, -2));
+    return;
+  }
   const torch::Tensor a = plain(a_in), b = plain(b_in);
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  torch::Tensor c = torch::empty({m, n}, a.options());
-  if (m == 0 || n == 0) return c;
-  if (k == 0) {
+  const torch::Tensor bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
+  const torch::Tensor add = add_in.defined() ? add_in.contiguous() : add_in;
+  if (a.size(-1) == 0) {  // an empty sum
     c.zero_();
     if (bias.defined()) c.add_(bias);
-    return gelu ? at::gelu_(c) : c;
+    if (add.defined()) c.add_(add);
+    if (gelu) c.copy_(torch::gelu(c));
+    return;
   }
-  using dt = dnnl::memory::data_type;
-  using dims = dnnl::memory::dims;
-  const dnnl::memory::desc a_md(dims{m, k}, dt::f32, dims{a.stride(0), a.stride(1)});
-  const dnnl::memory::desc b_md(dims{k, n}, dt::f32, dims{b.stride(0), b.stride(1)});
-  const dnnl::memory::desc c_md(dims{m, n}, dt::f32, dims{n, 1});
-  const dnnl::memory::desc bias_md =
-      bias.defined() ? dnnl::memory::desc(dims{1, n}, dt::f32, dims{n, 1}) : dnnl::memory::desc();
-  const ProblemKey key = {
-      m, k, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), bias.defined(), gelu};
-  const Primitive& p = primitive_for(key, a_md, b_md, bias_md, c_md, gelu);
-
+  const Primitive& p = primitive_for(a, b, bias, add, gelu, c);
+  if (p.reference && !(a.is_contiguous() && b.is_contiguous() && c.is_contiguous())) {
+    // No JIT kernel takes these strides: oneDNN's reference loop would be ~100x slower than
+    // copying the operands into plain layouts.
+    const torch::Tensor out = torch::empty(c.sizes(), c.options());
+    matmul_into(a.contiguous(), b.contiguous(), bias, add, gelu, out);
+    c.copy_(out);
+    return;
+  }
   const auto& engine = cpu_engine();
+  const auto memory = [&](const torch::Tensor& t) {
+    return dnnl::memory(describe(t), engine, t.data_ptr());
+  };
   std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, dnnl::memory(a_md, engine, a.data_ptr())},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, b.data_ptr())},
-      {DNNL_ARG_DST, dnnl::memory(c_md, engine, c.data_ptr())}};
-  const torch::Tensor b_contig = bias.defined() ? bias.contiguous() : torch::Tensor();
-  if (bias.defined())
-    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine, b_contig.data_ptr()));
+      {DNNL_ARG_SRC, memory(a)}, {DNNL_ARG_WEIGHTS, memory(b)}, {DNNL_ARG_DST, memory(c)}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, memory(bias));
+  if (add.defined()) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(add));
   torch::Tensor scratch;
   if (p.scratchpad_bytes > 0) {
     scratch = torch::empty({p.scratchpad_bytes}, a.options().dtype(torch::kByte));
@@ -125,16 +168,77 @@ torch::Tensor gemm(const torch::Tensor& a_in,
   thread_local dnnl::stream stream(engine);
   p.matmul.execute(stream, args);
   stream.wait();
-  return c;
 }
 
 #else
 
-torch::Tensor gemm(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, bool) {
-  throw std::runtime_error("onednn_linear: this build has no oneDNN (install libdnnl-dev)");
+void matmul_into(const torch::Tensor&,
+                 const torch::Tensor&,
+                 const torch::Tensor&,
+                 const torch::Tensor&,
+                 bool,
+                 const torch::Tensor&) {
+  throw std::runtime_error("onednn: this build has no oneDNN (install libdnnl-dev)");
 }
 
 #endif
+
+/// c[M, N] = a[M, K] b[K, N] (+ bias[N]) (then GELU), into a new contiguous tensor.
+torch::Tensor gemm(const torch::Tensor& a,
+                   const torch::Tensor& b,
+                   const torch::Tensor& bias,
+                   bool gelu) {
+  torch::Tensor c = torch::empty({a.size(0), b.size(1)}, a.options());
+  matmul_into(a, b, bias.defined() ? bias.view({1, -1}) : bias, {}, gelu, c);
+  return c;
+}
+
+/// What a batched matmul carries besides its two differentiable operands: the tensor added in
+/// the GEMM's output pass (no gradient) and the result's strides (empty: contiguous).
+struct MatmulExtras {
+  torch::Tensor add;
+  std::vector<int64_t> strides;
+};
+
+torch::Tensor batched_matmul(const torch::Tensor& a,
+                             const torch::Tensor& b,
+                             const torch::Tensor& add,
+                             const std::vector<int64_t>& strides) {
+  std::vector<int64_t> sizes(a.sizes().begin(), a.sizes().end());
+  sizes.back() = b.size(-1);
+  const torch::Tensor c = strides.empty() ? torch::empty(sizes, a.options())
+                                          : torch::empty_strided(sizes, strides, a.options());
+  matmul_into(a, b, {}, add, /*gelu=*/false, c);
+  return c;
+}
+
+/// c = a b (+ add) with oneDNN for the forward and both backward GEMMs; each gradient is laid
+/// out as its operand is (so the heads' gradients land in [batch, seq, hidden] order).
+struct OneDnnMatmulFunction : public torch::autograd::Function<OneDnnMatmulFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               const torch::Tensor& a,
+                               const torch::Tensor& b,
+                               const MatmulExtras& extras) {
+    ctx->save_for_backward({a, b});
+    return batched_matmul(a, b, extras.add, extras.strides);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &a = saved[0], &b = saved[1];
+    const torch::Tensor dc = plain(grads[0]);
+    torch::autograd::variable_list out(3);
+    if (ctx->needs_input_grad(0)) {  // da = dc b^T
+      out[0] = empty_like_layout(a);
+      matmul_into(dc, b.transpose(-1, -2), {}, {}, false, out[0]);
+    }
+    if (ctx->needs_input_grad(1)) {  // db = a^T dc
+      out[1] = empty_like_layout(b);
+      matmul_into(a.transpose(-1, -2), dc, {}, {}, false, out[1]);
+    }
+    return out;
+  }
+};
 
 /// The backward of y = x w^T (+ b): dx and dw through oneDNN, db as the column sums; only
 /// those the graph needs.
@@ -202,12 +306,12 @@ bool needs_autograd(const torch::Tensor& input,
 /// A ScopedFp32Gemm's engine (as int), or -1.
 std::atomic<int> forced_engine{-1};
 
-/// Best time of 5 runs of `run`, after one warm-up.
+/// Best time of 7 runs of `run`, after one warm-up.
 template <typename Run>
-double best_of_5(const Run& run) {
+double best_of_7(const Run& run) {
   run();
   double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 7; ++i) {
     const auto start = std::chrono::steady_clock::now();
     run();
     best = std::min(
@@ -228,10 +332,12 @@ Fp32GemmChoice decide() {
   torch::NoGradGuard no_grad;
   // Its own generator: the probe must not move the streams that dropout and init draw from.
   auto generator = at::detail::createCPUGenerator(12345);
-  const auto x = torch::randn({256, 768}, generator);
+  const auto x = torch::randn({512, 768}, generator);
   const auto w = torch::randn({768, 768}, generator);
-  const double blas = best_of_5([&] { torch::linear(x, w); });
-  const double onednn = best_of_5([&] { gemm(x, w.t(), {}, false); });
+  // oneDNN first: after a multithreaded call OpenBLAS's idle thread keeps yielding on the other
+  // core for a while, which slows whatever runs next (oneDNN's second thread) by up to 2x.
+  const double onednn = best_of_7([&] { gemm(x, w.t(), {}, false); });
+  const double blas = best_of_7([&] { torch::linear(x, w); });
   return choose_fp32_gemm(blas, onednn);
 }
 
@@ -270,15 +376,66 @@ ScopedFp32Gemm::~ScopedFp32Gemm() {
   forced_engine.store(previous_);
 }
 
-bool use_onednn_linear(const torch::Tensor& input, const torch::Tensor& weight) {
+namespace {
+
+/// Whether a GEMM of `multiply_adds` on `input` (and `other`'s dtype) goes through oneDNN.
+bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64_t multiply_adds) {
   if (!onednn_built() || !input.device().is_cpu() || input.scalar_type() != torch::kFloat ||
-      weight.scalar_type() != torch::kFloat || weight.dim() != 2 || at::autocast::is_cpu_enabled())
+      other.scalar_type() != torch::kFloat || at::autocast::is_cpu_enabled())
     return false;
   if (const int forced = forced_engine.load(); forced >= 0)
     return forced == static_cast<int>(Fp32Gemm::kOneDnn);
-  const int64_t in = weight.size(1), out = weight.size(0);
-  if (in == 0 || input.numel() / in * in * out < (int64_t{1} << 20)) return false;
+  if (multiply_adds < (int64_t{1} << 20)) return false;
   return fp32_gemm().engine == Fp32Gemm::kOneDnn;
+}
+
+}  // namespace
+
+bool use_onednn_linear(const torch::Tensor& input, const torch::Tensor& weight) {
+  if (weight.dim() != 2 || input.dim() < 1) return false;
+  const int64_t in = weight.size(1), out = weight.size(0);
+  return onednn_wanted(input, weight, in == 0 ? 0 : input.numel() / in * in * out);
+}
+
+bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.dim() < 2 || a.dim() != b.dim()) return false;
+  return onednn_wanted(a, b, a.numel() * b.size(-1));
+}
+
+torch::Tensor fast_linear(const torch::Tensor& input,
+                          const torch::Tensor& weight,
+                          const torch::Tensor& bias) {
+  return use_onednn_linear(input, weight) ? onednn_linear(input, weight, bias)
+                                          : torch::linear(input, weight, bias);
+}
+
+torch::Tensor onednn_matmul(const torch::Tensor& a,
+                            const torch::Tensor& b,
+                            const torch::Tensor& add,
+                            c10::IntArrayRef out_strides) {
+  TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == torch::kFloat &&
+                  b.scalar_type() == torch::kFloat,
+              "onednn_matmul: float32 CPU tensors only");
+  TORCH_CHECK(a.dim() == b.dim() && a.dim() >= 2 && a.dim() <= 4 && a.size(-1) == b.size(-2) &&
+                  a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2),
+              "onednn_matmul: cannot multiply ", a.sizes(), " by ", b.sizes());
+  std::vector<int64_t> sizes(a.sizes().begin(), a.sizes().end());
+  sizes.back() = b.size(-1);
+  if (add.defined()) {
+    TORCH_CHECK(add.scalar_type() == torch::kFloat && add.device().is_cpu() && !add.requires_grad(),
+                "onednn_matmul: the added tensor must be float32 on CPU and need no gradient");
+    bool fits = add.dim() == a.dim();
+    for (int64_t i = 0; fits && i < add.dim(); ++i)
+      fits = add.size(i) == 1 || add.size(i) == sizes[i];
+    TORCH_CHECK(fits, "onednn_matmul: cannot add ", add.sizes(), " to a result of ",
+                c10::IntArrayRef(sizes));
+  }
+  TORCH_CHECK(out_strides.empty() || out_strides.size() == sizes.size(),
+              "onednn_matmul: out_strides must give one stride per dim");
+  MatmulExtras extras{add, out_strides.vec()};
+  if (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad()))
+    return OneDnnMatmulFunction::apply(a, b, extras);
+  return batched_matmul(a, b, extras.add, extras.strides);
 }
 
 torch::Tensor onednn_linear(const torch::Tensor& input,

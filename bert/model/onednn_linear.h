@@ -26,7 +26,7 @@ bool onednn_built();
 Fp32GemmChoice choose_fp32_gemm(double blas_seconds, double onednn_seconds);
 
 /// The engine of this process, decided once: `BERTFT_FP32_GEMM=blas` or `onednn` as the user
-/// says; unset or `auto`, a probe (a 256x768x768 GEMM timed in both, best of 5, ~20 ms). Always
+/// says; unset or `auto`, a probe (a 512x768x768 GEMM timed in both, best of 7, ~50 ms). Always
 /// kBlas in a build without oneDNN. Throws on another value of the variable.
 const Fp32GemmChoice& fp32_gemm();
 
@@ -49,6 +49,27 @@ class ScopedFp32Gemm {
 /// noise (rows * in * out >= 2^20; below that LibTorch's own path), and fp32_gemm() says so
 /// (or a ScopedFp32Gemm).
 bool use_onednn_linear(const torch::Tensor& input, const torch::Tensor& weight);
+
+/// Whether a batched matmul a [..., M, K] x b [..., K, N] goes through onednn_matmul: as for
+/// bert::Linear (fp32 CPU, no autocast, at least 2^20 multiply-adds, the engine oneDNN).
+bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b);
+
+/// torch::linear(input, weight, bias), through onednn_linear where use_onednn_linear says so (for
+/// projections that are not bert::Linear modules: pooler, task heads, the MLM decoder).
+torch::Tensor fast_linear(const torch::Tensor& input,
+                          const torch::Tensor& weight,
+                          const torch::Tensor& bias);
+
+/// a [..., M, K] x b [..., K, N] (2-D to 4-D, equal batch dims) + `add` (optional, no gradient,
+/// each dim 1 or the result's: the attention mask [batch, 1, 1, seq]) added in the GEMM's own
+/// output pass, through oneDNN's fp32 matmul. Operands are read where they are (a transposed or
+/// head-split view needs no copy); the result has `out_strides` (a dense layout) when given, else
+/// is contiguous. Differentiable in a and b; each gradient comes laid out as its operand (dense
+/// views) so that the heads' gradients need no permute copy. fp32 CPU tensors only.
+torch::Tensor onednn_matmul(const torch::Tensor& a,
+                            const torch::Tensor& b,
+                            const torch::Tensor& add = {},
+                            c10::IntArrayRef out_strides = {});
 
 /// input [..., in] x weight [out, in]^T + bias [out] (bias may be undefined), as torch::linear,
 /// through oneDNN's fp32 matmul, reading the operands in place (no packing copies of the

@@ -2,6 +2,7 @@
 
 #include "bert/model/init.h"
 #include "bert/model/layer.h"
+#include "bert/model/onednn_linear.h"
 
 namespace bert {
 
@@ -18,7 +19,7 @@ BertPredictionHeadTransformImpl::BertPredictionHeadTransformImpl(const BertConfi
 torch::Tensor BertPredictionHeadTransformImpl::forward(const torch::Tensor& hidden) {
   // Under bf16 autocast the dense output is bf16 with no fp32 residual to add, and LibTorch
   // 1.13's CPU layer_norm refuses a bf16 input with fp32 parameters: normalise in theirs.
-  const auto x = apply_activation(activation_, dense_(hidden));
+  const auto x = apply_activation(activation_, fast_linear(hidden, dense_->weight, dense_->bias));
   return layer_norm_(x.to(layer_norm_->weight.scalar_type()));
 }
 
@@ -31,7 +32,7 @@ BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertConfig& c, torch::T
 }
 
 torch::Tensor BertLMPredictionHeadImpl::forward(const torch::Tensor& hidden) {
-  return torch::linear(transform_(hidden), decoder_weight_, bias);  // [batch, seq, vocab]
+  return fast_linear(transform_(hidden), decoder_weight_, bias);  // [batch, seq, vocab]
 }
 
 MaskedLMHead::MaskedLMHead(torch::nn::Module& owner, const BertConfig& c, torch::Tensor tied)
@@ -81,10 +82,10 @@ MaskedLMHead::MaskedLMHead(torch::nn::Module& owner, const BertConfig& c, torch:
 }
 
 torch::Tensor MaskedLMHead::forward(const torch::Tensor& hidden) {
-  const auto x = apply_activation(activation_, dense_->forward(hidden));
+  const auto x = apply_activation(activation_, fast_linear(hidden, dense_->weight, dense_->bias));
   // As BertPredictionHeadTransform: normalise in the parameters' dtype under bf16 autocast.
-  return torch::linear(layer_norm_->forward(x.to(layer_norm_->weight.scalar_type())),
-                       decoder_weight_, bias_);
+  return fast_linear(layer_norm_->forward(x.to(layer_norm_->weight.scalar_type())), decoder_weight_,
+                     bias_);
 }
 
 BertPreTrainingHeadsImpl::BertPreTrainingHeadsImpl(const BertConfig& c, torch::Tensor tied) {

@@ -3,6 +3,7 @@
 #include "bert/common/error.h"
 #include "bert/model/init.h"
 #include "bert/model/layer.h"
+#include "bert/model/onednn_linear.h"
 
 namespace bert::tasks {
 namespace {
@@ -77,18 +78,28 @@ BertTaskModelImpl::BertTaskModelImpl(const BertConfig& config, HeadKind kind, in
   if (!pre_.is_empty()) init_bert_weights(*pre_, config.initializer_range());
 }
 
+namespace {
+
+/// A head's projection, through oneDNN where bert::Linear would take it (a multithreaded BLAS
+/// call in a oneDNN step leaves OpenBLAS's idle thread yielding on the other core).
+torch::Tensor project(const torch::nn::Linear& linear, const torch::Tensor& x) {
+  return fast_linear(x, linear->weight, linear->bias);
+}
+
+}  // namespace
+
 torch::Tensor BertTaskModelImpl::sentence_vector(const BertModelOutput& out) {
   if (uses_pooler_) return dropout_(out.pooler_output);  // [rows, hidden]
   torch::Tensor x = out.last_hidden_state.select(1, 0);  // the first token, [rows, hidden]
   switch (family_) {
     case ModelFamily::kDistilBert:
-      return dropout_(torch::relu(pre_(x)));
+      return dropout_(torch::relu(project(pre_, x)));
     case ModelFamily::kElectra:
       if (kind_ == HeadKind::kChoices)
-        return dropout_(apply_activation(Activation::kGelu, pre_(first_dropout_(x))));
+        return dropout_(apply_activation(Activation::kGelu, project(pre_, first_dropout_(x))));
       [[fallthrough]];
     default: {
-      x = pre_(dropout_(x));
+      x = project(pre_, dropout_(x));
       return dropout_(pre_tanh_ ? torch::tanh(x) : apply_activation(pre_activation_, x));
     }
   }
@@ -98,7 +109,7 @@ torch::Tensor BertTaskModelImpl::forward(const Batch& batch) {
   switch (kind_) {
     case HeadKind::kPooled: {
       const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
-      return head_->forward(sentence_vector(out));  // [batch, labels]
+      return project(head_, sentence_vector(out));  // [batch, labels]
     }
     case HeadKind::kChoices: {
       const int64_t b = batch.input_ids.size(0), c = batch.input_ids.size(1);
@@ -107,16 +118,16 @@ torch::Tensor BertTaskModelImpl::forward(const Batch& batch) {
       };  // [b*c, seq]
       const auto out = bert->forward(flat(batch.input_ids), flat(batch.attention_mask),
                                      flat(batch.token_type_ids));
-      return head_->forward(sentence_vector(out)).view({b, c});  // [batch, choices]
+      return project(head_, sentence_vector(out)).view({b, c});  // [batch, choices]
     }
     case HeadKind::kTokens: {
       const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
-      return head_->forward(dropout_(out.last_hidden_state));  // [batch, seq, labels]
+      return project(head_, dropout_(out.last_hidden_state));  // [batch, seq, labels]
     }
     case HeadKind::kSpan: {
       const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
       const auto& hidden = out.last_hidden_state;
-      return head_->forward(dropout_.is_empty() ? hidden : dropout_(hidden));  // [batch, seq, 2]
+      return project(head_, dropout_.is_empty() ? hidden : dropout_(hidden));  // [batch, seq, 2]
     }
   }
   TORCH_INTERNAL_ASSERT(false, "unknown head kind");

@@ -117,6 +117,52 @@ TEST(OneDnnLinear, FusedGeluEqualsGeluOfTheProjection) {
   EXPECT_THROW(onednn_linear_gelu(x, w.clone().requires_grad_(true), b), c10::Error);
 }
 
+TEST(OneDnnMatmul, EqualsTorchMatmulOnHeadViewsWithTheMaskAdded) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(2);
+  const int64_t batch = 3, seq = 7, heads = 4, dim = 8, hidden = heads * dim;
+  const auto heads_of = [&](const torch::Tensor& x) {
+    return x.view({batch, seq, heads, dim}).transpose(1, 2);  // a view, not contiguous
+  };
+  const auto qp = torch::randn({batch, seq, hidden}).requires_grad_(true);
+  const auto kp = torch::randn({batch, seq, hidden}).requires_grad_(true);
+  auto mask = torch::zeros({batch, 1, 1, seq});
+  mask.index_put_({1, 0, 0, torch::indexing::Slice(4, seq)}, -3.4e38);
+  const auto ref = torch::matmul(heads_of(qp), heads_of(kp).transpose(-1, -2)) + mask;
+  const auto got = onednn_matmul(heads_of(qp), heads_of(kp).transpose(-1, -2), mask);
+  ASSERT_EQ(got.sizes(), ref.sizes());
+  EXPECT_TRUE(got.is_contiguous());
+  EXPECT_LT(testing::max_abs_diff(got.masked_fill(mask < -1, 0), ref.masked_fill(mask < -1, 0)),
+            1e-5);
+  EXPECT_TRUE(torch::equal(got < -1e38, ref < -1e38));
+  // Gradients equal torch's, and come back in the projections' [batch, seq, hidden] order.
+  const auto upstream = torch::randn(ref.sizes()).masked_fill(mask < -1, 0);
+  const auto want = torch::autograd::grad({ref}, {qp, kp}, {upstream});
+  const auto have = torch::autograd::grad({got}, {qp, kp}, {upstream});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LT(relative_error(have[i], want[i]), 1e-6);
+    EXPECT_TRUE(have[i].is_contiguous());
+  }
+}
+
+TEST(OneDnnMatmul, WritesTheResultInTheLayoutAsked) {
+  REQUIRE_ONEDNN();
+  const int64_t batch = 2, heads = 3, seq = 5, dim = 4, hidden = heads * dim;
+  const auto probs = torch::softmax(torch::randn({batch, heads, seq, seq}), -1);
+  const auto v = torch::randn({batch, seq, hidden}).view({batch, seq, heads, dim}).transpose(1, 2);
+  torch::NoGradGuard no_grad;
+  const auto got = onednn_matmul(probs, v, {}, {seq * hidden, dim, hidden, 1});
+  EXPECT_EQ(got.strides(), (std::vector<int64_t>{seq * hidden, dim, hidden, 1}));
+  EXPECT_TRUE(got.transpose(1, 2).is_contiguous());  // [batch, seq, hidden] without a copy
+  EXPECT_LT(testing::max_abs_diff(got, torch::matmul(probs, v)), 1e-6);
+  // 3-D and 2-D operands; shapes that do not fit are refused.
+  const auto a = torch::randn({4, 6, 9}), b = torch::randn({4, 9, 2});
+  EXPECT_LT(testing::max_abs_diff(onednn_matmul(a, b), torch::bmm(a, b)), 1e-5);
+  EXPECT_LT(testing::max_abs_diff(onednn_matmul(a[0], b[0]), torch::mm(a[0], b[0])), 1e-5);
+  EXPECT_THROW(onednn_matmul(a, b.transpose(1, 2)), c10::Error);
+  EXPECT_THROW(onednn_matmul(a, b, torch::zeros({4, 5, 1})), c10::Error);
+}
+
 TEST(OneDnnLinear, ChoosesOneDnnOnlyForAClearGain) {
   EXPECT_EQ(choose_fp32_gemm(1.0, 0.5).engine, Fp32Gemm::kOneDnn);
   EXPECT_EQ(choose_fp32_gemm(1.0, 0.9).engine, Fp32Gemm::kBlas);
@@ -143,12 +189,14 @@ TEST(OneDnnLinear, LinearTakesItForLargeFp32GemmsOutsideAutocast) {
 TEST(OneDnnLinear, BertModelTrainsTheSameThroughEitherEngine) {
   REQUIRE_ONEDNN();
   const auto ids = torch::randint(5, 99, {3, 12}, torch::kLong);
+  auto mask = torch::ones({3, 12}, torch::kLong);
+  mask.index_put_({1, torch::indexing::Slice(7, 12)}, 0);  // padding: the attention mask added
   const auto run = [&](Fp32Gemm engine) {
     const ScopedFp32Gemm scoped(engine);
     torch::manual_seed(0);
     BertModel model(testing::tiny_config());
     model->eval();  // no dropout: the two runs must see the same function
-    const auto out = model->forward(ids);
+    const auto out = model->forward(ids, mask);
     (out.last_hidden_state.pow(2).sum() + out.pooler_output.sum()).backward();
     std::vector<torch::Tensor> result = {out.last_hidden_state.detach()};
     for (const auto& p : model->parameters()) result.push_back(p.grad());
