@@ -51,7 +51,8 @@ bool exact_scale(int64_t head_dim) {
   return root * root == static_cast<double>(head_dim) && std::frexp(root, &exponent) == 0.5;
 }
 
-/// The attention through oneDNN's batched matmul (fp32 on CPU): q, k, v [batch, heads, seq,
+/// The attention through oneDNN's batched matmul (fp32, or bf16 under autocast, on CPU): q, k,
+/// v [batch, heads, seq,
 /// head_dim] as split_heads gives them, read in place; returns the context [batch, seq, hidden].
 torch::Tensor attend_onednn(const torch::Tensor& q,
                             const torch::Tensor& k,
@@ -67,19 +68,26 @@ torch::Tensor attend_onednn(const torch::Tensor& q,
   const double root = std::sqrt(static_cast<double>(head_dim));
   const bool masked = additive_mask.defined();
   torch::Tensor scores;  // [batch, heads, seq, seq]
+  // In bf16 (autocast) the scores are bf16, where fp32's lowest would round to -inf: the mask
+  // is clamped to bf16's lowest as mask_for_heads does for the plain path.
+  const torch::Tensor mask = !masked ? torch::Tensor()
+                             : q.scalar_type() == torch::kBFloat16
+                                 ? additive_mask.to(torch::kFloat).clamp_min(-3.3895313892515355e38)
+                                 : additive_mask.to(torch::kFloat);
   if (exact_scale(head_dim)) {
-    scores = onednn_matmul(q * (1.0 / root), k.transpose(-1, -2),
-                           masked ? additive_mask.to(torch::kFloat) : torch::Tensor());
+    scores = onednn_matmul(q * (1.0 / root), k.transpose(-1, -2), mask);
   } else {
     scores = onednn_matmul(q, k.transpose(-1, -2)) / root;
-    if (masked) scores = scores + additive_mask;
+    if (masked) scores = scores + mask;
   }
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
   if (probs_out != nullptr) *probs_out = probs;
   probs = dropout(probs);
   // The context is written straight into [batch, seq, heads, head_dim] order, so the
   // [batch, seq, hidden] result is a view, not a copy.
-  return onednn_matmul(probs, v, {}, {seq * hidden, head_dim, hidden, 1})
+  // (Under autocast softmax may give float32 probabilities; the product takes them in v's type,
+  // as autocast's bmm would.)
+  return onednn_matmul(probs.to(v.scalar_type()), v, {}, {seq * hidden, head_dim, hidden, 1})
       .transpose(1, 2)
       .reshape({batch, seq, hidden});
 }

@@ -55,8 +55,7 @@ void LinearImpl::quantize_int8() {
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
   if (packed_.isNone()) {
-    if (use_onednn_linear(input, weight)) return onednn_linear(input, weight, bias);
-    return torch::nn::LinearImpl::forward(input);
+    return fast_linear(input, weight, bias);
   }
   TORCH_CHECK(input.device().is_cpu(), "int8 linear: CPU only, got ", input.device());
   select_engine();

@@ -75,7 +75,11 @@ struct Primitive {
 };
 
 dnnl::memory::desc describe(const torch::Tensor& t) {
-  return {dnnl::memory::dims(t.sizes().begin(), t.sizes().end()), dnnl::memory::data_type::f32,
+  TORCH_CHECK(t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16,
+              "onednn: float32 and bfloat16 only, got ", t.scalar_type());
+  const auto type = t.scalar_type() == torch::kFloat ? dnnl::memory::data_type::f32
+                                                     : dnnl::memory::data_type::bf16;
+  return {dnnl::memory::dims(t.sizes().begin(), t.sizes().end()), type,
           dnnl::memory::dims(t.strides().begin(), t.strides().end())};
 }
 
@@ -83,6 +87,7 @@ dnnl::memory::desc describe(const torch::Tensor& t) {
 void add_to_key(std::vector<int64_t>& key, const torch::Tensor& t) {
   key.push_back(t.defined() ? t.dim() : 0);
   if (!t.defined()) return;
+  key.push_back(static_cast<int64_t>(t.scalar_type()));
   key.insert(key.end(), t.sizes().begin(), t.sizes().end());
   key.insert(key.end(), t.strides().begin(), t.strides().end());
 }
@@ -183,12 +188,15 @@ void matmul_into(const torch::Tensor&,
 
 #endif
 
-/// c[M, N] = a[M, K] b[K, N] (+ bias[N]) (then GELU), into a new contiguous tensor.
+/// c[M, N] = a[M, K] b[K, N] (+ bias[N]) (then GELU), into a new contiguous tensor of `dtype`
+/// (a's when not given; bf16 operands may give a float32 result: their sums are float32).
 torch::Tensor gemm(const torch::Tensor& a,
                    const torch::Tensor& b,
                    const torch::Tensor& bias,
-                   bool gelu) {
-  torch::Tensor c = torch::empty({a.size(0), b.size(1)}, a.options());
+                   bool gelu,
+                   c10::optional<torch::ScalarType> dtype = c10::nullopt) {
+  torch::Tensor c =
+      torch::empty({a.size(0), b.size(1)}, a.options().dtype(dtype.value_or(a.scalar_type())));
   matmul_into(a, b, bias.defined() ? bias.view({1, -1}) : bias, {}, gelu, c);
   return c;
 }
@@ -240,48 +248,38 @@ struct OneDnnMatmulFunction : public torch::autograd::Function<OneDnnMatmulFunct
   }
 };
 
-/// The backward of y = x w^T (+ b): dx and dw through oneDNN, db as the column sums; only
-/// those the graph needs.
-torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext* ctx,
-                                               const torch::Tensor& grad,
-                                               bool with_bias) {
-  const auto saved = ctx->get_saved_variables();
-  const torch::Tensor& x = saved[0];
-  const torch::Tensor& weight = saved[1];
-  const torch::Tensor dy = plain(grad);
-  torch::autograd::variable_list grads(with_bias ? 3 : 2);
-  if (ctx->needs_input_grad(0)) grads[0] = gemm(dy, weight, {}, false);  // [M, N] [N, K]
-  if (ctx->needs_input_grad(1)) grads[1] = gemm(dy.t(), x, {}, false);   // [N, M] [M, K]
-  if (with_bias && ctx->needs_input_grad(2)) grads[2] = dy.sum(0);
-  return grads;
-}
-
-/// y = x w^T + b with oneDNN for the forward and both backward GEMMs. (Two functions: an
-/// undefined bias cannot be an input of a custom autograd function in this LibTorch.)
+/// y = x w^T + b with oneDNN for the forward and both backward GEMMs. In bf16 (for bf16
+/// autocast) x, w and b are cast to bf16 as autocast would cast them and y is bf16; the
+/// gradients come out of the GEMMs in float32 (w's, and x's when x is float32) without a bf16
+/// rounding and a cast pass.
 struct OneDnnLinearFunction : public torch::autograd::Function<OneDnnLinearFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
                                const torch::Tensor& x,
                                const torch::Tensor& weight,
-                               const torch::Tensor& bias) {
-    ctx->save_for_backward({x, weight});
-    return gemm(x, weight.t(), bias, /*gelu=*/false);
+                               const c10::optional<torch::Tensor>& bias,
+                               bool bf16) {
+    const auto compute = bf16 ? torch::kBFloat16 : torch::kFloat;
+    const torch::Tensor xc = x.to(compute), wc = weight.to(compute);
+    const torch::Tensor bc = bias.has_value() ? bias->to(compute) : torch::Tensor();
+    ctx->save_for_backward({xc, wc});
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["bias"] = bias.has_value() && bias->defined();
+    return gemm(xc, wc.t(), bc, /*gelu=*/false);
   }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    return linear_backward(ctx, grads[0], /*with_bias=*/true);
-  }
-};
 
-struct OneDnnLinearNoBiasFunction : public torch::autograd::Function<OneDnnLinearNoBiasFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
-                               const torch::Tensor& x,
-                               const torch::Tensor& weight) {
-    ctx->save_for_backward({x, weight});
-    return gemm(x, weight.t(), {}, /*gelu=*/false);
-  }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return linear_backward(ctx, grads[0], /*with_bias=*/false);
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &weight = saved[1];
+    const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const torch::Tensor dy = plain(grads[0]).to(x.scalar_type());
+    torch::autograd::variable_list out(4);
+    if (ctx->needs_input_grad(0)) out[0] = gemm(dy, weight, {}, false, x_dtype);  // [M,N] [N,K]
+    if (ctx->needs_input_grad(1))
+      out[1] = gemm(dy.t(), x, {}, false, torch::kFloat);  // [N,M] [M,K]
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2))
+      out[2] = dy.sum(0, /*keepdim=*/false, torch::kFloat);
+    return out;
   }
 };
 
@@ -301,6 +299,16 @@ bool needs_autograd(const torch::Tensor& input,
                     const torch::Tensor& bias) {
   return torch::GradMode::is_enabled() && (input.requires_grad() || weight.requires_grad() ||
                                            (bias.defined() && bias.requires_grad()));
+}
+
+/// Whether bf16 work under autocast goes through oneDNN directly (BERTFT_BF16_LINEAR=autocast
+/// leaves it to LibTorch's autocast, for side-by-side measurements).
+bool bf16_direct() {
+  static const bool direct = [] {
+    const char* env = std::getenv("BERTFT_BF16_LINEAR");
+    return env == nullptr || std::string(env) != "autocast";
+  }();
+  return direct;
 }
 
 /// A ScopedFp32Gemm's engine (as int), or -1.
@@ -389,6 +397,16 @@ bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64
   return fp32_gemm().engine == Fp32Gemm::kOneDnn;
 }
 
+/// Whether bf16 work of `multiply_adds` (autocast's) goes through oneDNN directly: on CPU,
+/// unless BERTFT_BF16_LINEAR=autocast, at least 2^20 multiply-adds; a ScopedFp32Gemm decides
+/// for every size (kOneDnn: directly, kBlas: through autocast).
+bool bf16_wanted(const torch::Tensor& input, int64_t multiply_adds) {
+  if (!onednn_built() || !input.device().is_cpu()) return false;
+  if (const int forced = forced_engine.load(); forced >= 0)
+    return forced == static_cast<int>(Fp32Gemm::kOneDnn);
+  return bf16_direct() && multiply_adds >= (int64_t{1} << 20);
+}
+
 }  // namespace
 
 bool use_onednn_linear(const torch::Tensor& input, const torch::Tensor& weight) {
@@ -399,31 +417,61 @@ bool use_onednn_linear(const torch::Tensor& input, const torch::Tensor& weight) 
 
 bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   if (a.dim() < 2 || a.dim() != b.dim()) return false;
+  if (a.scalar_type() == torch::kBFloat16 && b.scalar_type() == torch::kBFloat16)
+    return bf16_wanted(a, a.numel() * b.size(-1));
   return onednn_wanted(a, b, a.numel() * b.size(-1));
+}
+
+bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight) {
+  if (!at::autocast::is_cpu_enabled() ||
+      at::autocast::get_autocast_cpu_dtype() != torch::kBFloat16 || weight.dim() != 2 ||
+      weight.scalar_type() != torch::kFloat ||
+      (input.scalar_type() != torch::kFloat && input.scalar_type() != torch::kBFloat16))
+    return false;
+  const int64_t in = weight.size(1), out = weight.size(0);
+  return bf16_wanted(input, in == 0 ? 0 : input.numel() / in * in * out);
+}
+
+torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
+                                 const torch::Tensor& weight,
+                                 const torch::Tensor& bias) {
+  const torch::Tensor x = rows_of(input);
+  const auto b = bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
+  torch::Tensor y;
+  if (needs_autograd(input, weight, bias)) {
+    y = OneDnnLinearFunction::apply(x, weight, b, true);
+  } else {
+    y = gemm(x.to(torch::kBFloat16), weight.to(torch::kBFloat16).t(),
+             bias.defined() ? bias.to(torch::kBFloat16) : bias, false);
+  }
+  return y.view(output_sizes(input, weight.size(0)));
 }
 
 torch::Tensor fast_linear(const torch::Tensor& input,
                           const torch::Tensor& weight,
                           const torch::Tensor& bias) {
-  return use_onednn_linear(input, weight) ? onednn_linear(input, weight, bias)
-                                          : torch::linear(input, weight, bias);
+  if (use_onednn_linear(input, weight)) return onednn_linear(input, weight, bias);
+  if (use_onednn_bf16_linear(input, weight)) return onednn_linear_bf16(input, weight, bias);
+  return torch::linear(input, weight, bias);
 }
 
 torch::Tensor onednn_matmul(const torch::Tensor& a,
                             const torch::Tensor& b,
                             const torch::Tensor& add,
                             c10::IntArrayRef out_strides) {
-  TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == torch::kFloat &&
-                  b.scalar_type() == torch::kFloat,
-              "onednn_matmul: float32 CPU tensors only");
+  TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == b.scalar_type() &&
+                  (a.scalar_type() == torch::kFloat || a.scalar_type() == torch::kBFloat16),
+              "onednn_matmul: float32 or bfloat16 CPU tensors of one type only");
   TORCH_CHECK(a.dim() == b.dim() && a.dim() >= 2 && a.dim() <= 4 && a.size(-1) == b.size(-2) &&
                   a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2),
               "onednn_matmul: cannot multiply ", a.sizes(), " by ", b.sizes());
   std::vector<int64_t> sizes(a.sizes().begin(), a.sizes().end());
   sizes.back() = b.size(-1);
   if (add.defined()) {
-    TORCH_CHECK(add.scalar_type() == torch::kFloat && add.device().is_cpu() && !add.requires_grad(),
-                "onednn_matmul: the added tensor must be float32 on CPU and need no gradient");
+    TORCH_CHECK((add.scalar_type() == torch::kFloat || add.scalar_type() == torch::kBFloat16) &&
+                    add.device().is_cpu() && !add.requires_grad(),
+                "onednn_matmul: the added tensor must be float32 or bfloat16 on CPU and need no "
+                "gradient");
     bool fits = add.dim() == a.dim();
     for (int64_t i = 0; fits && i < add.dim(); ++i)
       fits = add.size(i) == 1 || add.size(i) == sizes[i];
@@ -445,8 +493,8 @@ torch::Tensor onednn_linear(const torch::Tensor& input,
   const torch::Tensor x = rows_of(input);
   torch::Tensor y;
   if (needs_autograd(input, weight, bias)) {
-    y = bias.defined() ? OneDnnLinearFunction::apply(x, weight, bias)
-                       : OneDnnLinearNoBiasFunction::apply(x, weight);
+    y = OneDnnLinearFunction::apply(
+        x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, false);
   } else {
     y = gemm(x, weight.t(), bias, /*gelu=*/false);
   }

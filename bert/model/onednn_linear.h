@@ -31,8 +31,9 @@ Fp32GemmChoice choose_fp32_gemm(double blas_seconds, double onednn_seconds);
 const Fp32GemmChoice& fp32_gemm();
 
 /// For tests and benchmarks: while it lives, every fp32 CPU forward of bert::Linear (outside
-/// autocast) takes `engine`, whatever its size and fp32_gemm(); kOneDnn needs onednn_built().
-/// Process-wide; not for concurrent use.
+/// autocast) takes `engine`, whatever its size and fp32_gemm(), and bf16 autocast's projections
+/// and attention go through oneDNN directly (kOneDnn) or through autocast (kBlas); kOneDnn needs
+/// onednn_built(). Process-wide; not for concurrent use.
 class ScopedFp32Gemm {
  public:
   explicit ScopedFp32Gemm(Fp32Gemm engine);
@@ -50,8 +51,21 @@ class ScopedFp32Gemm {
 /// (or a ScopedFp32Gemm).
 bool use_onednn_linear(const torch::Tensor& input, const torch::Tensor& weight);
 
-/// Whether a batched matmul a [..., M, K] x b [..., K, N] goes through onednn_matmul: as for
-/// bert::Linear (fp32 CPU, no autocast, at least 2^20 multiply-adds, the engine oneDNN).
+/// Whether bert::Linear's forward under CPU bf16 autocast goes through onednn_linear_bf16 (a
+/// float32 weight, at least 2^20 multiply-adds or a ScopedFp32Gemm(kOneDnn);
+/// BERTFT_BF16_LINEAR=autocast keeps LibTorch's autocast path instead).
+bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight);
+
+/// What bf16 autocast's torch::linear computes (input, weight and bias cast to bf16, a bf16
+/// result), through oneDNN; its backward gives the weight's (and a float32 input's) gradient
+/// straight out of the GEMM in float32, where autocast rounds it to bf16 and casts it back.
+torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
+                                 const torch::Tensor& weight,
+                                 const torch::Tensor& bias);
+
+/// Whether a batched matmul a [..., M, K] x b [..., K, N] goes through onednn_matmul: fp32 as
+/// for bert::Linear (CPU, no autocast, at least 2^20 multiply-adds, the engine oneDNN); bf16
+/// operands (autocast's) unless BERTFT_BF16_LINEAR=autocast.
 bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
 /// torch::linear(input, weight, bias), through onednn_linear where use_onednn_linear says so (for
@@ -62,10 +76,11 @@ torch::Tensor fast_linear(const torch::Tensor& input,
 
 /// a [..., M, K] x b [..., K, N] (2-D to 4-D, equal batch dims) + `add` (optional, no gradient,
 /// each dim 1 or the result's: the attention mask [batch, 1, 1, seq]) added in the GEMM's own
-/// output pass, through oneDNN's fp32 matmul. Operands are read where they are (a transposed or
-/// head-split view needs no copy); the result has `out_strides` (a dense layout) when given, else
-/// is contiguous. Differentiable in a and b; each gradient comes laid out as its operand (dense
-/// views) so that the heads' gradients need no permute copy. fp32 CPU tensors only.
+/// output pass, through oneDNN's matmul: CPU tensors, a and b both float32 or both bf16 (the
+/// result in their type). Operands are read where they are (a transposed or head-split view
+/// needs no copy); the result has `out_strides` (a dense layout) when given, else is contiguous.
+/// Differentiable in a and b; each gradient comes laid out as its operand (dense views) so that
+/// the heads' gradients need no permute copy.
 torch::Tensor onednn_matmul(const torch::Tensor& a,
                             const torch::Tensor& b,
                             const torch::Tensor& add = {},

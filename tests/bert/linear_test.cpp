@@ -163,6 +163,86 @@ TEST(OneDnnMatmul, WritesTheResultInTheLayoutAsked) {
   EXPECT_THROW(onednn_matmul(a, b, torch::zeros({4, 5, 1})), c10::Error);
 }
 
+/// Turns CPU bf16 autocast on for its scope.
+struct Bf16Autocast {
+  Bf16Autocast() {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+  ~Bf16Autocast() {
+    at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(false);
+  }
+};
+
+TEST(OneDnnLinear, Bf16IsWhatAutocastComputesWithFloat32Gradients) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(3);
+  const auto x = torch::randn({2, 9, 64}).requires_grad_(true);
+  const auto w = (torch::randn({48, 64}) * 0.1).requires_grad_(true);
+  const auto b = torch::randn({48}).requires_grad_(true);
+  const auto upstream = torch::randn({2, 9, 48});
+  torch::Tensor ref, got;
+  {
+    const Bf16Autocast autocast;
+    ref = torch::linear(x, w, b);
+    got = onednn_linear_bf16(x, w, b);
+  }
+  ASSERT_EQ(got.scalar_type(), torch::kBFloat16);
+  ASSERT_EQ(ref.scalar_type(), torch::kBFloat16);
+  // Both sum in float32 and round once to bf16: equal but for the summation order.
+  EXPECT_LT(relative_error(got.to(torch::kFloat), ref.to(torch::kFloat)), 4e-3);
+  const auto want = torch::autograd::grad({ref}, {x, w, b}, {upstream.to(torch::kBFloat16)});
+  const auto have = torch::autograd::grad({got}, {x, w, b}, {upstream.to(torch::kBFloat16)});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(have[i].scalar_type(), torch::kFloat) << i;
+    // Autocast rounds the weight gradient to bf16 before casting it back; this path does not.
+    EXPECT_LT(relative_error(have[i], want[i]), 1e-2) << i;
+  }
+  // The weight gradient against a float32 reference from the same bf16 operands.
+  const auto dy = upstream.to(torch::kBFloat16).to(torch::kFloat).reshape({18, 48});
+  const auto xb = x.detach().to(torch::kBFloat16).to(torch::kFloat).reshape({18, 64});
+  EXPECT_LT(relative_error(have[1], torch::mm(dy.t(), xb)), 1e-5);
+}
+
+TEST(OneDnnLinear, Bf16BertModelTrainsAsUnderAutocast) {
+  REQUIRE_ONEDNN();
+  const auto ids = torch::randint(5, 99, {3, 12}, torch::kLong);
+  auto mask = torch::ones({3, 12}, torch::kLong);
+  mask.index_put_({1, torch::indexing::Slice(7, 12)}, 0);
+  mask.index_put_({2}, 0);  // a fully masked row stays finite, as HF's uniform one
+  const auto run = [&](Fp32Gemm engine) {
+    const ScopedFp32Gemm scoped(engine);  // kOneDnn: directly; kBlas: through autocast
+    torch::manual_seed(0);
+    BertModel model(testing::tiny_config());
+    model->eval();
+    torch::Tensor loss, hidden;
+    {
+      const Bf16Autocast autocast;
+      const auto out = model->forward(ids, mask);
+      hidden = out.last_hidden_state.to(torch::kFloat);
+      loss = hidden.pow(2).sum() + out.pooler_output.to(torch::kFloat).sum();
+    }
+    loss.backward();
+    std::vector<torch::Tensor> result = {hidden.detach()};
+    for (const auto& p : model->parameters()) result.push_back(p.grad());
+    return result;
+  };
+  const auto autocast = run(Fp32Gemm::kBlas), direct = run(Fp32Gemm::kOneDnn);
+  ASSERT_EQ(autocast.size(), direct.size());
+  EXPECT_TRUE(torch::isfinite(direct[0]).all().item<bool>());
+  // Within bf16 rounding; key.bias gets no gradient but rounding noise (softmax ignores a shift
+  // of a row), so each tensor is held to a share of the largest gradient of its kind.
+  double largest = 0;
+  for (size_t i = 1; i < autocast.size(); ++i)
+    largest = std::max(largest, autocast[i].abs().max().item<double>());
+  EXPECT_LT(relative_error(direct[0], autocast[0]), 3e-2);
+  for (size_t i = 1; i < autocast.size(); ++i)
+    EXPECT_LT(testing::max_abs_diff(direct[i], autocast[i]),
+              3e-2 * autocast[i].abs().max().item<double>() + 1e-3 * largest)
+        << "tensor " << i;
+}
+
 TEST(OneDnnLinear, ChoosesOneDnnOnlyForAClearGain) {
   EXPECT_EQ(choose_fp32_gemm(1.0, 0.5).engine, Fp32Gemm::kOneDnn);
   EXPECT_EQ(choose_fp32_gemm(1.0, 0.9).engine, Fp32Gemm::kBlas);
@@ -178,8 +258,15 @@ TEST(OneDnnLinear, LinearTakesItForLargeFp32GemmsOutsideAutocast) {
     EXPECT_TRUE(use_onednn_linear(torch::randn({2, 64}), w));  // forced: every size
     EXPECT_FALSE(use_onednn_linear(big.to(torch::kBFloat16), w));
     at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
     EXPECT_FALSE(use_onednn_linear(big, w));
+    EXPECT_TRUE(use_onednn_bf16_linear(big, w));  // autocast's bf16 projection, directly
+    {
+      const ScopedFp32Gemm through_autocast(Fp32Gemm::kBlas);
+      EXPECT_FALSE(use_onednn_bf16_linear(big, w));
+    }
     at::autocast::set_cpu_enabled(false);
+    EXPECT_FALSE(use_onednn_bf16_linear(big, w));  // no autocast
     const ScopedFp32Gemm blas(Fp32Gemm::kBlas);
     EXPECT_FALSE(use_onednn_linear(big, w));
   }
