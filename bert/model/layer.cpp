@@ -1,5 +1,7 @@
 #include "bert/model/layer.h"
 
+#include "bert/model/onednn_linear.h"
+
 namespace bert {
 
 namespace {
@@ -29,6 +31,12 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation_(c.
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
+  // Without autograd, on the fp32 oneDNN path, the exact GELU runs in the GEMM's output pass.
+  if (activation_ == Activation::kGelu && !dense_->is_int8() &&
+      !(torch::GradMode::is_enabled() &&
+        (hidden.requires_grad() || dense_->weight.requires_grad())) &&
+      use_onednn_linear(hidden, dense_->weight))
+    return onednn_linear_gelu(hidden, dense_->weight, dense_->bias);
   torch::Tensor x = dense_(hidden);
   // Without autograd (evaluation, prediction, embedding) the activation overwrites the
   // projection's own fresh output: one [tokens, intermediate_size] buffer less at the peak.

@@ -43,13 +43,16 @@ torch::Tensor empty_like_layout(const torch::Tensor& t) {
 
 void check_operands(const torch::Tensor& input,
                     const torch::Tensor& weight,
-                    const torch::Tensor& bias) {
+                    const torch::Tensor& bias,
+                    bool bf16_input = false) {
   TORCH_CHECK(input.device().is_cpu() && weight.device().is_cpu() &&
                   (!bias.defined() || bias.device().is_cpu()),
               "onednn_linear: CPU tensors only");
-  TORCH_CHECK(input.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
+  TORCH_CHECK((input.scalar_type() == torch::kFloat ||
+               (bf16_input && input.scalar_type() == torch::kBFloat16)) &&
+                  weight.scalar_type() == torch::kFloat &&
                   (!bias.defined() || bias.scalar_type() == torch::kFloat),
-              "onednn_linear: float32 tensors only");
+              "onednn_linear: float32 tensors only (and a bf16 input for the bf16 path)");
   TORCH_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
               "onednn_linear: input [..., ", input.size(-1), "] does not fit weight ",
               weight.sizes());
@@ -119,7 +122,8 @@ const Primitive& primitive_for(const torch::Tensor& a,
   return made.emplace(std::move(key), std::move(p)).first->second;
 }
 
-/// c = a b (+ bias) (+ add) (then GELU) in fp32: a [..., M, K], b [..., K, N], c [..., M, N]
+/// c = a b (+ bias) (+ add) (then GELU) in float32 or bf16 (a and b of one type; c float32 or
+/// bf16, the sums float32): a [..., M, K], b [..., K, N], c [..., M, N]
 /// allocated by the caller in any dense layout; bias and add broadcast to c (each dim 1 or c's).
 /// Every operand is read and written where it is.
 void matmul_into(const torch::Tensor& a_in,
@@ -435,6 +439,7 @@ bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& wei
 torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
                                  const torch::Tensor& weight,
                                  const torch::Tensor& bias) {
+  check_operands(input, weight, bias, /*bf16_input=*/true);
   const torch::Tensor x = rows_of(input);
   const auto b = bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
   torch::Tensor y;
