@@ -52,8 +52,8 @@ bool exact_scale(int64_t head_dim) {
 }
 
 /// The attention through oneDNN's batched matmul (fp32, or bf16 under autocast, on CPU): q, k,
-/// v [batch, heads, seq,
-/// head_dim] as split_heads gives them, read in place; returns the context [batch, seq, hidden].
+/// v [batch, heads, seq, head_dim] as split_heads gives them, read in place; returns the context
+/// [batch, seq, hidden].
 torch::Tensor attend_onednn(const torch::Tensor& q,
                             const torch::Tensor& k,
                             const torch::Tensor& v,
@@ -78,7 +78,7 @@ torch::Tensor attend_onednn(const torch::Tensor& q,
     scores = onednn_matmul(q * (1.0 / root), k.transpose(-1, -2), mask);
   } else {
     scores = onednn_matmul(q, k.transpose(-1, -2)) / root;
-    if (masked) scores = scores + mask;
+    if (masked) scores = scores + mask.to(scores.scalar_type());  // in the scores' type
   }
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
   if (probs_out != nullptr) *probs_out = probs;
