@@ -387,7 +387,7 @@ struct Suite {
       fmt::print("{:<28} {:>10.3f} {:>12} {:>10}\n", name, tf[0],
                  bert::onednn_built() ? fmt::format("{:.3f}", tf[1]) : "not built",
                  bf16_fast ? fmt::format("{:.3f}", tf[2]) : "skipped");
-      // The fp32 ceiling is the faster engine's: bert::Linear runs on whichever the probe chose.
+      // The fp32 ceiling is the faster engine's (bert::Linear's is the rule's, fp32_gemm()).
       if (name == "ffn up 768x3072") ceiling = {{"fp32", std::max(tf[0], tf[1])}, {"bf16", tf[2]}};
     }
     fmt::print("fp32 engine of this process: {}\n", bert::fp32_gemm().reason);

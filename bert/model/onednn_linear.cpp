@@ -1,6 +1,5 @@
 #include "bert/model/onednn_linear.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <fmt/format.h>
@@ -8,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
@@ -318,20 +316,6 @@ bool bf16_direct() {
 /// A ScopedFp32Gemm's engine (as int), or -1.
 std::atomic<int> forced_engine{-1};
 
-/// Best time of 7 runs of `run`, after one warm-up.
-template <typename Run>
-double best_of_7(const Run& run) {
-  run();
-  double best = 1e30;
-  for (int i = 0; i < 7; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    best = std::min(
-        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
-
 Fp32GemmChoice decide() {
   const char* env = std::getenv("BERTFT_FP32_GEMM");
   const std::string requested = env != nullptr ? env : "auto";
@@ -341,16 +325,16 @@ Fp32GemmChoice decide() {
   if (!onednn_built()) return {Fp32Gemm::kBlas, "fp32 GEMMs: BLAS (this build has no oneDNN)"};
   if (requested == "blas") return {Fp32Gemm::kBlas, "fp32 GEMMs: BLAS (BERTFT_FP32_GEMM)"};
   if (requested == "onednn") return {Fp32Gemm::kOneDnn, "fp32 GEMMs: oneDNN (BERTFT_FP32_GEMM)"};
-  torch::NoGradGuard no_grad;
-  // Its own generator: the probe must not move the streams that dropout and init draw from.
-  auto generator = at::detail::createCPUGenerator(12345);
-  const auto x = torch::randn({512, 768}, generator);
-  const auto w = torch::randn({768, 768}, generator);
-  // oneDNN first: after a multithreaded call OpenBLAS's idle thread keeps yielding on the other
-  // core for a while, which slows whatever runs next (oneDNN's second thread) by up to 2x.
-  const double onednn = best_of_7([&] { gemm(x, w.t(), {}, false); });
-  const double blas = best_of_7([&] { torch::linear(x, w); });
-  return choose_fp32_gemm(blas, onednn);
+#ifdef BERTFT_HAVE_DNNL
+  // A rule of the CPU, not a timing: every process of a run, and a resumed run, must make the
+  // same choice, or the results are no longer bit-for-bit reproducible (with a timed probe two
+  // data-parallel runs of one recipe ended with different weights).
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  if ((isa & avx512) == avx512)
+    return {Fp32Gemm::kOneDnn, "fp32 GEMMs: oneDNN (an AVX-512 CPU: its kernels use it)"};
+#endif
+  return {Fp32Gemm::kBlas, "fp32 GEMMs: BLAS (no AVX-512 for oneDNN's kernels)"};
 }
 
 }  // namespace
@@ -361,16 +345,6 @@ bool onednn_built() {
 #else
   return false;
 #endif
-}
-
-Fp32GemmChoice choose_fp32_gemm(double blas_seconds, double onednn_seconds) {
-  const double speedup = blas_seconds / std::max(onednn_seconds, 1e-12);
-  if (onednn_seconds < 0.8 * blas_seconds)
-    return {Fp32Gemm::kOneDnn,
-            fmt::format("fp32 GEMMs: oneDNN (its GEMM runs {:.1f}x as fast as the BLAS here)",
-                        speedup)};
-  return {Fp32Gemm::kBlas,
-          fmt::format("fp32 GEMMs: BLAS (oneDNN's GEMM runs {:.2g}x as fast here)", speedup)};
 }
 
 const Fp32GemmChoice& fp32_gemm() {

@@ -21,13 +21,12 @@ struct Fp32GemmChoice {
 /// Whether this build has the oneDNN path (libdnnl-dev was found at configure time).
 bool onednn_built();
 
-/// The decision from a probe's timings of the same GEMM: oneDNN when it takes under 0.8 of the
-/// BLAS time (a clear gain), else the BLAS.
-Fp32GemmChoice choose_fp32_gemm(double blas_seconds, double onednn_seconds);
-
 /// The engine of this process, decided once: `BERTFT_FP32_GEMM=blas` or `onednn` as the user
-/// says; unset or `auto`, a probe (a 512x768x768 GEMM timed in both, best of 7, ~50 ms). Always
-/// kBlas in a build without oneDNN. Throws on another value of the variable.
+/// says; unset or `auto`, oneDNN where the CPU has AVX-512 (oneDNN's kernels use it; here they
+/// run 1.8-2x as fast as OpenBLAS, which this machine pins to its Haswell kernels), else the
+/// BLAS. A fixed rule rather than a timing, so that every process of a run and a resumed run
+/// compute alike. Always kBlas in a build without oneDNN. Throws on another value of the
+/// variable.
 const Fp32GemmChoice& fp32_gemm();
 
 /// For tests and benchmarks: while it lives, every fp32 CPU forward of bert::Linear (outside
