@@ -27,6 +27,9 @@ torch::Tensor BertSelfAttentionImpl::split_heads(const torch::Tensor& x) const {
 
 namespace {
 
+/// bf16's lowest finite value: a float32 mask's lowest would round to -inf in bf16.
+constexpr double kBf16Lowest = -3.3895313892515355e38;
+
 /// The additive mask [batch, 1, 1, seq] as baddbmm's input [batch * heads, 1, seq]. Under
 /// autocast baddbmm casts it to the low-precision type, where fp32's lowest would round to -inf
 /// (a fully masked row would then give NaN, not HF's uniform row): clamp to that type's lowest.
@@ -38,7 +41,7 @@ torch::Tensor mask_for_heads(const torch::Tensor& additive_mask, int64_t heads) 
   if (cpu || gpu) {
     const auto low =
         cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
-    mask = mask.clamp_min(low == torch::kHalf ? -65504.0 : -3.3895313892515355e38);
+    mask = mask.clamp_min(low == torch::kHalf ? -65504.0 : kBf16Lowest);
   }
   return mask;
 }
@@ -72,7 +75,7 @@ torch::Tensor attend_onednn(const torch::Tensor& q,
   // is clamped to bf16's lowest as mask_for_heads does for the plain path.
   const torch::Tensor mask = !masked ? torch::Tensor()
                              : q.scalar_type() == torch::kBFloat16
-                                 ? additive_mask.to(torch::kFloat).clamp_min(-3.3895313892515355e38)
+                                 ? additive_mask.to(torch::kFloat).clamp_min(kBf16Lowest)
                                  : additive_mask.to(torch::kFloat);
   if (exact_scale(head_dim)) {
     scores = onednn_matmul(q * (1.0 / root), k.transpose(-1, -2), mask);

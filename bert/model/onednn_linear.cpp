@@ -303,6 +303,24 @@ bool needs_autograd(const torch::Tensor& input,
                                            (bias.defined() && bias.requires_grad()));
 }
 
+/// input x weight^T + bias through OneDnnLinearFunction (with autograd) or one GEMM, in
+/// float32 or in bf16 (operands cast as autocast casts them); the result in input's shape.
+torch::Tensor linear_through_onednn(const torch::Tensor& input,
+                                    const torch::Tensor& weight,
+                                    const torch::Tensor& bias,
+                                    bool bf16) {
+  const torch::Tensor x = rows_of(input);
+  torch::Tensor y;
+  if (needs_autograd(input, weight, bias)) {
+    y = OneDnnLinearFunction::apply(
+        x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, bf16);
+  } else {
+    const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+    y = gemm(x.to(type), weight.to(type).t(), bias.defined() ? bias.to(type) : bias, false);
+  }
+  return y.view(output_sizes(input, weight.size(0)));
+}
+
 /// Whether bf16 work under autocast goes through oneDNN directly (BERTFT_BF16_LINEAR=autocast
 /// leaves it to LibTorch's autocast, for side-by-side measurements).
 bool bf16_direct() {
@@ -414,16 +432,7 @@ torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
                                  const torch::Tensor& weight,
                                  const torch::Tensor& bias) {
   check_operands(input, weight, bias, /*bf16_input=*/true);
-  const torch::Tensor x = rows_of(input);
-  const auto b = bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
-  torch::Tensor y;
-  if (needs_autograd(input, weight, bias)) {
-    y = OneDnnLinearFunction::apply(x, weight, b, true);
-  } else {
-    y = gemm(x.to(torch::kBFloat16), weight.to(torch::kBFloat16).t(),
-             bias.defined() ? bias.to(torch::kBFloat16) : bias, false);
-  }
-  return y.view(output_sizes(input, weight.size(0)));
+  return linear_through_onednn(input, weight, bias, /*bf16=*/true);
 }
 
 torch::Tensor fast_linear(const torch::Tensor& input,
@@ -469,15 +478,7 @@ torch::Tensor onednn_linear(const torch::Tensor& input,
                             const torch::Tensor& weight,
                             const torch::Tensor& bias) {
   check_operands(input, weight, bias);
-  const torch::Tensor x = rows_of(input);
-  torch::Tensor y;
-  if (needs_autograd(input, weight, bias)) {
-    y = OneDnnLinearFunction::apply(
-        x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, false);
-  } else {
-    y = gemm(x, weight.t(), bias, /*gelu=*/false);
-  }
-  return y.view(output_sizes(input, weight.size(0)));
+  return linear_through_onednn(input, weight, bias, /*bf16=*/false);
 }
 
 torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
