@@ -28,7 +28,9 @@ bool keep_freed_memory() {
   const char* choice = std::getenv("BERTFT_MALLOC");
   if (choice != nullptr && std::string(choice) == "system") return false;
   constexpr int kOneGiB = 1 << 30;
-  return ::mallopt(M_MMAP_THRESHOLD, kOneGiB) == 1 && ::mallopt(M_TRIM_THRESHOLD, kOneGiB) == 1;
+  // -1: never trim (mallopt(3)). A finite threshold still let a step that freed more than it at
+  // once (bert-base 32x128 fp32 frees ~4 GiB at the end of backward) hand the heap top back.
+  return ::mallopt(M_MMAP_THRESHOLD, kOneGiB) == 1 && ::mallopt(M_TRIM_THRESHOLD, -1) == 1;
 }
 
 }  // namespace bert
