@@ -165,4 +165,8 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate)
   for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
 }
 
+void release_gradients(const std::vector<torch::Tensor>& parameters) {
+  for (const auto& p : parameters) p.mutable_grad() = torch::Tensor();
+}
+
 }  // namespace bert::tasks

@@ -50,4 +50,11 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
 /// Sets the learning rate of every parameter group (any optimizer).
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);
 
+/// Drops every parameter's gradient (torch's `zero_grad(set_to_none=True)`, what HF's Trainer
+/// does): the next backward hands its fresh gradient tensors over instead of zero-filling the
+/// old ones and adding into them (two passes over every gradient less per step, and no gradient
+/// memory held during the forward). Parameters without a gradient in a step are then skipped by
+/// AdamW, as in torch. Data-parallel gradients live in all-reduce buckets: zero those in place.
+void release_gradients(const std::vector<torch::Tensor>& parameters);
+
 }  // namespace bert::tasks

@@ -353,7 +353,11 @@ void Trainer::optimizer_step(TrainContext& run,
                run.state.step + 1, run.scaler.scale());
   }
   if (fp16) run.scaler.update(finite);
-  // In place (data-parallel gradients are views of the all-reduce buckets, which
+  if (!run.group) {
+    release_gradients(parameters);
+    return;
+  }
+  // In place: data-parallel gradients are views of the all-reduce buckets (which
   // Optimizer::zero_grad's detach_() refuses).
   torch::NoGradGuard no_grad;
   for (const auto& p : parameters)

@@ -199,5 +199,26 @@ TEST(FusedAdamW, MatchesTorchAdamWAndRoundTripsItsState) {
   EXPECT_EQ(restored->state().size(), fused->state().size());
 }
 
+// release_gradients (set_to_none): the next backward's gradient is handed over, not added to a
+// zeroed one, and AdamW skips a parameter that got no gradient (no decay, no moment update).
+TEST(Optimizers, ReleasedGradientsAreReplacedAndSkippedWhenAbsent) {
+  torch::manual_seed(3);
+  torch::nn::Linear used(4, 3), unused(4, 3);
+  torch::nn::Sequential model(used, unused);
+  auto optimizer = make_adamw(*model, {});
+  std::vector<torch::Tensor> parameters = model->parameters();
+  const auto x = torch::randn({5, 4});
+  used(x).pow(2).sum().backward();
+  optimizer->step();
+  release_gradients(parameters);
+  for (const auto& p : parameters) EXPECT_FALSE(p.grad().defined());
+  const auto before = unused->weight.detach().clone();
+  used(x).sum().backward();
+  // A fresh gradient, not the sum with the first backward's.
+  EXPECT_TRUE(torch::allclose(used->bias.grad(), torch::full({3}, 5.0)));
+  optimizer->step();
+  EXPECT_TRUE(torch::equal(unused->weight, before));
+}
+
 }  // namespace
 }  // namespace bert::tasks
