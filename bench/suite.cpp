@@ -214,7 +214,7 @@ int data_parallel_worker(
     loss.backward();
     const auto t1 = Clock::now();
     const double waited = sync->finish();
-    torch::nn::utils::clip_grad_norm_(params, 1.0);
+    bert::tasks::clip_gradients(*optimizer, params, 1.0);  // as the Trainer does
     optimizer->step();
     {
       torch::NoGradGuard no_grad;
@@ -265,7 +265,7 @@ int real_data_worker(const std::string& task, bool grouped, int limit, const fs:
   const auto step = [&](const std::vector<int64_t>& indices) {
     const auto b = a->collate(*features, indices);
     a->loss(model->forward(b), b).backward();
-    torch::nn::utils::clip_grad_norm_(params, 1.0);
+    bert::tasks::clip_gradients(*optimizer, params, 1.0);  // as the Trainer does
     optimizer->step();
     bert::tasks::release_gradients(params);  // as the Trainer does
     return b.input_ids.numel();
@@ -420,7 +420,7 @@ struct Suite {
           const auto t1 = Clock::now();
           loss.backward();
           const auto t2 = Clock::now();
-          torch::nn::utils::clip_grad_norm_(params, 1.0);
+          bert::tasks::clip_gradients(*optimizer, params, 1.0);  // as the Trainer does
           optimizer->step();
           bert::tasks::release_gradients(params);  // as the Trainer does
           const auto t3 = Clock::now();
@@ -476,7 +476,7 @@ struct Suite {
         for (int i = 0; i <= iters; ++i) {
           const auto t0 = Clock::now();
           a->loss(model->forward(b), b).backward();
-          torch::nn::utils::clip_grad_norm_(params, 1.0);
+          bert::tasks::clip_gradients(*optimizer, params, 1.0);  // as the Trainer does
           optimizer->step();
           bert::tasks::release_gradients(params);  // as the Trainer does
           if (i > 0) single = std::min(single, since(t0));

@@ -5,7 +5,9 @@
 namespace bert::tasks {
 
 /// One AdamW update over `n` contiguous float32 elements of a parameter `p` with gradient `g`
-/// and moments `m`, `v`, in the order of torch's AdamW ops: p *= decay; m = m*b1 + (1-b1)*g;
+/// (times `grad_scale` first: gradient clipping's coefficient, the float product that clipping's
+/// `grad.mul_` would have stored) and moments `m`, `v`, in the order of torch's AdamW ops:
+/// p *= decay; m = m*b1 + (1-b1)*g;
 /// v = v*b2 + (1-b2)*g*g; p += neg_step * m / (sqrt(v)/bc2_sqrt + eps). Vectorised for AVX-512,
 /// AVX2 or baseline x86-64, chosen at run time. No LibTorch here: the file is compiled with
 /// -fno-math-errno (so sqrt vectorises) and without the precompiled header.
@@ -21,6 +23,7 @@ void adamw_update(float* p,
                   float one_minus_b2,
                   float bc2_sqrt,
                   float epsilon,
-                  float neg_step);
+                  float neg_step,
+                  float grad_scale = 1.0f);
 
 }  // namespace bert::tasks

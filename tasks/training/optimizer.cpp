@@ -27,9 +27,14 @@ class FusedAdamW final : public torch::optim::AdamW {
              bool hf_epsilon = false)
       : torch::optim::AdamW(std::move(groups), std::move(defaults)), hf_epsilon_(hf_epsilon) {}
 
+  /// The next step() multiplies every gradient by `scale` first (clip_gradients' coefficient).
+  void scale_next_gradients(float scale) { grad_scale_ = scale; }
+
   torch::Tensor step(LossClosure closure = nullptr) override {
     TORCH_CHECK(!closure, "FusedAdamW: closures are not supported");
     torch::NoGradGuard no_grad;
+    const float grad_scale = grad_scale_;
+    grad_scale_ = 1.0f;
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
       TORCH_CHECK(!o.amsgrad(), "FusedAdamW: amsgrad is not supported");
@@ -58,6 +63,7 @@ class FusedAdamW final : public torch::optim::AdamW {
                              grad.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
                              !grad.is_sparse();
         if (!fusable) {  // torch's own sequence of ops
+          if (grad_scale != 1.0f) grad.mul_(grad_scale);
           p.mul_(1 - lr * wd);
           m.mul_(beta1).add_(grad, 1 - beta1);
           v.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
@@ -78,7 +84,7 @@ class FusedAdamW final : public torch::optim::AdamW {
         float* vp = v.data_ptr<float>();
         at::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
           adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1,
-                       one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step);
+                       one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
         });
       }
     }
@@ -87,6 +93,7 @@ class FusedAdamW final : public torch::optim::AdamW {
 
  private:
   bool hf_epsilon_;
+  float grad_scale_ = 1.0f;
 };
 
 }  // namespace
@@ -163,6 +170,28 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
+}
+
+double clip_gradients(torch::optim::Optimizer& optimizer,
+                      const std::vector<torch::Tensor>& parameters,
+                      double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;  // clip_grad_norm_'s arithmetic, so the same coefficient
+  for (const auto& p : parameters)
+    if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+  if (norms.empty()) return 0.0;
+  const torch::Tensor total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  const torch::Tensor coefficient =
+      torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);  // float32, as the gradients
+  if (auto* fused = dynamic_cast<FusedAdamW*>(&optimizer);
+      fused != nullptr && coefficient.device().is_cpu() &&
+      coefficient.scalar_type() == torch::kFloat) {
+    fused->scale_next_gradients(coefficient.item<float>());
+  } else {
+    for (const auto& p : parameters)
+      if (p.grad().defined()) p.grad().mul_(coefficient);
+  }
+  return total.item<double>();
 }
 
 void release_gradients(const std::vector<torch::Tensor>& parameters) {

@@ -50,6 +50,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
 /// Sets the learning rate of every parameter group (any optimizer).
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);
 
+/// Gradient clipping as torch.nn.utils.clip_grad_norm_(parameters, max_norm) computes it (the
+/// same total 2-norm and coefficient min(max_norm / (norm + 1e-6), 1)); returns the norm. For
+/// make_adamw's optimizer the multiply by the coefficient is left to its next step(), which folds
+/// it into the update pass (one read and write of every gradient less, the same float products);
+/// for any other optimizer the gradients are scaled here.
+double clip_gradients(torch::optim::Optimizer& optimizer,
+                      const std::vector<torch::Tensor>& parameters,
+                      double max_norm);
+
 /// Drops every parameter's gradient (torch's `zero_grad(set_to_none=True)`, what HF's Trainer
 /// does): the next backward hands its fresh gradient tensors over instead of zero-filling the
 /// old ones and adding into them (two passes over every gradient less per step, and no gradient

@@ -344,7 +344,7 @@ void Trainer::optimizer_step(TrainContext& run,
   const bool finite = !fp16 || run.scaler.unscale(parameters);
   if (finite) {
     if (options_.max_grad_norm > 0)
-      torch::nn::utils::clip_grad_norm_(parameters, options_.max_grad_norm);
+      clip_gradients(run.optimizer, parameters, options_.max_grad_norm);
     set_learning_rate(run.optimizer, lr);
     run.optimizer.step();
   } else {

@@ -199,6 +199,42 @@ TEST(FusedAdamW, MatchesTorchAdamWAndRoundTripsItsState) {
   EXPECT_EQ(restored->state().size(), fused->state().size());
 }
 
+// clip_gradients folds the clipping coefficient into the fused AdamW's pass: the same weights,
+// bit for bit, as clip_grad_norm_ followed by the step, clipped or not; other optimizers get
+// their gradients scaled in place.
+TEST(Optimizers, ClippingFoldedIntoTheFusedStepEqualsClipThenStep) {
+  for (const double max_norm : {0.05, 1e6}) {
+    torch::manual_seed(5);
+    torch::nn::Linear a(6, 4), b(6, 4);
+    {
+      torch::NoGradGuard no_grad;
+      b->weight.copy_(a->weight);
+      b->bias.copy_(a->bias);
+    }
+    auto folded = make_adamw(*a, {});
+    auto reference = make_adamw(*b, {});
+    std::vector<torch::Tensor> pa = a->parameters(), pb = b->parameters();
+    for (int step = 0; step < 3; ++step) {
+      const auto x = torch::randn({7, 6});
+      a(x).pow(2).sum().backward();
+      b(x).pow(2).sum().backward();
+      const double norm = clip_gradients(*folded, pa, max_norm);
+      EXPECT_DOUBLE_EQ(norm, torch::nn::utils::clip_grad_norm_(pb, max_norm));
+      folded->step();
+      reference->step();
+      release_gradients(pa);
+      release_gradients(pb);
+    }
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << max_norm;
+  }
+  torch::nn::Linear c(3, 2);
+  auto plain = make_optimizer("adamw_torch", *c, {});
+  c(torch::ones({1, 3})).sum().backward();
+  const auto before = c->bias.grad().clone();  // ones: norm sqrt(2) with the weight's 1s
+  const double norm = clip_gradients(*plain, c->parameters(), 0.5);
+  EXPECT_NEAR(c->bias.grad()[0].item<double>(), before[0].item<double>() * 0.5 / norm, 1e-6);
+}
+
 // release_gradients (set_to_none): the next backward's gradient is handed over, not added to a
 // zeroed one, and AdamW skips a parameter that got no gradient (no decay, no moment update).
 TEST(Optimizers, ReleasedGradientsAreReplacedAndSkippedWhenAbsent) {
