@@ -1227,9 +1227,26 @@ struct Suite {
   }
 };
 
+constexpr const char* kUsage =
+    "usage: bench_suite [--only SECTION,...] [--iters N] [--rounds N] [--threads N] [--json FILE]\n"
+    "  sections (default all but the last five): gemm, train_step, infer, seq_scaling, tokenizer,\n"
+    "  load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile [--profile-fp32\n"
+    "  1], real_data [--real-limit N], similar, retrieval [--retrieval-models DIR,...]\n"
+    "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
+    "  [--warmup N] [--steps N] [--checkpoint 0|1]\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+  if (argc % 2 == 0) {  // every option takes one value
+    fmt::print(stderr, "bench_suite: {} needs a value\n{}", argv[argc - 1], kUsage);
+    return 2;
+  }
   bert::prefer_passive_openmp(argv);  // measure under the OpenMP setting bertft itself runs with
   bert::keep_freed_memory();
   std::string only =
@@ -1269,6 +1286,10 @@ int main(int argc, char** argv) {
       json_out = argv[i + 1];
     else if (!std::strcmp(argv[i], "--retrieval-models"))
       retrieval_models = argv[i + 1];
+    else {
+      fmt::print(stderr, "bench_suite: unknown option {}\n{}", argv[i], kUsage);
+      return 2;
+    }
   }
   if (worker >= 0) {
     bert::configure_threads(1);
