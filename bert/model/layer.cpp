@@ -31,12 +31,16 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : activation_(c.
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
-  // Without autograd, on the fp32 oneDNN path, the exact GELU runs in the GEMM's output pass.
+  // Without autograd, on the oneDNN paths (fp32, and bf16 under autocast), the exact GELU runs
+  // in the GEMM's output pass.
   if (activation_ == Activation::kGelu && !dense_->is_int8() &&
       !(torch::GradMode::is_enabled() &&
-        (hidden.requires_grad() || dense_->weight.requires_grad())) &&
-      use_onednn_linear(hidden, dense_->weight))
-    return onednn_linear_gelu(hidden, dense_->weight, dense_->bias);
+        (hidden.requires_grad() || dense_->weight.requires_grad()))) {
+    if (use_onednn_linear(hidden, dense_->weight))
+      return onednn_linear_gelu(hidden, dense_->weight, dense_->bias);
+    if (use_onednn_bf16_linear(hidden, dense_->weight))
+      return onednn_linear_gelu(hidden, dense_->weight, dense_->bias, /*bf16=*/true);
+  }
   torch::Tensor x = dense_(hidden);
   // Without autograd (evaluation, prediction, embedding) the activation overwrites the
   // projection's own fresh output: one [tokens, intermediate_size] buffer less at the peak.

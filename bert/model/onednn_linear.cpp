@@ -483,11 +483,14 @@ torch::Tensor onednn_linear(const torch::Tensor& input,
 
 torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
                                  const torch::Tensor& weight,
-                                 const torch::Tensor& bias) {
-  check_operands(input, weight, bias);
+                                 const torch::Tensor& bias,
+                                 bool bf16) {
+  check_operands(input, weight, bias, /*bf16_input=*/bf16);
   TORCH_CHECK(!needs_autograd(input, weight, bias),
               "onednn_linear_gelu: inference only (no autograd through the fused GELU)");
-  return gemm(rows_of(input), weight.t(), bias, /*gelu=*/true)
+  const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+  return gemm(rows_of(input).to(type), weight.to(type).t(), bias.defined() ? bias.to(type) : bias,
+              /*gelu=*/true)
       .view(output_sizes(input, weight.size(0)));
 }
 

@@ -94,9 +94,12 @@ torch::Tensor onednn_linear(const torch::Tensor& input,
                             const torch::Tensor& bias);
 
 /// The same with the exact (erf) GELU applied in the GEMM's own output pass, for inference
-/// only: throws when grad mode is on and an operand requires grad.
+/// only: throws when grad mode is on and an operand requires grad. With `bf16` the operands are
+/// cast as bf16 autocast casts them and the result is bf16 (the GELU of the float32 sum, rounded
+/// once; autocast rounds the projection, then its GELU).
 torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
                                  const torch::Tensor& weight,
-                                 const torch::Tensor& bias);
+                                 const torch::Tensor& bias,
+                                 bool bf16 = false);
 
 }  // namespace bert

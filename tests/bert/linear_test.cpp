@@ -205,6 +205,23 @@ TEST(OneDnnLinear, Bf16IsWhatAutocastComputesWithFloat32Gradients) {
   EXPECT_LT(relative_error(have[1], torch::mm(dy.t(), xb)), 1e-5);
 }
 
+// Inference in bf16: the GELU of the float32 sum rounded once, against autocast's projection
+// rounded to bf16 and then its GELU: within a bf16 rounding or two.
+TEST(OneDnnLinear, FusedGeluInBf16IsAutocastsGeluOfTheProjection) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(4);
+  const auto x = torch::randn({4, 11, 32}) * 3, w = torch::randn({40, 32}), b = torch::randn({40});
+  torch::NoGradGuard no_grad;
+  const Bf16Autocast autocast;
+  const auto plain = torch::gelu(torch::linear(x, w, b));
+  const auto fused = onednn_linear_gelu(x, w, b, /*bf16=*/true);
+  ASSERT_EQ(fused.scalar_type(), torch::kBFloat16);
+  ASSERT_EQ(plain.scalar_type(), torch::kBFloat16);
+  const auto f = fused.to(torch::kFloat), p = plain.to(torch::kFloat);
+  EXPECT_LT(testing::max_abs_diff(f, p), 2.0 / 128 * p.abs().max().item<double>());
+  EXPECT_GT(p.abs().max().item<double>(), 1.0);
+}
+
 TEST(OneDnnLinear, Bf16BertModelTrainsAsUnderAutocast) {
   REQUIRE_ONEDNN();
   const auto ids = torch::randint(5, 99, {3, 12}, torch::kLong);
