@@ -203,6 +203,7 @@ TEST(OneDnnLinear, Bf16IsWhatAutocastComputesWithFloat32Gradients) {
   const auto dy = upstream.to(torch::kBFloat16).to(torch::kFloat).reshape({18, 48});
   const auto xb = x.detach().to(torch::kBFloat16).to(torch::kFloat).reshape({18, 64});
   EXPECT_LT(relative_error(have[1], torch::mm(dy.t(), xb)), 1e-5);
+  EXPECT_LT(relative_error(have[2], dy.sum(0)), 1e-5);  // the bias's, summed in float32
 }
 
 // Inference in bf16: the GELU of the float32 sum rounded once, against autocast's projection
