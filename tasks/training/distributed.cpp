@@ -18,7 +18,12 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#if __has_include(<gloo/algorithm.h>)  // pip's LibTorch ships Gloo compiled in, its headers not
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define BERTFT_HAVE_GLOO 1
+#endif
+#include <torch/version.h>
+
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #ifdef USE_C10D_NCCL
@@ -156,12 +161,20 @@ DistributedEnv DistributedEnv::from_environment(
 
 // ---- DataParallel ---------------------------------------------------------------------------
 
+// LibTorch 2.x makes Gloo and NCCL backends of a ProcessGroup; their collectives are the same
+// calls, made on the backend directly (a CUDA build of a newer LibTorch compiles this file too).
+#if TORCH_VERSION_MAJOR >= 2
+using GroupImpl = c10d::Backend;
+#else
+using GroupImpl = c10d::ProcessGroup;
+#endif
+
 struct DataParallel::Impl {
   DistributedEnv env;
   DataParallelOptions options;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Store> beat_store;  ///< the heartbeat thread's own client
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<GroupImpl> group;
   std::string host = hostname();
   std::thread heartbeat;
   std::mutex beat_mutex;
@@ -283,6 +296,10 @@ std::shared_ptr<DataParallel> DataParallel::connect(const DistributedEnv& env,
         "data-parallel training on CUDA needs NCCL, and this LibTorch was built without it");
 #endif
   } else {
+#ifndef BERTFT_HAVE_GLOO
+    throw ConfigError(
+        "data-parallel training on CPU needs Gloo, and this LibTorch ships no Gloo headers");
+#else
     auto o = c10d::ProcessGroupGloo::Options::create(options.timeout);
     if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface && *interface) {
       o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
@@ -293,6 +310,7 @@ std::shared_ptr<DataParallel> DataParallel::connect(const DistributedEnv& env,
     }
     impl->group =
         c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, env.rank, env.world_size, o);
+#endif
   }
   impl->store->set(key("host", env.rank), bytes(impl->host));
   impl->store->set(key("pid", env.rank), bytes(std::to_string(::getpid())));

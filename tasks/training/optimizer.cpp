@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <sstream>
+#include <type_traits>
 
 #include "bert/common/error.h"
 #include "bert/common/strings.h"
@@ -20,6 +22,20 @@ namespace {
 /// `hf_epsilon`: transformers' AdamW (Trainer's `adamw_hf`), which adds eps to sqrt(v) before
 /// the bias correction: eps / sqrt(1 - beta2^t) in torch's formula (and decays after the update,
 /// a difference of lr * wd * update, far below float32 rounding at BERT's settings).
+/// The optimizer state's entry of `p`. LibTorch keys it by the parameter's TensorImpl: as its
+/// address printed to a string up to 1.x, as the pointer itself in 2.x (a CUDA build of a newer
+/// LibTorch compiles the same source).
+template <class State>
+typename State::mapped_type& state_slot(State& state, const torch::Tensor& p) {
+  if constexpr (std::is_convertible_v<c10::TensorImpl*, typename State::key_type>) {
+    return state[p.unsafeGetTensorImpl()];
+  } else {
+    std::ostringstream key;  // what c10::guts::to_string printed
+    key << p.unsafeGetTensorImpl();
+    return state[key.str()];
+  }
+}
+
 class FusedAdamW final : public torch::optim::AdamW {
  public:
   FusedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
@@ -42,7 +58,7 @@ class FusedAdamW final : public torch::optim::AdamW {
       const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
       for (auto& p : group.params()) {
         if (!p.grad().defined()) continue;
-        auto& slot = state_[c10::guts::to_string(p.unsafeGetTensorImpl())];
+        auto& slot = state_slot(state_, p);
         if (!slot) {
           auto fresh = std::make_unique<torch::optim::AdamWParamState>();
           fresh->step(0);
