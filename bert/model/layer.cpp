@@ -34,8 +34,7 @@ torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
   // Without autograd, on the oneDNN paths (fp32, and bf16 under autocast), the exact GELU runs
   // in the GEMM's output pass.
   if (activation_ == Activation::kGelu && !dense_->is_int8() &&
-      !(torch::GradMode::is_enabled() &&
-        (hidden.requires_grad() || dense_->weight.requires_grad()))) {
+      !linear_needs_autograd(hidden, dense_->weight, dense_->bias)) {
     if (use_onednn_linear(hidden, dense_->weight))
       return onednn_linear_gelu(hidden, dense_->weight, dense_->bias);
     if (use_onednn_bf16_linear(hidden, dense_->weight))

@@ -302,11 +302,17 @@ std::vector<int64_t> output_sizes(const torch::Tensor& input, int64_t out) {
   return sizes;
 }
 
-bool needs_autograd(const torch::Tensor& input,
-                    const torch::Tensor& weight,
-                    const torch::Tensor& bias) {
-  return torch::GradMode::is_enabled() && (input.requires_grad() || weight.requires_grad() ||
-                                           (bias.defined() && bias.requires_grad()));
+/// input [..., in] x weight^T + bias in one GEMM, no autograd: float32, or bf16 with the operands
+/// cast as autocast casts them; `gelu` applies the exact GELU in the GEMM's output pass.
+torch::Tensor linear_gemm(const torch::Tensor& input,
+                          const torch::Tensor& weight,
+                          const torch::Tensor& bias,
+                          bool bf16,
+                          bool gelu) {
+  const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+  return gemm(rows_of(input).to(type), weight.to(type).t(), bias.defined() ? bias.to(type) : bias,
+              gelu)
+      .view(output_sizes(input, weight.size(0)));
 }
 
 /// input x weight^T + bias through OneDnnLinearFunction (with autograd) or one GEMM, in
@@ -315,16 +321,12 @@ torch::Tensor linear_through_onednn(const torch::Tensor& input,
                                     const torch::Tensor& weight,
                                     const torch::Tensor& bias,
                                     bool bf16) {
-  const torch::Tensor x = rows_of(input);
-  torch::Tensor y;
-  if (needs_autograd(input, weight, bias)) {
-    y = OneDnnLinearFunction::apply(
-        x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, bf16);
-  } else {
-    const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-    y = gemm(x.to(type), weight.to(type).t(), bias.defined() ? bias.to(type) : bias, false);
-  }
-  return y.view(output_sizes(input, weight.size(0)));
+  if (!linear_needs_autograd(input, weight, bias))
+    return linear_gemm(input, weight, bias, bf16, /*gelu=*/false);
+  return OneDnnLinearFunction::apply(
+             rows_of(input), weight,
+             bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, bf16)
+      .view(output_sizes(input, weight.size(0)));
 }
 
 /// Whether bf16 work under autocast goes through oneDNN directly (BERTFT_BF16_LINEAR=autocast
@@ -362,6 +364,13 @@ Fp32GemmChoice decide() {
 }
 
 }  // namespace
+
+bool linear_needs_autograd(const torch::Tensor& input,
+                           const torch::Tensor& weight,
+                           const torch::Tensor& bias) {
+  return torch::GradMode::is_enabled() && (input.requires_grad() || weight.requires_grad() ||
+                                           (bias.defined() && bias.requires_grad()));
+}
 
 bool onednn_built() {
 #ifdef BERTFT_HAVE_DNNL
@@ -492,12 +501,9 @@ torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
                                  const torch::Tensor& bias,
                                  bool bf16) {
   check_operands(input, weight, bias, /*bf16_input=*/bf16);
-  TORCH_CHECK(!needs_autograd(input, weight, bias),
+  TORCH_CHECK(!linear_needs_autograd(input, weight, bias),
               "onednn_linear_gelu: inference only (no autograd through the fused GELU)");
-  const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-  return gemm(rows_of(input).to(type), weight.to(type).t(), bias.defined() ? bias.to(type) : bias,
-              /*gelu=*/true)
-      .view(output_sizes(input, weight.size(0)));
+  return linear_gemm(input, weight, bias, bf16, /*gelu=*/true);
 }
 
 }  // namespace bert

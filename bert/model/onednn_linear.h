@@ -21,6 +21,12 @@ struct Fp32GemmChoice {
 /// Whether this build has the oneDNN path (libdnnl-dev was found at configure time).
 bool onednn_built();
 
+/// Whether input x weight^T + bias must be recorded for autograd: grad mode on and any of the
+/// three (bias may be undefined) requiring a gradient. onednn_linear_gelu needs it false.
+bool linear_needs_autograd(const torch::Tensor& input,
+                           const torch::Tensor& weight,
+                           const torch::Tensor& bias);
+
 /// The engine of this process, decided once: `BERTFT_FP32_GEMM=blas` or `onednn` as the user
 /// says; unset or `auto`, oneDNN where the CPU has AVX-512 (oneDNN's kernels use it; here they
 /// run 1.8-2x as fast as OpenBLAS, which this machine pins to its Haswell kernels), else the

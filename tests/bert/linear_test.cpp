@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "bert/model/bert_model.h"
+#include "bert/model/layer.h"
 #include "bert/model/onednn_linear.h"
 #include "tests/support/test_support.h"
 
@@ -292,6 +293,25 @@ TEST(OneDnnLinear, LinearTakesItForLargeFp32GemmsOutsideAutocast) {
     EXPECT_FALSE(use_onednn_linear(big, w));
   }
   EXPECT_FALSE(use_onednn_linear(torch::randn({255, 64}), w));  // below the size
+}
+
+// Only the FFN's bias trained (BitFit-style): the fused-GELU inference path must not be taken
+// (it has no backward); the bias gradient is the plain path's.
+TEST(OneDnnLinear, IntermediateWithOnlyItsBiasTrainedKeepsAutograd) {
+  REQUIRE_ONEDNN();
+  const auto hidden = torch::randn({2, 5, testing::tiny_config().hidden_size()});
+  const auto bias_grad = [&](Fp32Gemm engine) {
+    const ScopedFp32Gemm scoped(engine);
+    torch::manual_seed(0);
+    BertIntermediate ffn(testing::tiny_config());
+    for (auto& p : ffn->named_parameters()) p.value().requires_grad_(p.key() == "dense.bias");
+    ffn->forward(hidden).pow(2).sum().backward();
+    return ffn->named_parameters()["dense.bias"].grad();
+  };
+  const auto blas = bias_grad(Fp32Gemm::kBlas), onednn = bias_grad(Fp32Gemm::kOneDnn);
+  ASSERT_TRUE(onednn.defined());
+  EXPECT_LT(testing::max_abs_diff(onednn, blas), 1e-5 * blas.abs().max().item<double>());
+  EXPECT_GT(blas.abs().max().item<double>(), 0.0);
 }
 
 TEST(OneDnnLinear, BertModelTrainsTheSameThroughEitherEngine) {
