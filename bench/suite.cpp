@@ -10,10 +10,10 @@
 // Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--rounds N] [--json FILE].
 // Not in the default set: `--only precision` (bf16 vs fp32 dev accuracy on SST-2: six small
 // trainings, about 4 minutes); `--only profile [--profile-fp32 1]` breaks one train step down by
-// operator; `--only real_data [--real-limit N]` times MRPC and STS-B training against HF
-// run_glue-style (bench/hf_glue_epoch.py); `--only similar` times `bertft similar` over 1 M
-// vectors; `--only retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev
-// questions -> their paragraphs by `embed` + `similar`.
+// operator; `--only real_data [--real-limit N] [--real-tasks mrpc,stsb]` times MRPC and STS-B
+// training against HF run_glue-style (bench/hf_glue_epoch.py); `--only similar` times `bertft
+// similar` over 1 M vectors; `--only retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of
+// SQuAD v1.1 dev questions -> their paragraphs by `embed` + `similar`.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -117,6 +117,12 @@ Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
   b.labels = torch::randint(0, 2, {batch});
   for (int64_t i = 0; i < batch; ++i) b.feature_indices.push_back(i), b.lengths.push_back(seq);
   return b;
+}
+
+/// This very binary for the suite's child processes: /proc/PID/exe runs the same file even when
+/// a rebuild has replaced it on disk meanwhile (its path then reads "... (deleted)").
+std::string self_executable() {
+  return fmt::format("/proc/{}/exe", ::getpid());
 }
 
 /// The HF reference kit's interpreter: $BERTFT_HF_PYTHON, else build/hf-reference/python.
@@ -338,7 +344,8 @@ int hf_twin_worker(const std::string& mode,
 struct Suite {
   int iters = 2;
   int rounds = 2;
-  int real_limit = 256;  ///< train examples per task in the real_data section
+  int real_limit = 256;  ///< train examples per task in the real_data section (0: all, an epoch)
+  std::string real_tasks = "mrpc,stsb";  ///< the real_data section's tasks
   int threads = 1;
   json results = json::object();
   std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
@@ -467,7 +474,7 @@ struct Suite {
     const double tokens = 8 * 128;
     double single = 1e30;
     json dual[2] = {{{"step_s", 1e30}}, {{"step_s", 1e30}}};  // after backward, overlapped
-    const auto executable = fs::read_symlink("/proc/self/exe").string();
+    const auto executable = self_executable();
     for (int round = 0; round < 2; ++round) {  // 3 rounds took ~285 s of a 15-minute budget
       {                                        // one process, both threads
         bert::configure_threads(2);
@@ -897,7 +904,7 @@ struct Suite {
         "{:>10} {:>10}\n",
         threads, rounds, "workload", "HF s", "HF pass s", "bertft s", "speedup", "HF MiB",
         "bertft MiB");
-    const auto executable = fs::read_symlink("/proc/self/exe").string();
+    const auto executable = self_executable();
     const auto run = [&](const std::string& command) {
       return run_for_json(command, tmp, "vs_hf");
     };
@@ -965,11 +972,13 @@ struct Suite {
     const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
     const fs::path python = hf_python();
     fmt::print(
-        "\n== real_data: one pass over the first {} train examples, bert-base fp32, batch 8, max "
+        "\n== real_data: one pass over {} train examples, bert-base fp32, batch 8, max "
         "128 tokens, {} threads ==\n{:<8} {:<26} {:>9} {:>10} {:>9} {:>9}\n",
-        real_limit, threads, "task", "run", "seconds", "tokens", "vs HF128", "peak MiB");
+        real_limit > 0 ? fmt::format("the first {}", real_limit) : std::string("all (an epoch of)"),
+        threads, "task", "run", "seconds", "tokens", "vs HF128", "peak MiB");
     for (const auto& [task, dir] :
          std::vector<std::pair<std::string, std::string>>{{"mrpc", "MRPC"}, {"stsb", "STS-B"}}) {
+      if (("," + real_tasks + ",").find("," + task + ",") == std::string::npos) continue;
       const auto train = shared / "data" / "glue" / dir / "train.tsv";
       if (!fs::exists(train) || !fs::exists(vocab)) {
         fmt::print("{:<8} skipped: {} not found\n", task, train.string());
@@ -1005,7 +1014,7 @@ struct Suite {
         fmt::print("{:<8} HF rows skipped: set up build/hf-reference (or BERTFT_HF_PYTHON)\n",
                    task);
       }
-      const auto executable = fs::read_symlink("/proc/self/exe").string();
+      const auto executable = self_executable();
       for (const bool grouped : {false, true})
         measure(grouped ? "bertft dynamic + grouped" : "bertft dynamic padding",
                 fmt::format("{} --real-data-worker {} --grouped {} --real-limit {} --threads {} "
@@ -1089,7 +1098,7 @@ struct Suite {
   /// 4x512 with and without, each a fresh process (peak RSS is per process), interleaved A B for
   /// `rounds` rounds; the best step time and the lowest peak RSS of each, and their ratios.
   void checkpointing(const fs::path& tmp) {
-    const auto executable = fs::read_symlink("/proc/self/exe").string();
+    const auto executable = self_executable();
     const std::string precision = bf16_fast ? "bf16" : "fp32";
     fmt::print(
         "\n== checkpointing: bert-base train step 4x512 {}, fresh processes, {} rounds ==\n{:<26} "
@@ -1231,7 +1240,8 @@ constexpr const char* kUsage =
     "usage: bench_suite [--only SECTION,...] [--iters N] [--rounds N] [--threads N] [--json FILE]\n"
     "  sections (default all but the last five): gemm, train_step, infer, seq_scaling, tokenizer,\n"
     "  load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile [--profile-fp32\n"
-    "  1], real_data [--real-limit N], similar, retrieval [--retrieval-models DIR,...]\n"
+    "  1], real_data [--real-limit N (0: all)] [--real-tasks mrpc,stsb], similar,\n"
+    "  retrieval [--retrieval-models DIR,...]\n"
     "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
     "  [--warmup N] [--steps N] [--checkpoint 0|1]\n";
 
@@ -1252,7 +1262,7 @@ int main(int argc, char** argv) {
   std::string only =
                   "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,data_parallel,vs_hf,"
                   "checkpointing,int8",
-              json_out, twin, real_worker, retrieval_models;
+              json_out, twin, real_worker, retrieval_models, real_tasks = "mrpc,stsb";
   int iters = 2, rounds = 0, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
       seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0,
       profile_fp32 = 0;
@@ -1284,6 +1294,8 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--json"))
       json_out = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--real-tasks"))
+      real_tasks = argv[i + 1];
     else if (!std::strcmp(argv[i], "--retrieval-models"))
       retrieval_models = argv[i + 1];
     else {
@@ -1309,6 +1321,7 @@ int main(int argc, char** argv) {
   Suite suite;
   suite.iters = iters;
   suite.real_limit = real_limit;
+  suite.real_tasks = real_tasks;
   suite.profile_fp32 = profile_fp32 != 0;
   suite.threads = bert::configure_threads(threads);
   const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);
