@@ -1303,6 +1303,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  for (size_t begin = 0; begin <= real_tasks.size();) {  // the tasks real_data knows
+    const size_t end = std::min(real_tasks.find(',', begin), real_tasks.size());
+    const std::string task = real_tasks.substr(begin, end - begin);
+    if (task != "mrpc" && task != "stsb") {
+      fmt::print(stderr, "bench_suite: --real-tasks: '{}' is not mrpc or stsb\n{}", task, kUsage);
+      return 2;
+    }
+    begin = end + 1;
+  }
   if (worker >= 0) {
     bert::configure_threads(1);
     return data_parallel_worker(worker, 2, port, iters, overlap != 0, json_out);
