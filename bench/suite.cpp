@@ -345,7 +345,7 @@ struct Suite {
   int iters = 2;
   int rounds = 2;
   int real_limit = 256;  ///< train examples per task in the real_data section (0: all, an epoch)
-  std::string real_tasks = "mrpc,stsb";  ///< the real_data section's tasks
+  std::vector<std::string> real_tasks = {"mrpc", "stsb"};  ///< the real_data section's tasks
   int threads = 1;
   json results = json::object();
   std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
@@ -978,7 +978,7 @@ struct Suite {
         threads, "task", "run", "seconds", "tokens", "vs HF128", "peak MiB");
     for (const auto& [task, dir] :
          std::vector<std::pair<std::string, std::string>>{{"mrpc", "MRPC"}, {"stsb", "STS-B"}}) {
-      if (("," + real_tasks + ",").find("," + task + ",") == std::string::npos) continue;
+      if (std::find(real_tasks.begin(), real_tasks.end(), task) == real_tasks.end()) continue;
       const auto train = shared / "data" / "glue" / dir / "train.tsv";
       if (!fs::exists(train) || !fs::exists(vocab)) {
         fmt::print("{:<8} skipped: {} not found\n", task, train.string());
@@ -1303,14 +1303,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  for (size_t begin = 0; begin <= real_tasks.size();) {  // the tasks real_data knows
-    const size_t end = std::min(real_tasks.find(',', begin), real_tasks.size());
-    const std::string task = real_tasks.substr(begin, end - begin);
+  std::vector<std::string> real_task_list;  // the tasks real_data knows
+  std::stringstream task_list(real_tasks);
+  for (std::string task; std::getline(task_list, task, ',');) {
     if (task != "mrpc" && task != "stsb") {
       fmt::print(stderr, "bench_suite: --real-tasks: '{}' is not mrpc or stsb\n{}", task, kUsage);
       return 2;
     }
-    begin = end + 1;
+    real_task_list.push_back(task);
   }
   if (worker >= 0) {
     bert::configure_threads(1);
@@ -1330,7 +1330,7 @@ int main(int argc, char** argv) {
   Suite suite;
   suite.iters = iters;
   suite.real_limit = real_limit;
-  suite.real_tasks = real_tasks;
+  suite.real_tasks = real_task_list;
   suite.profile_fp32 = profile_fp32 != 0;
   suite.threads = bert::configure_threads(threads);
   const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);

@@ -14,14 +14,6 @@
 namespace bert::tasks {
 namespace {
 
-/// torch::optim::AdamW with the update of each float32 CPU parameter done in one pass over
-/// (param, grad, exp_avg, exp_avg_sq) instead of torch's five tensor ops: the same arithmetic
-/// in the same order per element (so the same results), a fraction of the memory traffic.
-/// State, options and serialization are AdamW's own, so checkpoints are interchangeable.
-///
-/// `hf_epsilon`: transformers' AdamW (Trainer's `adamw_hf`), which adds eps to sqrt(v) before
-/// the bias correction: eps / sqrt(1 - beta2^t) in torch's formula (and decays after the update,
-/// a difference of lr * wd * update, far below float32 rounding at BERT's settings).
 /// The optimizer state's entry of `p`. LibTorch keys it by the parameter's TensorImpl: as its
 /// address printed to a string up to 1.x, as the pointer itself in 2.x (a CUDA build of a newer
 /// LibTorch compiles the same source).
@@ -36,6 +28,14 @@ typename State::mapped_type& state_slot(State& state, const torch::Tensor& p) {
   }
 }
 
+/// torch::optim::AdamW with the update of each float32 CPU parameter done in one pass over
+/// (param, grad, exp_avg, exp_avg_sq) instead of torch's five tensor ops: the same arithmetic
+/// in the same order per element (so the same results), a fraction of the memory traffic.
+/// State, options and serialization are AdamW's own, so checkpoints are interchangeable.
+///
+/// `hf_epsilon`: transformers' AdamW (Trainer's `adamw_hf`), which adds eps to sqrt(v) before
+/// the bias correction: eps / sqrt(1 - beta2^t) in torch's formula (and decays after the update,
+/// a difference of lr * wd * update, far below float32 rounding at BERT's settings).
 class FusedAdamW final : public torch::optim::AdamW {
  public:
   FusedAdamW(std::vector<torch::optim::OptimizerParamGroup> groups,
