@@ -400,6 +400,40 @@ struct Suite {
     fmt::print("fp32 engine of this process: {}\n", bert::fp32_gemm().reason);
     results["fp32_gemm"] = bert::fp32_gemm().reason;
     if (!bf16_fast) fmt::print("(bf16 skipped everywhere: {})\n", bf16_reason);
+    if (bert::onednn_built()) gemm_halves();
+  }
+
+  /// The fp32 FFN backward's GEMMs whose b is row-major with a side of 3072, as oneDNN computes
+  /// them whole and in two halves (bert::ScopedGemmSplit; training uses the halves), alternated
+  /// in this process: whether the rule pays on this CPU.
+  void gemm_halves() {
+    fmt::print(
+        "\nfp32 FFN backward GEMMs, b row-major: whole vs two halves (TF/s; training: "
+        "halves)\n{:<28} {:>10} {:>10} {:>8}\n",
+        "shape", "whole", "halves", "ratio");
+    const int64_t T = 1024, H = 768, I = 3072;
+    for (const auto& [name, m, k, n, a_transposed] :
+         std::vector<std::tuple<std::string, int64_t, int64_t, int64_t, bool>>{
+             {"down dW 768x1024x3072", H, T, I, true},
+             {"down dX 1024x768x3072", T, H, I, false},
+             {"up dX 1024x3072x768", T, I, H, false}}) {
+      // The weight gradient's a is the output gradient transposed (column-major).
+      const auto a = a_transposed ? torch::randn({k, m}).t() : torch::randn({m, k});
+      const auto b = torch::randn({k, n});
+      torch::NoGradGuard no_grad;
+      double best[2] = {1e30, 1e30};
+      for (int round = 0; round < 3; ++round)
+        for (const bool halves : {false, true}) {
+          const bert::ScopedGemmSplit split(halves);
+          best[halves] =
+              std::min(best[halves], best_time(iters + 2, [&] { bert::onednn_matmul(a, b); }));
+        }
+      const double flops = 2.0 * static_cast<double>(m * k * n);
+      fmt::print("{:<28} {:>10.3f} {:>10.3f} {:>7.2f}x\n", name, flops / best[0] / 1e12,
+                 flops / best[1] / 1e12, best[0] / best[1]);
+      results["gemm_halves"][name] = {{"whole_tflops", flops / best[0] / 1e12},
+                                      {"halves_tflops", flops / best[1] / 1e12}};
+    }
   }
 
   void train_step() {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 #ifdef BERTFT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -58,6 +59,9 @@ void check_operands(const torch::Tensor& input,
               "onednn_linear: bias must be [", weight.size(0), "]");
 }
 
+/// A ScopedGemmSplit's choice (0 whole, 1 halves), or -1.
+std::atomic<int> forced_split{-1};
+
 #ifdef BERTFT_HAVE_DNNL
 
 const dnnl::engine& cpu_engine() {
@@ -98,8 +102,9 @@ const Primitive& primitive_for(const torch::Tensor& a,
                                const torch::Tensor& bias,
                                const torch::Tensor& add,
                                bool gelu,
+                               bool accumulate,
                                const torch::Tensor& c) {
-  std::vector<int64_t> key = {gelu};
+  std::vector<int64_t> key = {gelu, accumulate};
   for (const auto* t : {&a, &b, &bias, &add, &c}) add_to_key(key, *t);
   thread_local std::map<std::vector<int64_t>, Primitive> made;
   if (const auto it = made.find(key); it != made.end()) return it->second;
@@ -108,6 +113,7 @@ const Primitive& primitive_for(const torch::Tensor& a,
   // The scratchpad comes from the caller (LibTorch's allocator): no memory shared between threads.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::post_ops ops;
+  if (accumulate) ops.append_sum(1.f);  // c += a b: the sum reads c before the other post-ops
   if (add.defined()) ops.append_binary(dnnl::algorithm::binary_add, describe(add));
   if (gelu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
   attr.set_post_ops(ops);
@@ -120,6 +126,102 @@ const Primitive& primitive_for(const torch::Tensor& a,
   return made.emplace(std::move(key), std::move(p)).first->second;
 }
 
+/// c = a b (+ bias) (+ add) (then GELU) (c += a b where `accumulate`) through one oneDNN
+/// primitive, the operands already in layouts oneDNN reads (see matmul_into).
+void run_matmul(const torch::Tensor& a,
+                const torch::Tensor& b,
+                const torch::Tensor& bias,
+                const torch::Tensor& add,
+                bool gelu,
+                bool accumulate,
+                const torch::Tensor& c) {
+  RECORD_FUNCTION("bertft::onednn_matmul", std::vector<c10::IValue>({a, b}));
+  const Primitive& p = primitive_for(a, b, bias, add, gelu, accumulate, c);
+  if (p.reference && !(a.is_contiguous() && b.is_contiguous() && c.is_contiguous())) {
+    // No JIT kernel takes these strides: oneDNN's reference loop would be ~100x slower than
+    // copying the operands into plain layouts.
+    const torch::Tensor out = torch::empty(c.sizes(), c.options());
+    run_matmul(a.contiguous(), b.contiguous(), bias, add, gelu, /*accumulate=*/false, out);
+    if (accumulate)
+      c.add_(out);
+    else
+      c.copy_(out);
+    return;
+  }
+  const auto& engine = cpu_engine();
+  const auto memory = [&](const torch::Tensor& t) {
+    return dnnl::memory(describe(t), engine, t.data_ptr());
+  };
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, memory(a)}, {DNNL_ARG_WEIGHTS, memory(b)}, {DNNL_ARG_DST, memory(c)}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, memory(bias));
+  if (add.defined())  // the binary post-op comes after the sum, when there is one
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(accumulate ? 1 : 0) | DNNL_ARG_SRC_1, memory(add));
+  torch::Tensor scratch;
+  if (p.scratchpad_bytes > 0) {
+    scratch = torch::empty({p.scratchpad_bytes}, a.options().dtype(torch::kByte));
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(p.desc.scratchpad_desc(), engine, scratch.data_ptr()));
+  }
+  thread_local dnnl::stream stream(engine);
+  p.matmul.execute(stream, args);
+  stream.wait();
+}
+
+/// Whether matmul_into splits a wide row-major b: a ScopedGemmSplit's choice, else unless
+/// BERTFT_GEMM_SPLIT=off (which keeps every product whole, for side-by-side measurements).
+bool split_wide_gemms() {
+  if (const int forced = forced_split.load(); forced >= 0) return forced == 1;
+  static const bool split = [] {
+    const char* env = std::getenv("BERTFT_GEMM_SPLIT");
+    return env == nullptr || std::string(env) != "off";
+  }();
+  return split;
+}
+
+/// A side of a row-major float32 b from which matmul_into computes the product in two halves.
+/// oneDNN 2.6's matmul (what LibTorch 1.13 links) ran such products at 0.8-0.9 of the speed of
+/// their two halves on this machine's AVX-512 CPU (bench_suite --only gemm): bert-base's FFN
+/// backward, whose b is a weight [3072, 768] or [768, 3072] or the GELU output [tokens, 3072] as
+/// stored. Sides of 768 and 1024 gained nothing; bf16 products neither (0.91-1.05x), so they
+/// stay whole.
+constexpr int64_t kWideSide = 2048;
+
+/// Where a 2-D float32 a [M, K] x b [K, N] has b row-major and N or K of kWideSide or more: c
+/// from the two column halves of b (N wide), or, for a float32 c without bias, add or GELU, from
+/// the two halves of K, the second added in the GEMM's own output pass (K wide); returns whether
+/// it did.
+bool split_wide_product(const torch::Tensor& a,
+                        const torch::Tensor& b,
+                        const torch::Tensor& bias,
+                        const torch::Tensor& add,
+                        bool gelu,
+                        const torch::Tensor& c) {
+  if (a.dim() != 2 || b.dim() != 2 || a.scalar_type() != torch::kFloat || b.stride(1) != 1 ||
+      add.defined() || !split_wide_gemms())
+    return false;
+  const int64_t k = b.size(0), n = b.size(1);
+  const auto half = [](int64_t side) { return (side / 2 + 63) / 64 * 64; };
+  if (n >= kWideSide) {
+    const int64_t first = half(n);
+    const auto part = [&](const torch::Tensor& t, int64_t start, int64_t length) {
+      return t.defined() && t.size(-1) == n ? t.narrow(-1, start, length) : t;
+    };
+    for (const auto& [start, length] : {std::pair{int64_t{0}, first}, std::pair{first, n - first}})
+      run_matmul(a, part(b, start, length), part(bias, start, length), {}, gelu,
+                 /*accumulate=*/false, part(c, start, length));
+    return true;
+  }
+  if (k >= kWideSide && c.scalar_type() == torch::kFloat && !bias.defined() && !gelu) {
+    const int64_t first = half(k);
+    run_matmul(a.narrow(1, 0, first), b.narrow(0, 0, first), {}, {}, false, false, c);
+    run_matmul(a.narrow(1, first, k - first), b.narrow(0, first, k - first), {}, {}, false,
+               /*accumulate=*/true, c);
+    return true;
+  }
+  return false;
+}
+
 /// c = a b (+ bias) (+ add) (then GELU) in float32 or bf16 (a and b of one type; c float32 or
 /// bf16, the sums float32): a [..., M, K], b [..., K, N], c [..., M, N]
 /// allocated by the caller in any dense layout; bias and add broadcast to c (each dim 1 or c's).
@@ -130,7 +232,6 @@ void matmul_into(const torch::Tensor& a_in,
                  const torch::Tensor& add_in,
                  bool gelu,
                  const torch::Tensor& c) {
-  RECORD_FUNCTION("bertft::onednn_matmul", std::vector<c10::IValue>({a_in, b_in}));
   if (c.numel() == 0) return;
   // oneDNN's JIT kernels write row-major results only: a column-major c (a gradient laid out as
   // a transposed operand) is computed as c^T = b^T a^T.
@@ -149,32 +250,8 @@ void matmul_into(const torch::Tensor& a_in,
     if (gelu) c.copy_(torch::gelu(c));
     return;
   }
-  const Primitive& p = primitive_for(a, b, bias, add, gelu, c);
-  if (p.reference && !(a.is_contiguous() && b.is_contiguous() && c.is_contiguous())) {
-    // No JIT kernel takes these strides: oneDNN's reference loop would be ~100x slower than
-    // copying the operands into plain layouts.
-    const torch::Tensor out = torch::empty(c.sizes(), c.options());
-    matmul_into(a.contiguous(), b.contiguous(), bias, add, gelu, out);
-    c.copy_(out);
-    return;
-  }
-  const auto& engine = cpu_engine();
-  const auto memory = [&](const torch::Tensor& t) {
-    return dnnl::memory(describe(t), engine, t.data_ptr());
-  };
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, memory(a)}, {DNNL_ARG_WEIGHTS, memory(b)}, {DNNL_ARG_DST, memory(c)}};
-  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, memory(bias));
-  if (add.defined()) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(add));
-  torch::Tensor scratch;
-  if (p.scratchpad_bytes > 0) {
-    scratch = torch::empty({p.scratchpad_bytes}, a.options().dtype(torch::kByte));
-    args.emplace(DNNL_ARG_SCRATCHPAD,
-                 dnnl::memory(p.desc.scratchpad_desc(), engine, scratch.data_ptr()));
-  }
-  thread_local dnnl::stream stream(engine);
-  p.matmul.execute(stream, args);
-  stream.wait();
+  if (split_wide_product(a, b, bias, add, gelu, c)) return;
+  run_matmul(a, b, bias, add, gelu, /*accumulate=*/false, c);
 }
 
 #else
@@ -393,6 +470,12 @@ ScopedFp32Gemm::ScopedFp32Gemm(Fp32Gemm engine)
 
 ScopedFp32Gemm::~ScopedFp32Gemm() {
   forced_engine.store(previous_);
+}
+
+ScopedGemmSplit::ScopedGemmSplit(bool split) : previous_(forced_split.exchange(split ? 1 : 0)) {}
+
+ScopedGemmSplit::~ScopedGemmSplit() {
+  forced_split.store(previous_);
 }
 
 namespace {

@@ -50,6 +50,21 @@ class ScopedFp32Gemm {
   int previous_;
 };
 
+/// For tests and benchmarks: while it lives, oneDNN float32 products whose b is row-major with a
+/// side of 2048 or more (bert-base's FFN backward) are computed in two halves (`split`) or whole,
+/// whatever BERTFT_GEMM_SPLIT says (unset: halves; `off`: whole). Process-wide; not for
+/// concurrent use.
+class ScopedGemmSplit {
+ public:
+  explicit ScopedGemmSplit(bool split);
+  ~ScopedGemmSplit();
+  ScopedGemmSplit(const ScopedGemmSplit&) = delete;
+  ScopedGemmSplit& operator=(const ScopedGemmSplit&) = delete;
+
+ private:
+  int previous_;
+};
+
 /// Whether bert::Linear sends a forward of `rows` x `in` -> `out` features through oneDNN:
 /// fp32 weight and input on CPU, no autocast, a GEMM large enough that the call's set-up is
 /// noise (rows * in * out >= 2^20; below that LibTorch's own path), and fp32_gemm() says so

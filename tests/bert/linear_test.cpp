@@ -1,7 +1,14 @@
 #include "bert/model/linear.h"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <utility>
 
 #include "bert/model/bert_model.h"
 #include "bert/model/layer.h"
@@ -175,6 +182,61 @@ struct Bf16Autocast {
     at::autocast::set_cpu_enabled(false);
   }
 };
+
+/// How many oneDNN GEMMs ran while `work` did (each records "bertft::onednn_matmul").
+int onednn_gemms_during(const std::function<void()>& work) {
+  static std::atomic<int> count{0};
+  count = 0;
+  const auto handle = at::addGlobalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string(fn.name()) == "bertft::onednn_matmul") ++count;
+        return nullptr;
+      }));
+  work();
+  at::removeCallback(handle);
+  return count.load();
+}
+
+TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(3);
+  // An FFN's two weights with a wide side of 2100 (halves of 1088 and 1012), 6 tokens. The
+  // forward's b (the transposed weight) is column-major: whole. In the float32 backward, the
+  // input's gradient takes the weight, the weight's gradient the input, as row-major b: a wide N
+  // is split into column halves, a wide K into two sums (the second added in the GEMM's output).
+  // bf16 products stay whole.
+  for (const bool bf16 : {false, true})
+    for (const auto& [in, out] : {std::pair<int64_t, int64_t>{24, 2100}, {2100, 24}}) {
+      SCOPED_TRACE(fmt::format("{} in {} out {}", bf16 ? "bf16" : "fp32", in, out));
+      const auto w = torch::randn({out, in}).requires_grad_(true);
+      const auto b = torch::randn({out}).requires_grad_(true);
+      const auto x = torch::randn({6, in}).requires_grad_(true);
+      const auto upstream = torch::randn({6, out});
+      const auto run = [&](bool split, int* gemms) {
+        const ScopedGemmSplit scoped(split);
+        std::vector<torch::Tensor> results;
+        *gemms = onednn_gemms_during([&] {
+          std::unique_ptr<Bf16Autocast> autocast;
+          if (bf16) autocast = std::make_unique<Bf16Autocast>();
+          const auto y = bf16 ? onednn_linear_bf16(x, w, b) : onednn_linear(x, w, b);
+          results = torch::autograd::grad({y}, {x, w, b}, {upstream.to(y.scalar_type())});
+          results.push_back(y);
+        });
+        return results;
+      };
+      int whole_gemms = 0, split_gemms = 0;
+      const auto whole = run(false, &whole_gemms), halves = run(true, &split_gemms);
+      // bf16 sums the bias gradient as a GEMV of ones: one more.
+      EXPECT_EQ(whole_gemms, bf16 ? 4 : 3);
+      // out 2100: the input's gradient in two halves; in 2100: the input's and the weight's.
+      EXPECT_EQ(split_gemms, bf16 ? 4 : in > out ? 5 : 4);
+      for (size_t i = 0; i < whole.size(); ++i) {
+        EXPECT_EQ(halves[i].scalar_type(), whole[i].scalar_type());
+        EXPECT_LT(relative_error(halves[i].to(torch::kFloat), whole[i].to(torch::kFloat)), 1e-6)
+            << "result " << i;
+      }
+    }
+}
 
 TEST(OneDnnLinear, Bf16IsWhatAutocastComputesWithFloat32Gradients) {
   REQUIRE_ONEDNN();
