@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "bert/model/dropout_kernel.h"
 
 namespace bert {
 namespace {
@@ -39,6 +43,46 @@ TEST(Dropout, Bf16KeepsTheRateAndRoundsOnce) {
   const auto kept = y != 0;
   const auto expected = (x.to(torch::kFloat) * static_cast<float>(1 / 0.9)).to(torch::kBFloat16);
   EXPECT_TRUE(torch::equal(y.masked_select(kept), expected.masked_select(kept)));
+}
+
+TEST(DropoutKernel, LanesGiveTheElementByElementResult) {
+  // A call of one element takes the kernels' scalar loop; longer calls take 16 lanes at a time
+  // for indices below 2^32. Both must give the same bits, also across 2^32 (the hash's high
+  // word) and for NaN, infinity and signed zeros.
+  kernels::DropoutMask mask;
+  mask.key0 = 0x12345678u;
+  mask.key1 = 0x9ABCDEF0u;
+  mask.threshold = 0x40000000u;  // p = 0.25
+  mask.scale = 1.0f / 0.75f;
+  const int64_t n = 203;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 17) * 0.37f - 2.0f;
+  x[5] = std::nanf("");
+  x[6] = INFINITY;
+  x[7] = -0.0f;
+  std::vector<uint16_t> xb(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof bits);
+    xb[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  for (const int64_t offset : {int64_t{0}, int64_t{7}, (int64_t{1} << 32) - 37}) {
+    SCOPED_TRACE(offset);
+    std::vector<float> y(n), one(n);
+    std::vector<uint16_t> yb(n), oneb(n);
+    kernels::dropout_f32(x.data(), y.data(), n, offset, mask);
+    kernels::dropout_bf16(xb.data(), yb.data(), n, offset, mask);
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::dropout_f32(&x[i], &one[i], 1, offset + i, mask);
+      kernels::dropout_bf16(&xb[i], &oneb[i], 1, offset + i, mask);
+    }
+    EXPECT_EQ(std::memcmp(y.data(), one.data(), n * sizeof(float)), 0);
+    EXPECT_EQ(yb, oneb);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) kept += oneb[i] != 0 && oneb[i] != 0x8000;
+    EXPECT_GT(kept, n / 2);  // about 3/4 kept: not all dropped by a broken mask
+    EXPECT_LT(kept, n);
+  }
 }
 
 TEST(Dropout, MasksAreIndependentAcrossElementsAndCalls) {
