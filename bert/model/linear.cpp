@@ -53,8 +53,24 @@ void LinearImpl::quantize_int8() {
   packed_ = call("quantized::linear_prepack", {q, b})[0];
 }
 
+const torch::Tensor& LinearImpl::bf16_weight() {
+  if (!bf16_weight_.defined() || bf16_source_ != weight.data_ptr() ||
+      bf16_version_ != weight._version()) {
+    bf16_weight_ = torch::Tensor();  // the old cast's memory first
+    const torch::NoGradGuard no_grad;
+    bf16_weight_ = weight.to(torch::kBFloat16);
+    bf16_source_ = weight.data_ptr();
+    bf16_version_ = weight._version();
+  }
+  return bf16_weight_;
+}
+
 torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
   if (packed_.isNone()) {
+    if (linear_needs_autograd(input, weight, bias))
+      drop_bf16_weight();
+    else if (use_onednn_bf16_linear(input, weight))
+      return onednn_linear_bf16_cast(input, bf16_weight(), bias, /*gelu=*/false);
     return fast_linear(input, weight, bias);
   }
   TORCH_CHECK(input.device().is_cpu(), "int8 linear: CPU only, got ", input.device());

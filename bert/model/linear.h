@@ -22,8 +22,21 @@ class LinearImpl : public torch::nn::LinearImpl {
   void quantize_int8();
   bool is_int8() const { return !packed_.isNone(); }
 
+  /// The weight cast to bf16, for forwards without autograd under CPU bf16 autocast (what
+  /// autocast would cast it to): cast once and kept while the weight is the same tensor at the
+  /// same version, instead of once per batch. A forward that records autograd drops it, so that
+  /// training holds no second copy.
+  const torch::Tensor& bf16_weight();
+  /// Whether a bf16 cast of the weight is kept now.
+  bool keeps_bf16_weight() const { return bf16_weight_.defined(); }
+  /// Drops the kept bf16 cast (its memory goes with it).
+  void drop_bf16_weight() { bf16_weight_ = torch::Tensor(); }
+
  private:
   c10::IValue packed_;  ///< LinearPackedParamsBase of the quantized engine
+  torch::Tensor bf16_weight_;
+  const void* bf16_source_ = nullptr;  ///< the weight's data the cast was made from
+  int64_t bf16_version_ = -1;          ///< and its version then
 };
 TORCH_MODULE(Linear);
 

@@ -43,15 +43,17 @@ torch::Tensor empty_like_layout(const torch::Tensor& t) {
 void check_operands(const torch::Tensor& input,
                     const torch::Tensor& weight,
                     const torch::Tensor& bias,
-                    bool bf16_input = false) {
+                    bool bf16_input = false,
+                    torch::ScalarType weight_type = torch::kFloat) {
   TORCH_CHECK(input.device().is_cpu() && weight.device().is_cpu() &&
                   (!bias.defined() || bias.device().is_cpu()),
               "onednn_linear: CPU tensors only");
   TORCH_CHECK((input.scalar_type() == torch::kFloat ||
                (bf16_input && input.scalar_type() == torch::kBFloat16)) &&
-                  weight.scalar_type() == torch::kFloat &&
+                  weight.scalar_type() == weight_type &&
                   (!bias.defined() || bias.scalar_type() == torch::kFloat),
-              "onednn_linear: float32 tensors only (and a bf16 input for the bf16 path)");
+              "onednn_linear: float32 tensors only (and a bf16 input for the bf16 path, a bf16 "
+              "weight for its kept cast)");
   TORCH_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
               "onednn_linear: input [..., ", input.size(-1), "] does not fit weight ",
               weight.sizes());
@@ -531,6 +533,16 @@ torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
                                  const torch::Tensor& bias) {
   check_operands(input, weight, bias, /*bf16_input=*/true);
   return linear_through_onednn(input, weight, bias, /*bf16=*/true);
+}
+
+torch::Tensor onednn_linear_bf16_cast(const torch::Tensor& input,
+                                      const torch::Tensor& weight_bf16,
+                                      const torch::Tensor& bias,
+                                      bool gelu) {
+  check_operands(input, weight_bf16, bias, /*bf16_input=*/true, torch::kBFloat16);
+  TORCH_CHECK(!linear_needs_autograd(input, weight_bf16, bias),
+              "onednn_linear_bf16_cast: inference only (the cast weight carries no gradient)");
+  return linear_gemm(input, weight_bf16, bias, /*bf16=*/true, gelu);
 }
 
 torch::Tensor fast_linear(const torch::Tensor& input,

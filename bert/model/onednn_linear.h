@@ -88,6 +88,13 @@ torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
 /// operands (autocast's) unless BERTFT_BF16_LINEAR=autocast.
 bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
+/// What onednn_linear_bf16 computes, without autograd, from a weight already cast to bf16 (a
+/// cast kept for repeated inference: bert::Linear's bf16_weight); `gelu` applies the exact GELU
+/// in the GEMM's output pass. The bias (float32 or undefined) is cast as autocast casts it.
+torch::Tensor onednn_linear_bf16_cast(const torch::Tensor& input,
+                                      const torch::Tensor& weight_bf16,
+                                      const torch::Tensor& bias,
+                                      bool gelu);
 /// torch::linear(input, weight, bias), through onednn_linear where use_onednn_linear says so (for
 /// projections that are not bert::Linear modules: pooler, task heads, the MLM decoder).
 torch::Tensor fast_linear(const torch::Tensor& input,

@@ -102,6 +102,9 @@ class FusedAdamW final : public torch::optim::AdamW {
           adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1,
                        one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
         });
+        // Written through its pointer, as no in-place op would be: say so to whoever keeps
+        // something made from the weight (bert::Linear's bf16 cast for inference).
+        torch::autograd::impl::bump_version(p);
       }
     }
     return {};

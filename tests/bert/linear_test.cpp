@@ -324,6 +324,61 @@ TEST(OneDnnLinear, Bf16BertModelTrainsAsUnderAutocast) {
         << "tensor " << i;
 }
 
+/// The bert::Linear modules of `model`, and how many of them keep a bf16 cast now.
+int64_t kept_bf16_casts(torch::nn::Module& model, int64_t* linears = nullptr) {
+  int64_t kept = 0, all = 0;
+  for (const auto& m : model.modules())
+    if (const auto* linear = dynamic_cast<const LinearImpl*>(m.get())) {
+      ++all;
+      kept += linear->keeps_bf16_weight();
+    }
+  if (linears != nullptr) *linears = all;
+  return kept;
+}
+
+TEST(OneDnnLinear, Bf16InferenceKeepsTheWeightCastWhileTheWeightIsUnchanged) {
+  REQUIRE_ONEDNN();
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);  // the tiny model's GEMMs through oneDNN
+  const auto ids = torch::randint(5, 99, {2, 9}, torch::kLong);
+  const auto make = [] {
+    torch::manual_seed(0);
+    BertModel model(testing::tiny_config());
+    model->eval();
+    return model;
+  };
+  const auto infer = [&](BertModel& model) {
+    const torch::NoGradGuard no_grad;
+    const Bf16Autocast autocast;
+    return model->forward(ids).last_hidden_state.to(torch::kFloat);
+  };
+  auto model = make();
+  const auto first = infer(model);
+  int64_t linears = 0;
+  EXPECT_EQ(kept_bf16_casts(*model, &linears), linears);
+  EXPECT_EQ(linears, 6 * testing::tiny_config().num_hidden_layers());
+  EXPECT_TRUE(torch::equal(infer(model), first));  // the kept casts give the same bits
+  // Weights changed in place: the next inference casts them again, as a fresh model with the
+  // same changed weights computes (a stale cast would repeat `first`).
+  const auto scale = [](BertModel& m) {
+    const torch::NoGradGuard no_grad;
+    for (auto& p : m->parameters()) p.mul_(1.5);
+  };
+  scale(model);
+  auto fresh = make();
+  scale(fresh);
+  const auto changed = infer(model);
+  EXPECT_FALSE(torch::equal(changed, first));
+  EXPECT_TRUE(torch::equal(changed, infer(fresh)));
+  // A forward that records autograd (training) drops every cast.
+  {
+    const Bf16Autocast autocast;
+    model->forward(ids);
+  }
+  EXPECT_EQ(kept_bf16_casts(*model), 0);
+  EXPECT_THROW(onednn_linear_bf16_cast(torch::randn({2, 4}), torch::randn({3, 4}), {}, false),
+               c10::Error);  // a float32 weight is not a kept cast
+}
+
 TEST(OneDnnLinear, TheEngineIsAFixedRuleOfTheCpu) {
   const auto& first = fp32_gemm();
   EXPECT_EQ(&first, &fp32_gemm());  // decided once

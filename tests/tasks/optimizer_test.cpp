@@ -199,6 +199,17 @@ TEST(FusedAdamW, MatchesTorchAdamWAndRoundTripsItsState) {
   EXPECT_EQ(restored->state().size(), fused->state().size());
 }
 
+// The fused step writes the weights through their pointers; it bumps their version as an
+// in-place op would, so a cast kept from a weight (bert::Linear's bf16 one) is made again.
+TEST(FusedAdamW, BumpsTheVersionOfTheWeightsItWrites) {
+  torch::nn::Linear a(5, 3);
+  auto fused = make_adamw(*a, {});
+  for (auto& p : a->parameters()) p.mutable_grad() = torch::ones_like(p);
+  const auto before = a->weight._version();
+  fused->step();
+  EXPECT_GT(a->weight._version(), before);
+}
+
 // clip_gradients folds the clipping coefficient into the fused AdamW's pass: the same weights,
 // bit for bit, as clip_grad_norm_ followed by the step, clipped or not; other optimizers get
 // their gradients scaled in place.
