@@ -25,7 +25,8 @@ class LinearImpl : public torch::nn::LinearImpl {
   /// The weight cast to bf16, for forwards without autograd under CPU bf16 autocast (what
   /// autocast would cast it to): cast once and kept while the weight is the same tensor at the
   /// same version, instead of once per batch. A forward that records autograd drops it, so that
-  /// training holds no second copy.
+  /// training holds no second copy. Forwards update it: one module's bf16 inference is not for
+  /// concurrent threads.
   const torch::Tensor& bf16_weight();
   /// Whether a bf16 cast of the weight is kept now.
   bool keeps_bf16_weight() const { return bf16_weight_.defined(); }
