@@ -36,13 +36,18 @@ inline float widen_bf16(uint16_t h) {
   return bits_float(static_cast<uint32_t>(h) << 16);
 }
 
-/// murmur3's 32-bit finaliser: every input bit reaches every output bit.
-inline uint32_t fmix32(uint32_t h) {
+/// murmur3's 32-bit finaliser, in place: every input bit reaches every output bit. On one
+/// uint32_t or on the 16 lanes of a U32x16 (below), the same operations.
+template <class Word>
+__attribute__((always_inline)) inline void fmix32_in_place(Word& h) {
   h ^= h >> 16;
   h *= 0x85EBCA6Bu;
   h ^= h >> 13;
   h *= 0xC2B2AE35u;
   h ^= h >> 16;
+}
+inline uint32_t fmix32(uint32_t h) {
+  fmix32_in_place(h);
   return h;
 }
 /// Two keyed finaliser rounds over the element index: independent-looking bits per element and
@@ -59,16 +64,6 @@ typedef uint32_t U32x16 __attribute__((vector_size(64)));
 typedef float F32x16 __attribute__((vector_size(64)));
 typedef uint16_t U16x16 __attribute__((vector_size(32)));
 
-/// fmix32 on 16 lanes.
-__attribute__((always_inline)) inline U32x16 fmix32(U32x16 h) {
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  h ^= h >> 16;
-  return h;
-}
-
 /// How many elements from `first` the 16-lane loops take: whole groups of 16 whose indices are
 /// below 2^32, where mask_hash's high word is 0 (the lanes hash the low word only; same bits).
 inline int64_t lane_elements(uint64_t first, int64_t n) {
@@ -81,7 +76,10 @@ inline int64_t lane_elements(uint64_t first, int64_t n) {
 __attribute__((always_inline)) inline U32x16 keep_lanes(
     uint32_t index, uint32_t key0, uint32_t key1, uint32_t threshold, uint32_t scale_bits) {
   const U32x16 lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  const U32x16 hash = fmix32(fmix32((index + lanes) * 0x9E3779B1u + key0) ^ key1);
+  U32x16 hash = (index + lanes) * 0x9E3779B1u + key0;
+  fmix32_in_place(hash);
+  hash ^= key1;
+  fmix32_in_place(hash);
   return reinterpret_cast<U32x16>(hash >= threshold) & scale_bits;
 }
 
