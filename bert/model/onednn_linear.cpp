@@ -99,13 +99,16 @@ void add_to_key(std::vector<int64_t>& key, const torch::Tensor& t) {
   key.insert(key.end(), t.strides().begin(), t.strides().end());
 }
 
-const Primitive& primitive_for(const torch::Tensor& a,
-                               const torch::Tensor& b,
-                               const torch::Tensor& bias,
-                               const torch::Tensor& add,
-                               bool gelu,
-                               bool accumulate,
-                               const torch::Tensor& c) {
+/// One oneDNN matmul: c = a b (+ bias) (+ add) (then GELU), or c += a b where `accumulate`; the
+/// operands already in layouts oneDNN reads (see matmul_into).
+struct MatmulCall {
+  torch::Tensor a, b, bias, add, c;
+  bool gelu = false;
+  bool accumulate = false;
+};
+
+const Primitive& primitive_for(const MatmulCall& m) {
+  const auto& [a, b, bias, add, c, gelu, accumulate] = m;
   std::vector<int64_t> key = {gelu, accumulate};
   for (const auto* t : {&a, &b, &bias, &add, &c}) add_to_key(key, *t);
   thread_local std::map<std::vector<int64_t>, Primitive> made;
@@ -128,22 +131,16 @@ const Primitive& primitive_for(const torch::Tensor& a,
   return made.emplace(std::move(key), std::move(p)).first->second;
 }
 
-/// c = a b (+ bias) (+ add) (then GELU) (c += a b where `accumulate`) through one oneDNN
-/// primitive, the operands already in layouts oneDNN reads (see matmul_into).
-void run_matmul(const torch::Tensor& a,
-                const torch::Tensor& b,
-                const torch::Tensor& bias,
-                const torch::Tensor& add,
-                bool gelu,
-                bool accumulate,
-                const torch::Tensor& c) {
+/// Runs `m` through its (kept) primitive.
+void run_matmul(const MatmulCall& m) {
+  const auto& [a, b, bias, add, c, gelu, accumulate] = m;
   RECORD_FUNCTION("bertft::onednn_matmul", std::vector<c10::IValue>({a, b}));
-  const Primitive& p = primitive_for(a, b, bias, add, gelu, accumulate, c);
+  const Primitive& p = primitive_for(m);
   if (p.reference && !(a.is_contiguous() && b.is_contiguous() && c.is_contiguous())) {
     // No JIT kernel takes these strides: oneDNN's reference loop would be ~100x slower than
     // copying the operands into plain layouts.
     const torch::Tensor out = torch::empty(c.sizes(), c.options());
-    run_matmul(a.contiguous(), b.contiguous(), bias, add, gelu, /*accumulate=*/false, out);
+    run_matmul({a.contiguous(), b.contiguous(), bias, add, out, gelu, /*accumulate=*/false});
     if (accumulate)
       c.add_(out);
     else
@@ -193,14 +190,10 @@ constexpr int64_t kWideSide = 2048;
 /// from the two column halves of b (N wide), or, for a float32 c without bias, add or GELU, from
 /// the two halves of K, the second added in the GEMM's own output pass (K wide); returns whether
 /// it did.
-bool split_wide_product(const torch::Tensor& a,
-                        const torch::Tensor& b,
-                        const torch::Tensor& bias,
-                        const torch::Tensor& add,
-                        bool gelu,
-                        const torch::Tensor& c) {
-  if (a.dim() != 2 || b.dim() != 2 || a.scalar_type() != torch::kFloat || b.stride(1) != 1 ||
-      add.defined() || !split_wide_gemms())
+bool split_wide_product(const MatmulCall& m) {
+  const auto& [a, b, bias, add, c, gelu, accumulate] = m;
+  if (accumulate || a.dim() != 2 || b.dim() != 2 || a.scalar_type() != torch::kFloat ||
+      b.stride(1) != 1 || add.defined() || !split_wide_gemms())
     return false;
   const int64_t k = b.size(0), n = b.size(1);
   const auto half = [](int64_t side) { return (side / 2 + 63) / 64 * 64; };
@@ -210,15 +203,20 @@ bool split_wide_product(const torch::Tensor& a,
       return t.defined() && t.size(-1) == n ? t.narrow(-1, start, length) : t;
     };
     for (const auto& [start, length] : {std::pair{int64_t{0}, first}, std::pair{first, n - first}})
-      run_matmul(a, part(b, start, length), part(bias, start, length), {}, gelu,
-                 /*accumulate=*/false, part(c, start, length));
+      run_matmul(
+          {a, part(b, start, length), part(bias, start, length), {}, part(c, start, length), gelu});
     return true;
   }
   if (k >= kWideSide && c.scalar_type() == torch::kFloat && !bias.defined() && !gelu) {
     const int64_t first = half(k);
-    run_matmul(a.narrow(1, 0, first), b.narrow(0, 0, first), {}, {}, false, false, c);
-    run_matmul(a.narrow(1, first, k - first), b.narrow(0, first, k - first), {}, {}, false,
-               /*accumulate=*/true, c);
+    run_matmul({a.narrow(1, 0, first), b.narrow(0, 0, first), {}, {}, c});
+    run_matmul({a.narrow(1, first, k - first),
+                b.narrow(0, first, k - first),
+                {},
+                {},
+                c,
+                /*gelu=*/false,
+                /*accumulate=*/true});
     return true;
   }
   return false;
@@ -252,8 +250,8 @@ void matmul_into(const torch::Tensor& a_in,
     if (gelu) c.copy_(torch::gelu(c));
     return;
   }
-  if (split_wide_product(a, b, bias, add, gelu, c)) return;
-  run_matmul(a, b, bias, add, gelu, /*accumulate=*/false, c);
+  const MatmulCall call{a, b, bias, add, c, gelu};
+  if (!split_wide_product(call)) run_matmul(call);
 }
 
 #else
