@@ -591,12 +591,11 @@ torch::Tensor onednn_linear(const torch::Tensor& input,
 
 torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
                                  const torch::Tensor& weight,
-                                 const torch::Tensor& bias,
-                                 bool bf16) {
-  check_operands(input, weight, bias, /*bf16_input=*/bf16);
+                                 const torch::Tensor& bias) {
+  check_operands(input, weight, bias);
   TORCH_CHECK(!linear_needs_autograd(input, weight, bias),
               "onednn_linear_gelu: inference only (no autograd through the fused GELU)");
-  return linear_gemm(input, weight, bias, bf16, /*gelu=*/true);
+  return linear_gemm(input, weight, bias, /*bf16=*/false, /*gelu=*/true);
 }
 
 }  // namespace bert

@@ -90,7 +90,9 @@ bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
 /// What onednn_linear_bf16 computes, without autograd, from a weight already cast to bf16 (a
 /// cast kept for repeated inference: bert::Linear's bf16_weight); `gelu` applies the exact GELU
-/// in the GEMM's output pass. The bias (float32 or undefined) is cast as autocast casts it.
+/// in the GEMM's output pass, the result bf16 (the GELU of the float32 sum, rounded once;
+/// autocast rounds the projection, then its GELU). The bias (float32 or undefined) is cast as
+/// autocast casts it.
 torch::Tensor onednn_linear_bf16_cast(const torch::Tensor& input,
                                       const torch::Tensor& weight_bf16,
                                       const torch::Tensor& bias,
@@ -122,12 +124,10 @@ torch::Tensor onednn_linear(const torch::Tensor& input,
                             const torch::Tensor& bias);
 
 /// The same with the exact (erf) GELU applied in the GEMM's own output pass, for inference
-/// only: throws when grad mode is on and an operand requires grad. With `bf16` the operands are
-/// cast as bf16 autocast casts them and the result is bf16 (the GELU of the float32 sum, rounded
-/// once; autocast rounds the projection, then its GELU).
+/// only: throws when grad mode is on and an operand requires grad. (bf16 inference fuses it
+/// through onednn_linear_bf16_cast.)
 torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
                                  const torch::Tensor& weight,
-                                 const torch::Tensor& bias,
-                                 bool bf16 = false);
+                                 const torch::Tensor& bias);
 
 }  // namespace bert
