@@ -1,12 +1,12 @@
 #include "bert/model/dropout.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
 #include <cmath>
 #include <mutex>
 
+#include "bert/common/parallel.h"
 #include "bert/model/dropout_kernel.h"
 
 namespace bert {
@@ -40,7 +40,7 @@ torch::Tensor apply_mask(const torch::Tensor& input, const kernels::DropoutMask&
   const bool bf16 = x.scalar_type() == torch::kBFloat16;
   const auto* in = static_cast<const char*>(x.data_ptr());
   auto* out = static_cast<char*>(y.data_ptr());
-  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (bf16)
       kernels::dropout_bf16(reinterpret_cast<const uint16_t*>(in) + begin,
                             reinterpret_cast<uint16_t*>(out) + begin, end - begin, begin, mask);

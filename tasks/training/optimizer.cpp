@@ -1,6 +1,5 @@
 #include "tasks/training/optimizer.h"
 
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include <cmath>
@@ -8,6 +7,7 @@
 #include <type_traits>
 
 #include "bert/common/error.h"
+#include "bert/common/parallel.h"
 #include "bert/common/strings.h"
 #include "tasks/training/adamw_kernel.h"
 
@@ -98,7 +98,7 @@ class FusedAdamW final : public torch::optim::AdamW {
         const float* gp = grad.data_ptr<float>();
         float* mp = m.data_ptr<float>();
         float* vp = v.data_ptr<float>();
-        at::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
+        bert::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
           adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1,
                        one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
         });

@@ -2,9 +2,17 @@
 
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
+
+#include "bert/common/parallel.h"
 
 namespace bert {
 namespace {
@@ -21,6 +29,41 @@ TEST(KeepFreedMemory, AFreedHeapTopOfMoreThanAGibibyteStaysInTheProcess) {
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) std::free(*it);
   EXPECT_GE(mallinfo2().arena, grown);
   EXPECT_GE(grown, kBlock * kBlocks);
+}
+
+// bertft's own kernels (the fused AdamW, dropout) split their loops through bert::parallel_for.
+// at::parallel_for called from a source compiled without -fopenmp, as bertft's are, ran every
+// chunk on the calling thread: AdamW and dropout used one of the two cores.
+TEST(ParallelFor, SplitsTheRangeAcrossLibTorchsThreadsAndCoversItOnce) {
+  if (!parallel_for_has_threads()) GTEST_SKIP() << "built without OpenMP (the fuzz build)";
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(2);
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  std::vector<int> hits(1000, 0);
+  parallel_for(0, 1000, 10, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) ++hits[i];
+    // keep each chunk busy long enough that one thread cannot take them all
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::lock_guard<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  torch::set_num_threads(before);
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 1000);
+}
+
+TEST(ParallelFor, RunsAnEmptyRangeNotAtAllAndASmallOneOnTheCallingThread) {
+  int calls = 0;
+  parallel_for(5, 5, 1, [&](int64_t, int64_t) { ++calls; });
+  EXPECT_EQ(calls, 0);
+  std::thread::id where;
+  parallel_for(0, 100, 1000, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 100);
+    where = std::this_thread::get_id();
+  });
+  EXPECT_EQ(where, std::this_thread::get_id());
 }
 
 }  // namespace
