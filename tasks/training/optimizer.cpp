@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <type_traits>
@@ -98,10 +99,18 @@ class FusedAdamW final : public torch::optim::AdamW {
         const float* gp = grad.data_ptr<float>();
         float* mp = m.data_ptr<float>();
         float* vp = v.data_ptr<float>();
-        bert::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
-          adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1,
-                       one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
-        });
+        // Across threads in chunks that start at multiples of kBlock elements: the compiler's
+        // vector loop and its scalar tail round differently (a multiply-add may be fused in one
+        // and not the other), and so each element takes the path it takes in a single call,
+        // and the weights are the same bits on any number of threads.
+        constexpr int64_t kBlock = 64;
+        const int64_t n = p.numel();
+        bert::parallel_for(
+            0, (n + kBlock - 1) / kBlock, 16384 / kBlock, [&](int64_t first, int64_t last) {
+              const int64_t begin = first * kBlock, end = std::min(n, last * kBlock);
+              adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1,
+                           one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
+            });
         // Written through its pointer, as no in-place op would be: say so to whoever keeps
         // something made from the weight (bert::Linear's bf16 cast for inference).
         torch::autograd::impl::bump_version(p);

@@ -210,6 +210,36 @@ TEST(FusedAdamW, BumpsTheVersionOfTheWeightsItWrites) {
   EXPECT_GT(a->weight._version(), before);
 }
 
+// The fused step splits each weight's elements across LibTorch's threads (bert::parallel_for)
+// in chunks that start at multiples of 64 elements, so two threads give one thread's weights and
+// moments bit for bit (split where at::parallel_for splits, at element 51 802 here, one element
+// in the vector loop's tail rounded differently).
+TEST(FusedAdamW, GivesTheSameBitsOnOneThreadAndOnTwo) {
+  const int before = torch::get_num_threads();
+  std::vector<std::vector<torch::Tensor>> results;
+  for (const int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    torch::manual_seed(11);
+    torch::nn::Linear a(313, 331);  // 103 603 weights: chunks at an odd offset
+    auto fused = make_adamw(*a, {1e-3, 0.01, 0.9, 0.999, 1e-8});
+    for (int step = 0; step < 3; ++step) {
+      for (auto& p : a->parameters()) p.mutable_grad() = torch::randn_like(p);
+      fused->step();
+    }
+    results.push_back({a->weight.clone(), a->bias.clone()});
+    for (const auto& entry : fused->state()) {  // the weight's moments (the bias has 331)
+      const auto& state = static_cast<torch::optim::AdamWParamState&>(*entry.second);
+      if (state.exp_avg().numel() != a->weight.numel()) continue;
+      results.back().push_back(state.exp_avg().clone());
+      results.back().push_back(state.exp_avg_sq().clone());
+    }
+    ASSERT_EQ(results.back().size(), 4u);
+  }
+  torch::set_num_threads(before);
+  for (size_t i = 0; i < results[0].size(); ++i)
+    EXPECT_TRUE(torch::equal(results[0][i], results[1][i])) << i;
+}
+
 // clip_gradients folds the clipping coefficient into the fused AdamW's pass: the same weights,
 // bit for bit, as clip_grad_norm_ followed by the step, clipped or not; other optimizers get
 // their gradients scaled in place.
