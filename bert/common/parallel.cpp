@@ -14,7 +14,7 @@ void parallel_for(int64_t begin,
 }
 
 bool parallel_for_has_threads() {
-#ifdef INTRA_OP_PARALLEL  // what ATen's headers define when they are compiled with OpenMP
+#ifdef INTRA_OP_PARALLEL  // ATen's headers: defined where its loop can use threads (here OpenMP)
   return true;
 #else
   return false;

@@ -16,8 +16,8 @@ void parallel_for(int64_t begin,
                   int64_t grain,
                   const std::function<void(int64_t, int64_t)>& chunk);
 
-/// Whether parallel_for can use more than one thread: false in a build without OpenMP (CMake
-/// finds it for every build but the fuzz targets'), where it runs chunks on the calling thread.
+/// Whether parallel_for can use more than one thread: false in a build without OpenMP (the fuzz
+/// targets' build; every other build requires it), where it runs chunks on the calling thread.
 bool parallel_for_has_threads();
 
 }  // namespace bert
