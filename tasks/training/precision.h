@@ -29,9 +29,12 @@ PrecisionChoice choose_precision(double fp32_seconds,
                                  double bf16_seconds,
                                  const std::string& device);
 
-/// `requested` itself, or for kAuto the choice on `device`: GEMMs timed in fp32 and bf16 (a
-/// 64x256x256 one, then, unless bf16 is clearly slow, a 256x768x768 one; best of 5; some
-/// milliseconds, once per device per process).
+/// The choice on `device` from GEMMs timed in fp32 and bf16, each through the engine bertft's
+/// projections take for that type (a 64x256x256 one, then, unless bf16 is clearly slow, a
+/// 256x768x768 one; best of 5; some milliseconds).
+PrecisionChoice probe_precision(const torch::Device& device);
+
+/// `requested` itself, or for kAuto probe_precision(device), probed once per device per process.
 PrecisionChoice resolve_precision(Precision requested, const torch::Device& device);
 
 /// Autocast for the forward passes in its scope on `device`: bf16 (CPU oneDNN, CUDA) or fp16

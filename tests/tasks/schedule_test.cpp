@@ -3,12 +3,15 @@
 // table, and the options' checks.
 #include "tasks/training/schedule.h"
 
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
+#include "bert/model/onednn_linear.h"
 #include "tasks/training/optimizer.h"
 #include "tasks/training/precision.h"
 #include "tasks/training/trainer_options.h"
@@ -116,6 +119,31 @@ TEST(PrecisionChoice, BfloatOnlyWhereItsGemmIsClearlyFaster) {
   choose_precision(1, 1, "x");
   resolve_precision(Precision::kAuto, torch::Device("cpu:0"));  // a device not probed yet
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+}
+
+// The probe times each precision through the engine bert::Linear takes for it: on an AVX-512 CPU
+// oneDNN's matmul for fp32 as for bf16. (It timed LibTorch's fp32 linear, OpenBLAS, which
+// bertft's projections do not use there: on an Intel CPU without AMX, auto chose bf16 at 0.6x
+// oneDNN's fp32 speed.)
+TEST(PrecisionChoice, ProbeTimesTheEnginesTheProjectionsUse) {
+  if (!onednn_built() || fp32_gemm().engine != Fp32Gemm::kOneDnn)
+    GTEST_SKIP() << "fp32 GEMMs are not oneDNN's here: " << fp32_gemm().reason;
+  static std::atomic<int> fp32{0}, bf16{0};
+  fp32 = bf16 = 0;
+  const auto handle =
+      at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction& fn)
+                                                           -> std::unique_ptr<at::ObserverContext> {
+                              if (std::string(fn.name()) != "bertft::onednn_matmul") return nullptr;
+                              const auto type = fn.inputs()[0].toTensor().scalar_type();
+                              ++(type == torch::kBFloat16 ? bf16 : fp32);
+                              return nullptr;
+                            }).needsInputs(true));
+  const auto choice = probe_precision(torch::kCPU);
+  at::removeCallback(handle);
+  EXPECT_GE(fp32.load(), 6);  // a warm-up and 5 runs of each size probed
+  EXPECT_GE(bf16.load(), 6);
+  EXPECT_EQ(fp32.load(), bf16.load());
+  EXPECT_NE(choice.precision, Precision::kAuto);
 }
 
 TEST(TrainerOptionsChecks, OptimizerScheduleAndSmoothingAreValidated) {
