@@ -1291,7 +1291,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "bench_suite: {} needs a value\n{}", argv[argc - 1], kUsage);
     return 2;
   }
-  bert::prefer_passive_openmp(argv);  // measure under the OpenMP setting bertft itself runs with
+  // Measure under the OpenMP and OpenBLAS settings bertft itself runs with (HF's runs in vs_hf and
+  // real_data inherit them: where OpenBLAS fell back to old kernels, HF gets the better ones too).
+  bert::apply_load_time_settings(argv);
   bert::keep_freed_memory();
   std::string only =
                   "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,data_parallel,vs_hf,"
@@ -1381,6 +1383,12 @@ int main(int argc, char** argv) {
              suite.threads, TORCH_VERSION,
              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(default)");
   fmt::print("precision: {}\n", choice.reason);
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  fmt::print(
+      "OpenBLAS core: {}{}\n",
+      bert::openblas_core().empty() ? "(not OpenBLAS)" : bert::openblas_core(),
+      coretype != nullptr ? fmt::format(" (OPENBLAS_CORETYPE={}, HF's runs too)", coretype) : "");
+  suite.results["openblas_core"] = bert::openblas_core();
   suite.results["threads"] = suite.threads;
   suite.results["bf16_fast"] = suite.bf16_fast;
   suite.results["precision_probe"] = choice.reason;

@@ -1,10 +1,12 @@
 #include "bert/common/threads.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -18,10 +20,42 @@ int configure_threads(int requested) {
   return torch::get_num_threads();
 }
 
-void prefer_passive_openmp(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure
+std::string openblas_core() {
+  using CoreName = const char* (*)();
+  const auto name = reinterpret_cast<CoreName>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* core = name != nullptr ? name() : nullptr;
+  return core != nullptr ? core : "";
+}
+
+std::string openblas_core_override(const std::string& detected, bool avx2_fma, bool avx512) {
+  // OpenBLAS's x86 cores (its DYNAMIC_ARCH names) whose kernels have no AVX2.
+  static const std::set<std::string> without_avx2 = {
+      "Katmai",    "Coppermine", "Northwood",  "Prescott",   "Banias",      "Atom",
+      "Core2",     "Penryn",     "Dunnington", "Nehalem",    "Sandybridge", "Opteron",
+      "Barcelona", "Bobcat",     "Bulldozer",  "Piledriver", "Nano",        "Opteron(SSE3)"};
+  if (!avx2_fma || without_avx2.count(detected) == 0) return "";
+  return avx512 ? "SkylakeX" : "Haswell";
+}
+
+void apply_load_time_settings(char** argv) {
+  bool changed = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    // __builtin_cpu_supports also asks whether the kernel saves the registers (XCR0).
+    const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512cd");
+    const std::string core = openblas_core_override(openblas_core(), avx2_fma, avx512);
+    if (!core.empty()) {
+      ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+      changed = true;
+    }
+  }
+  if (changed) ::execv("/proc/self/exe", argv);  // returns only on failure
 }
 
 bool keep_freed_memory() {

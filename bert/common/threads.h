@@ -1,19 +1,35 @@
 #pragma once
 
+#include <string>
+
 namespace bert {
 
 /// Sets LibTorch's intra-op thread count (LibTorch starts with 1 thread on some machines).
 /// `requested <= 0` means one per hardware thread. Returns the count now in effect.
 int configure_threads(int requested);
 
-/// libgomp reads OMP_WAIT_POLICY once, when it loads. Its default lets idle OpenMP threads spin,
-/// which here made a small BERT train 3x slower (184 s vs 61 s for an SST-2 epoch, hidden 128)
-/// and a bert-base fp32 train step 1.5x slower (6.0 s vs 3.9 s at 8x128); bert-base bf16 is the
-/// one case that may gain from spinning (within this machine's noise).
-/// So when the variable is unset, this sets it to "passive" and re-executes the program with the
-/// same arguments; a user's own setting always wins. Returns when nothing was to be done or the
-/// re-execution failed (the program then runs on with the default).
-void prefer_passive_openmp(char** argv);
+/// The core OpenBLAS chose for its kernels when it loaded ("SkylakeX", "Haswell", "Zen", ...), or
+/// "" where libblas.so.3 is not OpenBLAS.
+std::string openblas_core();
+
+/// What OPENBLAS_CORETYPE should say on a CPU whose OpenBLAS chose `detected`: where it chose a
+/// core without AVX2 on a CPU with AVX2 and FMA, "SkylakeX" (with AVX-512 F, BW, VL, DQ and CD) or
+/// "Haswell"; else "" (its choice stands). OpenBLAS picks its kernels by CPU model, and a model
+/// newer than the library falls back to old ones: Debian 12's OpenBLAS 0.3.21 took "Prescott"
+/// (SSE3) on an Intel Xeon of model 207 with AVX-512, where LibTorch's fp32 matmul then ran at
+/// 0.034 TF/s against 0.166 with OPENBLAS_CORETYPE=SkylakeX.
+std::string openblas_core_override(const std::string& detected, bool avx2_fma, bool avx512);
+
+/// Settings that libraries read once, when they load, so only a fresh process can change them:
+/// - OMP_WAIT_POLICY: libgomp's default lets idle OpenMP threads spin, which here made a small
+///   BERT train 3x slower (184 s vs 61 s for an SST-2 epoch, hidden 128) and a bert-base fp32
+///   train step 1.5x slower (6.0 s vs 3.9 s at 8x128); bert-base bf16 is the one case that may
+///   gain from spinning (within this machine's noise). Unset, it becomes "passive".
+/// - OPENBLAS_CORETYPE: unset, it becomes openblas_core_override's answer where there is one.
+/// When either was set here, this re-executes the program with the same arguments; a user's own
+/// setting always wins. Returns when nothing was to be done or the re-execution failed (the
+/// program then runs on with the defaults).
+void apply_load_time_settings(char** argv);
 
 /// glibc hands large freed blocks back to the kernel (allocations above its dynamic mmap threshold
 /// are unmapped on free; the heap top is trimmed past 128 KiB), so every train step faulted its

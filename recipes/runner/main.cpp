@@ -9,7 +9,7 @@
 #include "recipes/runner/run_dir.h"
 
 int main(int argc, char** argv) {
-  bert::prefer_passive_openmp(argv);
+  bert::apply_load_time_settings(argv);
   bert::keep_freed_memory();
   try {
     return bert::recipes::run_cli(argc, argv);

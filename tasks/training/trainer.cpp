@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/threads.h"
 #include "bert/model/encoder.h"
 #include "bert/model/onednn_linear.h"
 #include "tasks/training/callbacks.h"
@@ -216,6 +218,11 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
   if (o.precision == Precision::kAuto) log::info("[train] precision auto: {}", choice.reason);
   if (precision_ == Precision::kFp32 && device.is_cpu())
     log::info("[train] {}", fp32_gemm().reason);
+  if (device.is_cpu() && !openblas_core().empty()) {
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    log::info("[train] OpenBLAS core: {}{}", openblas_core(),
+              coretype != nullptr ? fmt::format(" (OPENBLAS_CORETYPE={})", coretype) : "");
+  }
 
   TrainControl control;
   for (const auto& part : parts) part->on_train_begin(run, control);

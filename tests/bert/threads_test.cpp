@@ -31,6 +31,18 @@ TEST(KeepFreedMemory, AFreedHeapTopOfMoreThanAGibibyteStaysInTheProcess) {
   EXPECT_GE(grown, kBlock * kBlocks);
 }
 
+// OpenBLAS falls back to old kernels on a CPU model newer than itself (Debian 12's took
+// "Prescott", SSE3, on an Intel Xeon of model 207 with AVX-512: 5x slower fp32 GEMMs); bertft then
+// names the kernels the CPU can run, and leaves every other choice alone.
+TEST(OpenBlasCore, OnlyAFallbackToCoresWithoutAvx2IsOverridden) {
+  EXPECT_EQ(openblas_core_override("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(openblas_core_override("Nehalem", true, false), "Haswell");
+  EXPECT_EQ(openblas_core_override("Sandybridge", true, true), "SkylakeX");
+  EXPECT_EQ(openblas_core_override("Prescott", false, false), "");  // the CPU has no AVX2 either
+  for (const char* kept : {"Haswell", "SkylakeX", "Cooperlake", "Zen", "SapphireRapids", ""})
+    EXPECT_EQ(openblas_core_override(kept, true, true), "") << kept;
+}
+
 // bertft's own kernels (the fused AdamW, dropout) split their loops through bert::parallel_for.
 // at::parallel_for called from a source compiled without -fopenmp, as bertft's are, ran every
 // chunk on the calling thread: AdamW and dropout used one of the two cores.

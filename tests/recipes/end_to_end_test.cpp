@@ -18,6 +18,7 @@
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/file_util.h"
+#include "bert/common/threads.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/export.h"
 #include "recipes/runner/new_model.h"
@@ -334,6 +335,14 @@ TEST_F(EndToEndTest, PrecisionAutoSaysWhatItChoseAndTrainsInIt) {
   const auto chosen = last_log_.substr(said + 24, 4);  // "bf16" or "fp32"
   EXPECT_TRUE(chosen == "bf16" || chosen == "fp32") << last_log_;
   EXPECT_NE(last_log_.find(chosen + " on cpu"), std::string::npos) << last_log_;
+  // The same run's OpenBLAS kernels: never a fallback without AVX2 on a CPU that has it (bertft
+  // sets OPENBLAS_CORETYPE and starts again where OpenBLAS fell back).
+  const auto core_at = last_log_.find("[train] OpenBLAS core: ");
+  if (core_at == std::string::npos) return;  // libblas.so.3 is not OpenBLAS
+  const auto core =
+      last_log_.substr(core_at + 23, last_log_.find_first_of(" \n", core_at + 23) - (core_at + 23));
+  const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  EXPECT_EQ(openblas_core_override(core, avx2_fma, false), "") << last_log_;
 }
 
 // A regression sweep that selects by mse (lower is better): every trial keeps its lowest-mse
