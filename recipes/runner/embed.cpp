@@ -19,6 +19,7 @@
 #include "bert/common/log.h"
 #include "bert/common/strings.h"
 #include "bert/model/linear.h"
+#include "bert/model/onednn_linear.h"
 #include "bert/tokenizer/factory.h"
 #include "data/readers.h"
 #include "data/text_file.h"
@@ -319,7 +320,9 @@ std::pair<torch::Tensor, torch::Tensor> cosine_top_k(const torch::Tensor& index,
   for (int64_t start = 0; start < index.size(0); start += block) {
     const auto rows = index.slice(0, start, std::min(index.size(0), start + block));
     const auto part = unit_index ? rows.to(torch::kFloat) : unit(rows);
-    const auto scores = torch::matmul(q, part.t());  // [queries, rows of this block]
+    // [queries, rows of this block], through oneDNN where bert::Linear's fp32 GEMMs go (on an
+    // AVX-512 CPU 1.8-5x the speed of LibTorch's BLAS here).
+    const auto scores = fast_linear(q, part, {});
     const auto [s, r] = scores.topk(std::min<int64_t>(k, part.size(0)), 1);
     const auto all_scores = torch::cat({best_scores, s}, 1);
     const auto all_rows = torch::cat({best_rows, r + start}, 1);

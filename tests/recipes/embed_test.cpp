@@ -170,6 +170,13 @@ TEST_F(EmbedTest, TopKEqualsAFullSort) {
   // k larger than the index: every row, best first.
   const auto [s, r] = cosine_top_k(index.slice(0, 0, 3), queries, 10);
   EXPECT_EQ(r.size(1), 3);
+  // Blocks large enough for oneDNN's GEMM where bert::Linear's fp32 GEMMs go (8 x 4096 x 256).
+  const auto wide = torch::randn({4096, 256}), wide_queries = torch::randn({8, 256});
+  const auto [wide_scores, wide_rows] = cosine_top_k(wide, wide_queries, 10, false, 4096);
+  const auto [want_wide, want_wide_rows] =
+      torch::matmul(unit(wide_queries), unit(wide).t()).topk(10, 1);
+  EXPECT_TRUE(torch::equal(wide_rows, want_wide_rows));
+  EXPECT_LT(testing::max_abs_diff(wide_scores, want_wide), 1e-5);
 }
 
 TEST_F(EmbedTest, ReadsLinesAndSquadParagraphs) {
