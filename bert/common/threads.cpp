@@ -20,6 +20,14 @@ int configure_threads(int requested) {
   return torch::get_num_threads();
 }
 
+std::string self_executable() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+  if (n <= 0 || static_cast<size_t>(n) >= path.size()) return "/proc/self/exe";
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
+
 std::string openblas_core() {
   using CoreName = const char* (*)();
   const auto name = reinterpret_cast<CoreName>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
@@ -55,7 +63,9 @@ void apply_load_time_settings(char** argv) {
       changed = true;
     }
   }
-  if (changed) ::execv("/proc/self/exe", argv);  // returns only on failure
+  // The file itself rather than the /proc/self/exe link, so that the process keeps its name
+  // (`top`, `pgrep bertft`): execv takes the command name from the path's last part, "exe".
+  if (changed) ::execv(self_executable().c_str(), argv);  // returns only on failure
 }
 
 bool keep_freed_memory() {

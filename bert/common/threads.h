@@ -8,6 +8,9 @@ namespace bert {
 /// `requested <= 0` means one per hardware thread. Returns the count now in effect.
 int configure_threads(int requested);
 
+/// This program's file (/proc/self/exe resolved; the link itself where it cannot be read).
+std::string self_executable();
+
 /// The core OpenBLAS chose for its kernels when it loaded ("SkylakeX", "Haswell", "Zen", ...), or
 /// "" where libblas.so.3 is not OpenBLAS.
 std::string openblas_core();

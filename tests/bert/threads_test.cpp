@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -41,6 +42,17 @@ TEST(OpenBlasCore, OnlyAFallbackToCoresWithoutAvx2IsOverridden) {
   EXPECT_EQ(openblas_core_override("Prescott", false, false), "");  // the CPU has no AVX2 either
   for (const char* kept : {"Haswell", "SkylakeX", "Cooperlake", "Zen", "SapphireRapids", ""})
     EXPECT_EQ(openblas_core_override(kept, true, true), "") << kept;
+}
+
+// The re-execution for the load-time settings runs the file itself: through the /proc/self/exe
+// link every bertft process was named "exe" (in top, and to pgrep bertft).
+TEST(SelfExecutable, IsTheFileNotTheProcLink) {
+  const std::string self = self_executable();
+  EXPECT_EQ(self.substr(self.rfind('/') + 1), "bert_tests");
+  std::ifstream comm("/proc/self/comm");
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_EQ(name, "bert_tests");  // this process, re-executed by its main (tests/support/main.cpp)
 }
 
 // bertft's own kernels (the fused AdamW, dropout) split their loops through bert::parallel_for.
