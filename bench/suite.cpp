@@ -121,6 +121,10 @@ Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
 
 /// This very binary for the suite's child processes: /proc/PID/exe runs the same file even when
 /// a rebuild has replaced it on disk meanwhile (its path then reads "... (deleted)").
+std::string self_executable() {
+  return fmt::format("/proc/{}/exe", ::getpid());
+}
+
 /// The HF reference kit's interpreter: $BERTFT_HF_PYTHON, else build/hf-reference/python.
 fs::path hf_python() {
   const char* env_python = std::getenv("BERTFT_HF_PYTHON");
@@ -539,7 +543,7 @@ struct Suite {
     const double tokens = 8 * 128;
     double single = 1e30;
     json dual[2] = {{{"step_s", 1e30}}, {{"step_s", 1e30}}};  // after backward, overlapped
-    const auto executable = bert::self_executable();
+    const auto executable = self_executable();
     for (int round = 0; round < 2; ++round) {  // 3 rounds took ~285 s of a 15-minute budget
       {                                        // one process, both threads
         bert::configure_threads(2);
@@ -977,7 +981,7 @@ struct Suite {
         "{:>10} {:>10}\n",
         threads, rounds, "workload", "HF s", "HF pass s", "bertft s", "speedup", "HF MiB",
         "bertft MiB");
-    const auto executable = bert::self_executable();
+    const auto executable = self_executable();
     const auto run = [&](const std::string& command) {
       return run_for_json(command, tmp, "vs_hf");
     };
@@ -1092,7 +1096,7 @@ struct Suite {
         fmt::print("{:<8} HF rows skipped: set up build/hf-reference (or BERTFT_HF_PYTHON)\n",
                    task);
       }
-      const auto executable = bert::self_executable();
+      const auto executable = self_executable();
       for (const bool grouped : {false, true})
         measure(grouped ? "bertft dynamic + grouped" : "bertft dynamic padding",
                 fmt::format("{} --real-data-worker {} --grouped {} --real-limit {} --threads {} "
@@ -1176,7 +1180,7 @@ struct Suite {
   /// 4x512 with and without, each a fresh process (peak RSS is per process), interleaved A B for
   /// `rounds` rounds; the best step time and the lowest peak RSS of each, and their ratios.
   void checkpointing(const fs::path& tmp) {
-    const auto executable = bert::self_executable();
+    const auto executable = self_executable();
     const std::string precision = bf16_fast ? "bf16" : "fp32";
     fmt::print(
         "\n== checkpointing: bert-base train step 4x512 {}, fresh processes, {} rounds ==\n{:<26} "

@@ -63,9 +63,12 @@ void apply_load_time_settings(char** argv) {
       changed = true;
     }
   }
+  if (!changed) return;
   // The file itself rather than the /proc/self/exe link, so that the process keeps its name
-  // (`top`, `pgrep bertft`): execv takes the command name from the path's last part, "exe".
-  if (changed) ::execv(self_executable().c_str(), argv);  // returns only on failure
+  // (`top`, `pgrep bertft`): execv takes the command name from the path's last part, "exe". The
+  // link where the file has gone (replaced by a rebuild: its path then reads "... (deleted)").
+  ::execv(self_executable().c_str(), argv);
+  ::execv("/proc/self/exe", argv);  // returns only on failure
 }
 
 bool keep_freed_memory() {
