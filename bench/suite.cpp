@@ -456,7 +456,8 @@ struct Suite {
     const auto once = [&] { return bf16 ? torch::linear(x, w) : bert::fast_linear(x, w, {}); };
     once();
     const double flops = 2.0 * 1024 * 768 * 3072;
-    const double rate = ceiling[bf16 ? "bf16" : "fp32"] > 0 ? ceiling[bf16 ? "bf16" : "fp32"] : 0.1;
+    const double known = ceiling[bf16 ? "bf16" : "fp32"];  // 0 where the gemm section did not run
+    const double rate = known > 0 ? known : 0.1;
     const int64_t n = std::max<int64_t>(1, std::llround(seconds * rate * 1e12 / flops));
     const auto t = Clock::now();
     for (int64_t i = 0; i < n; ++i) once();

@@ -218,9 +218,9 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
   if (o.precision == Precision::kAuto) log::info("[train] precision auto: {}", choice.reason);
   if (precision_ == Precision::kFp32 && device.is_cpu())
     log::info("[train] {}", fp32_gemm().reason);
-  if (device.is_cpu() && !openblas_core().empty()) {
+  if (const std::string core = openblas_core(); device.is_cpu() && !core.empty()) {
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    log::info("[train] OpenBLAS core: {}{}", openblas_core(),
+    log::info("[train] OpenBLAS core: {}{}", core,
               coretype != nullptr ? fmt::format(" (OPENBLAS_CORETYPE={})", coretype) : "");
   }
 
