@@ -175,6 +175,9 @@ struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Store> beat_store;  ///< the heartbeat thread's own client
   c10::intrusive_ptr<GroupImpl> group;
+  /// Where the collectives' tensors must be: the GPU for NCCL (it takes no CPU tensors), the
+  /// CPU for Gloo. Values on another device travel there and back.
+  torch::Device comm_device = torch::kCPU;
   std::string host = hostname();
   std::thread heartbeat;
   std::mutex beat_mutex;
@@ -291,6 +294,7 @@ std::shared_ptr<DataParallel> DataParallel::connect(const DistributedEnv& env,
     o->timeout = options.timeout;
     impl->group =
         c10::make_intrusive<c10d::ProcessGroupNCCL>(impl->store, env.rank, env.world_size, o);
+    impl->comm_device = device;
 #else
     throw ConfigError(
         "data-parallel training on CUDA needs NCCL, and this LibTorch was built without it");
@@ -359,7 +363,7 @@ void DataParallel::broadcast_module(torch::nn::Module& module) {
   for (auto& [type, group] : by_type) {
     std::vector<torch::Tensor> flat;
     for (const auto& t : group) flat.push_back(t.reshape({-1}));
-    std::vector<torch::Tensor> buffer = {torch::cat(flat)};
+    std::vector<torch::Tensor> buffer = {torch::cat(flat).to(impl_->comm_device)};
     guarded("broadcast of the parameters", [&] { impl_->group->broadcast(buffer)->wait(); });
     int64_t offset = 0;
     for (auto& t : group) {
@@ -370,16 +374,18 @@ void DataParallel::broadcast_module(torch::nn::Module& module) {
 }
 
 void DataParallel::all_reduce_sum(torch::Tensor& values) {
-  std::vector<torch::Tensor> v = {values};
+  std::vector<torch::Tensor> v = {values.to(impl_->comm_device)};
   guarded("all-reduce", [&] { impl_->group->allreduce(v)->wait(); });
+  if (!v[0].is_same(values)) values.copy_(v[0]);
 }
 
 std::vector<torch::Tensor> DataParallel::all_gather(const torch::Tensor& tensor) {
-  const auto flat = tensor.reshape({-1}).contiguous();
+  const auto flat = tensor.reshape({-1}).contiguous().to(impl_->comm_device);
+  const auto on_comm = torch::TensorOptions().dtype(torch::kLong).device(impl_->comm_device);
   // Lengths first, then everyone's data padded to the longest.
-  std::vector<torch::Tensor> mine_length = {torch::tensor({flat.numel()}, torch::kLong)};
+  std::vector<torch::Tensor> mine_length = {torch::tensor({flat.numel()}, on_comm)};
   std::vector<std::vector<torch::Tensor>> lengths(1);
-  for (int r = 0; r < world_size(); ++r) lengths[0].push_back(torch::zeros({1}, torch::kLong));
+  for (int r = 0; r < world_size(); ++r) lengths[0].push_back(torch::zeros({1}, on_comm));
   guarded("all-gather", [&] { impl_->group->allgather(lengths, mine_length)->wait(); });
   int64_t longest = 0;
   for (const auto& l : lengths[0]) longest = std::max(longest, l.item<int64_t>());
@@ -391,7 +397,9 @@ std::vector<torch::Tensor> DataParallel::all_gather(const torch::Tensor& tensor)
   guarded("all-gather", [&] { impl_->group->allgather(gathered, padded)->wait(); });
   std::vector<torch::Tensor> out;
   for (int r = 0; r < world_size(); ++r)
-    out.push_back(gathered[0][static_cast<size_t>(r)].narrow(0, 0, lengths[0][r].item<int64_t>()));
+    out.push_back(gathered[0][static_cast<size_t>(r)]
+                      .narrow(0, 0, lengths[0][r].item<int64_t>())
+                      .to(tensor.device()));
   return out;
 }
 

@@ -95,7 +95,8 @@ class DataParallel {
   void broadcast_module(torch::nn::Module& module);
   /// Sums `values` (float64 or float32, any device) over the ranks, in place.
   void all_reduce_sum(torch::Tensor& values);
-  /// Every rank's `tensor` (same dtype on every rank, any length), rank by rank.
+  /// Every rank's `tensor` (same dtype on every rank, any length, any device), rank by rank, on
+  /// the device of `tensor`.
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
   /// After a sharded prediction: rank r computed outputs[i] for i in `mine`; afterwards every
   /// rank holds every output (float32 CPU tensors of any shape).

@@ -57,6 +57,11 @@ std::vector<nlohmann::json> json_lines(const std::string& output) {
   return out;
 }
 
+std::string test_device() {
+  const char* device = std::getenv("BERTFT_TEST_DEVICE");
+  return device != nullptr && *device != '\0' ? device : "cpu";
+}
+
 BertConfig tiny_config() {
   BertConfig c;
   c.vocab_size(99)
@@ -83,7 +88,10 @@ TempDir::~TempDir() {
 }
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+  return (a.to(torch::kCPU, torch::kDouble) - b.to(torch::kCPU, torch::kDouble))
+      .abs()
+      .max()
+      .item<double>();
 }
 
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {

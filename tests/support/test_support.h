@@ -40,6 +40,10 @@ class SeededTest : public ::testing::Test {
   SeededTest() { torch::manual_seed(0); }
 };
 
+/// The device the training tests run on: $BERTFT_TEST_DEVICE ("cuda" on a GPU machine,
+/// scripts/device_check.sh), else "cpu".
+std::string test_device();
+
 /// 2 layers, hidden 32, 4 heads, intermediate 37, vocab 99, 64 positions (fixture config A).
 BertConfig tiny_config();
 

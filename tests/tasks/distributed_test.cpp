@@ -207,5 +207,56 @@ TEST(DataParallelTest, GatherAndSumAcrossRanks) {
           << i;
 }
 
+// On a GPU machine (BERTFT_TEST_DEVICE=cuda, scripts/device_check.sh) the group is NCCL's, which
+// takes CUDA tensors only: every collective the Trainer uses runs through it, CPU values included
+// (they travel to the GPU and back). NCCL refuses two ranks on one GPU, so a one-GPU machine
+// shows one rank, whose sums are its own values.
+TEST(DataParallelTest, NcclGroupOnCudaTakesCpuAndCudaValues) {
+  if (testing::test_device().rfind("cuda", 0) != 0)
+    GTEST_SKIP() << "NCCL: set BERTFT_TEST_DEVICE=cuda on a GPU machine";
+  ASSERT_TRUE(torch::cuda::is_available());
+  testing::TempDir dir;
+  DistributedEnv env;
+  env.world_size = 1;
+  env.store_file = dir.path() / "store";
+  const torch::Device cuda(testing::test_device());
+  DataParallelOptions options;
+  options.bucket_bytes = 64;  // several buckets
+  auto group = DataParallel::connect(env, cuda, options);
+  torch::manual_seed(3);
+  torch::nn::Sequential model(torch::nn::Linear(5, 7), torch::nn::Tanh(), torch::nn::Linear(7, 3));
+  model->to(cuda);
+  const auto x = torch::randn({4, 5}, cuda), y = torch::randn({4, 3}, cuda);
+  torch::mse_loss(model->forward(x), y).backward();
+  std::vector<torch::Tensor> plain;
+  for (const auto& p : model->parameters()) plain.push_back(p.grad().clone());
+  group->broadcast_module(*model);
+  auto sync = group->sync_gradients(model->parameters());
+  for (auto& p : model->parameters()) p.mutable_grad().zero_();
+  sync->set_sync(true);
+  torch::mse_loss(model->forward(x), y).backward();
+  sync->finish();
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_LT(testing::max_abs_diff(model->parameters()[i].grad(), plain[i]), 1e-7) << i;
+
+  auto sum = torch::tensor({1.5, 2.0}, torch::kDouble);
+  group->all_reduce_sum(sum);
+  EXPECT_TRUE(sum.device().is_cpu());
+  EXPECT_DOUBLE_EQ(sum[1].item<double>(), 2.0);
+  auto on_gpu = torch::ones({3}, cuda);
+  group->all_reduce_sum(on_gpu);
+  EXPECT_DOUBLE_EQ(on_gpu.sum().item<double>(), 3.0);
+  std::vector<torch::Tensor> outputs = {torch::full({2, 2}, 1.0f), torch::full({3}, 2.0f)};
+  group->all_gather_outputs(outputs, {0, 1});
+  EXPECT_TRUE(outputs[1].device().is_cpu());
+  EXPECT_TRUE(torch::equal(outputs[0], torch::full({2, 2}, 1.0f)));
+  EXPECT_TRUE(torch::equal(outputs[1], torch::full({3}, 2.0f)));
+  const auto rng_state = torch::tensor({7, 8, 9}, torch::kUInt8);
+  const auto states = group->all_gather(rng_state);
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_TRUE(torch::equal(states[0], rng_state));
+  group->barrier();
+}
+
 }  // namespace
 }  // namespace bert::tasks
