@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, on a lent GPU machine (the device tool): builds bertft against the
+# LibTorch of the machine's Python package (PyTorch 2.x with CUDA; no Debian packages there, so
+# scripts/device_kit.sh's .deb files, carried as .devkit, are unpacked first), then
+#   1. the quickstart's training on CPU with that LibTorch (the first checkpoint included);
+#   2. the tasks' tests on CPU with that LibTorch, then the Trainer's (resume included) and
+#      NCCL's on CUDA (BERTFT_TEST_DEVICE=cuda); stage ctest, not run
+#      by default, runs the whole suite on that LibTorch (BERTFT_DEVICE_TARGETS=all to build it);
+#   3. the quickstart task trained on CUDA in fp32, bf16 and fp16.
+# A crash is rerun under cuda-gdb for its backtrace. Logs go to $OUT (the device tool's folder)
+# or build-device/out. Usage, on that machine: scripts/device_check.sh [stage ...] (default all).
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BERTFT_DEVICE_BUILD:-$root/build-device}"
+out="${OUT:-$build/out}"
+mkdir -p "$out"
+stages="${*:-build cpu tests cuda}"
+exec > >(tee -a "$out/check.log") 2>&1
+say() { echo "[device +${SECONDS}s] $*"; }
+has_stage() { [[ " $stages " == *" $1 "* ]]; }
+export OMP_WAIT_POLICY=PASSIVE  # bertft's load-time setting, so it does not re-execute itself
+
+# A command that died of a signal runs again under cuda-gdb for where.
+backtrace_of() {
+  command -v cuda-gdb >/dev/null || return 0
+  say "backtrace: $*"
+  timeout 240 cuda-gdb -q -batch -ex 'set pagination off' -ex run -ex bt -ex 'x/6a $sp' \
+    --args "$@" 2>&1 | grep -v '^\[New Thread\|^\[Thread .* exited\|^\[Detaching' | tail -60
+}
+# run_or_trace LINES COMMAND...: runs it (output in $out/runs.log), shows its last LINES lines.
+run_or_trace() {
+  local lines=$1
+  shift
+  echo "### $*" >>"$out/runs.log"
+  "$@" >"$build/last_run.log" 2>&1
+  local rc=$?
+  cat "$build/last_run.log" >>"$out/runs.log"
+  tail -n "$lines" "$build/last_run.log"
+  say "rc=$rc: ${*:1:4} ..."
+  if ((rc > 128)); then backtrace_of "$@"; fi
+  return $rc
+}
+
+if has_stage build; then
+  say "machine: $(nvidia-smi -L 2>&1 | head -1); $(nproc) cores; $(g++ --version | head -1)"
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
+  torch_prefix="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+  for deb in "$root"/.devkit/*.deb; do
+    case "$(basename "$deb")" in
+      pkgconf* | libpkgconf*) command -v pkg-config >/dev/null && continue ;;
+    esac
+    dpkg -x "$deb" /
+  done
+  ldconfig
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" -DBERTFT_BUILD_BENCH=OFF \
+    -DTORCH_CUDA_ARCH_LIST=9.0 >"$out/configure.log" 2>&1 || {
+    tail -40 "$out/configure.log"
+    exit 1
+  }
+  grep -E "fmt|oneDNN|Torch|CUDA" "$out/configure.log" | head
+  # BERTFT_DEVICE_TARGETS: what to build (default: the program and the Trainer's tests).
+  ninja -C "$build" -k 0 ${BERTFT_DEVICE_TARGETS:-bertft tasks_tests} >"$out/build.log" 2>&1
+  say "build rc=$?"
+  grep -B2 -A12 -E "error:|FAILED" "$out/build.log" | head -120
+  # pytorch/pytorch#133437: bertft removes trees with nftw (bert::remove_tree) because of these.
+  echo "std::filesystem symbols LibTorch exports: $(nm -D --defined-only \
+    "$(dirname "$torch_prefix")/../lib/libtorch_cpu.so" 2>/dev/null | grep -c '_ZNSt10filesystem')"
+fi
+bertft="$build/bertft"
+qs="$build/qs"
+
+if has_stage cpu && [ -x "$bertft" ]; then
+  rm -rf "$qs" "$build/run-cpu"
+  # The quickstart writes its data, model and recipe, then sweeps; its own trials run on CPU.
+  run_or_trace 25 "$bertft" quickstart --out "$qs" --jobs 4
+  run_or_trace 8 "$bertft" train "$qs/recipe.yaml" --out "$build/run-cpu" \
+    --set training.epochs=2 --set training.learning_rate=1e-3
+fi
+
+if has_stage ctest && [ -x "$build/tests/tasks_tests" ]; then  # all of it: not by default
+  (cd "$build" && timeout 420 ctest -j 8 --timeout 240 --output-on-failure >"$out/ctest.log" 2>&1)
+  say "ctest rc=$?"
+  grep -E "tests passed|^\s+[0-9]+ - |Test #.*(Failed|Exception|Timeout)" "$out/ctest.log" | head -60
+fi
+
+if has_stage tests && [ -x "$build/tests/tasks_tests" ]; then
+  # The Trainer's, optimizer's and tasks' tests on CPU with that LibTorch, then on CUDA (there
+  # the Trainer's resume test stops a CUDA run after a checkpoint and resumes it, bit for bit).
+  timeout 300 "$build/tests/tasks_tests" --gtest_brief=1 >"$out/cpu_tests.log" 2>&1
+  say "tasks_tests on CPU: rc=$?"
+  grep -E "^\[  (FAILED|PASSED) |Failure|rror" "$out/cpu_tests.log" | head -30
+  tail -3 "$out/cpu_tests.log"
+  BERTFT_TEST_DEVICE=cuda timeout 300 "$build/tests/tasks_tests" \
+    --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*' >"$out/cuda_tests.log" 2>&1
+  rc=$?
+  say "tasks_tests on CUDA: rc=$rc"
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|rror" "$out/cuda_tests.log" | head -40
+  tail -3 "$out/cuda_tests.log"
+  if ((rc > 128)); then
+    BERTFT_TEST_DEVICE=cuda backtrace_of "$build/tests/tasks_tests" \
+      --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*'
+  fi
+fi
+
+if has_stage cuda && [ -x "$bertft" ] && [ -f "$qs/recipe.yaml" ]; then
+  for precision in fp32 bf16 fp16; do
+    rm -rf "$build/run-$precision"
+    run_or_trace 3 "$bertft" train "$qs/recipe.yaml" --out "$build/run-$precision" \
+      --set training.device=cuda --set training.precision=$precision \
+      --set training.epochs=4 --set training.learning_rate=1e-3
+    grep -h '"main"' "$build/run-$precision/result.json"
+  done
+fi
+say "done"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Fetches, as .deb files in .devkit/, the Debian libraries bertft's build needs besides LibTorch,
+# for a machine that has none of them and cannot fetch them: a lent GPU machine, whose Python
+# package brings a CUDA LibTorch (and fmt's headers). scripts/device_check.sh unpacks them there.
+#   scripts/device_kit.sh     # here; then carry .devkit to the GPU machine
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+kit="$root/.devkit"
+mkdir -p "$kit"
+cd "$kit"
+# No libfmt-dev: the LibTorch there ships fmt's headers, which its own headers include first.
+apt-get download \
+  libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libcli11-dev \
+  libsentencepiece-dev libsentencepiece0 libutf8proc-dev libutf8proc2 \
+  libgtest-dev pkgconf pkgconf-bin libpkgconf3 >&2
+ls -1 "$kit"
