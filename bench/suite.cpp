@@ -15,6 +15,7 @@
 // similar` over 1 M vectors; `--only retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of
 // SQuAD v1.1 dev questions -> their paragraphs by `embed` + `similar`.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -1467,7 +1468,7 @@ int main(int argc, char** argv) {
   if (wants("retrieval")) section("retrieval", [&] { suite.retrieval(shared, retrieval_models); });
   if (wants("checkpointing")) section("checkpointing", [&] { suite.checkpointing(tmp); });
   if (wants("int8")) section("int8", [&] { suite.int8(shared, tmp, bertft); });
-  fs::remove_all(tmp);
+  bert::remove_tree(tmp);
   suite.results["seconds"] = since(start);
   fmt::print("\nsuite time {:.0f} s\n", since(start));
   if (!json_out.empty()) std::ofstream(json_out) << suite.results.dump(2) << "\n";

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,6 +61,46 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
     ::unlink(tmp.c_str());
     throw Error(fmt::format("{}: rename failed: {}", path.string(), reason));
   }
+}
+
+namespace {
+
+// nftw's callback takes no context: the entry it could not remove, and why.
+thread_local std::string t_failed_entry;
+thread_local int t_failed_errno = 0;
+
+int remove_entry(const char* entry, const struct stat*, int, struct FTW*) {
+  if (::remove(entry) == 0 || errno == ENOENT) return 0;
+  t_failed_errno = errno;
+  t_failed_entry = entry;
+  return -1;  // stops the walk
+}
+
+}  // namespace
+
+void remove_tree(const std::filesystem::path& path, std::error_code& error) noexcept {
+  error.clear();
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno != ENOENT) error.assign(errno, std::generic_category());
+    return;
+  }
+  t_failed_entry.clear();
+  t_failed_errno = 0;
+  // Children before their directory (FTW_DEPTH), links not followed (FTW_PHYS).
+  if (::nftw(path.c_str(), remove_entry, 32, FTW_DEPTH | FTW_PHYS) != 0) {
+    const int why = t_failed_errno != 0 ? t_failed_errno : errno;
+    if (why != ENOENT) error.assign(why, std::generic_category());
+  }
+}
+
+void remove_tree(const std::filesystem::path& path) {
+  std::error_code error;
+  remove_tree(path, error);
+  if (error)
+    throw Error(fmt::format("{}: cannot remove: {}",
+                            t_failed_entry.empty() ? path.string() : t_failed_entry,
+                            error.message()));
 }
 
 }  // namespace bert

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace bert {
 
@@ -13,5 +14,16 @@ std::string read_file(const std::filesystem::path& path);
 /// flushed to disk and renamed over `path`. A crash leaves either the old or the new file,
 /// never a partial one. Creates missing parent directories. Throws bert::Error on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+/// Removes `path` and, for a directory, everything under it (links themselves, not what they
+/// point to); a path that does not exist is no error. Throws bert::Error naming the entry that
+/// could not be removed. Through POSIX nftw(), not std::filesystem::remove_all: a pip LibTorch
+/// (a GPU machine's) exports its own copy of libstdc++'s std::filesystem
+/// (pytorch/pytorch#133437), and bertft built against PyTorch 2.11 died in remove_all (a call
+/// through a null pointer) when it removed an old checkpoint.
+void remove_tree(const std::filesystem::path& path);
+
+/// The same, errors returned in `error` rather than thrown (cleanup that must not throw).
+void remove_tree(const std::filesystem::path& path, std::error_code& error) noexcept;
 
 }  // namespace bert

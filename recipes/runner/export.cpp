@@ -118,7 +118,7 @@ void export_model(const fs::path& run_dir,
   const auto turn =
       FileLock::acquire(out.parent_path() / ("." + out.filename().string() + ".lock"));
   const auto tmp = out.parent_path() / (".tmp-" + out.filename().string());
-  fs::remove_all(tmp);
+  remove_tree(tmp);
   fs::create_directories(tmp);
   save_weights(tmp, to_hf_keys(weights, config.family()));
   // configure_export() named the family's class (a task may pick it by family, as pretraining).
@@ -137,7 +137,7 @@ void export_model(const fs::path& run_dir,
   meta["goal"] = tasks::metrics::goal_name(result->goal);
   meta["dev_score"] = result->score();
   write_file_atomic(tmp / kTaskFile, dump_recipe(meta));
-  fs::remove_all(out);
+  remove_tree(out);
   fs::rename(tmp, out);
   log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.root().string(), result->main_metric,
             result->score(), out.string(), architecture);
@@ -261,7 +261,7 @@ struct ScratchDir {
   ScratchDir() { fs::create_directories(path); }
   ~ScratchDir() {
     std::error_code ignored;
-    fs::remove_all(path, ignored);
+    remove_tree(path, ignored);
   }
 };
 

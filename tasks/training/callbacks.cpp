@@ -184,9 +184,9 @@ void Checkpoints::on_save(TrainContext& run, TrainControl&) {
   if (!run.lead()) return;  // rank 0 writes
   const auto target = dir_.checkpoint(run.state.step);
   const auto tmp = target.parent_path() / (".tmp-" + target.filename().string());
-  fs::remove_all(tmp);
+  remove_tree(tmp);
   save_checkpoint(tmp, run.state, *run.model, run.optimizer, rng);
-  fs::remove_all(target);
+  remove_tree(target);
   fs::rename(tmp, target);
   write_file_atomic(dir_.latest_pointer(), target.filename().string() + "\n");
   // Keep the newest keep_ of them.
@@ -197,7 +197,7 @@ void Checkpoints::on_save(TrainContext& run, TrainControl&) {
       steps.push_back(*step);
   std::sort(steps.begin(), steps.end());
   const auto keep = static_cast<size_t>(std::max<int64_t>(1, keep_));
-  for (size_t i = 0; i + keep < steps.size(); ++i) fs::remove_all(dir_.checkpoint(steps[i]));
+  for (size_t i = 0; i + keep < steps.size(); ++i) remove_tree(dir_.checkpoint(steps[i]));
 }
 
 // ---- BestWeights ---------------------------------------------------------------------------

@@ -332,6 +332,35 @@ TEST_F(CheckpointTest, MissingWeightsNameTheDirectory) {
 namespace bert {
 namespace {
 
+// remove_tree (checkpoint rotation, export): a nested tree goes, what a link in it points to
+// stays, a missing path is no error, and an entry it cannot remove is named.
+TEST(RemoveTree, RemovesANestedTreeButNotWhatItsLinksPointTo) {
+  namespace fs = std::filesystem;
+  testing::TempDir dir;
+  const auto tree = dir.path() / "checkpoints" / "step-00000016";
+  fs::create_directories(tree / "a" / "b");
+  testing::write_bytes(tree / "model.safetensors", "x");
+  testing::write_bytes(tree / "a" / "b" / "state.json", "{}");
+  const auto outside = dir.path() / "kept";
+  fs::create_directories(outside);
+  testing::write_bytes(outside / "file", "y");
+  fs::create_directory_symlink(outside, tree / "a" / "link");
+  remove_tree(tree);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_TRUE(fs::exists(outside / "file"));
+  EXPECT_TRUE(fs::is_directory(dir.path() / "checkpoints"));
+  EXPECT_NO_THROW(remove_tree(tree));  // gone already
+  testing::write_bytes(dir.path() / "single", "z");
+  remove_tree(dir.path() / "single");
+  EXPECT_FALSE(fs::exists(dir.path() / "single"));
+  // Nobody removes procfs's entries, root included.
+  const auto message = testing::error_message([] { remove_tree("/proc/self/status"); });
+  EXPECT_NE(message.find("/proc/self/status: cannot remove"), std::string::npos) << message;
+  std::error_code error;
+  remove_tree("/proc/self/status", error);
+  EXPECT_TRUE(error);
+}
+
 TEST(GrowVocabulary, NewRowsAreTheMeanNewBiasZeroOldUnchanged) {
   TensorMap weights;
   weights["bert.embeddings.word_embeddings.weight"] = torch::arange(12, torch::kFloat).view({4, 3});

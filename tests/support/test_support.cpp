@@ -84,7 +84,7 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   if (std::getenv("BERTFT_KEEP_TMP")) return;  // debugging: keep the files
   std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  remove_tree(path_, ec);
 }
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
