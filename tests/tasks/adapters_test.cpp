@@ -155,6 +155,7 @@ TEST(TaskRegistry, AToyAdapterPlugsInFromATestFile) {
               make_task("toy_parity", "{widht: 4}");
             }).find("did you mean 'width'"),
             std::string::npos);
+  BERTFT_REQUIRE_PATH(data_dir() / "bert-vocab" / "bert-base-cased-vocab.txt");
   torch::manual_seed(0);
   const auto features = adapter->featurize(nullptr, cased_tokenizer(), true);
   auto model = adapter->build_model(testing::tiny_config());
