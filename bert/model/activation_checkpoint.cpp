@@ -1,10 +1,11 @@
 #include "bert/model/activation_checkpoint.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <utility>
 #include <vector>
+
+#include "bert/common/autocast.h"
 
 namespace bert {
 namespace {
@@ -36,25 +37,25 @@ void set_generator_state(at::Generator& generator, const torch::Tensor& state) {
 class Replay {
  public:
   explicit Replay(const Recipe& r)
-      : cpu_(at::autocast::is_cpu_enabled()),
-        gpu_(at::autocast::is_enabled()),
-        cpu_dtype_(at::autocast::get_autocast_cpu_dtype()),
-        gpu_dtype_(at::autocast::get_autocast_gpu_dtype()) {
+      : cpu_(autocast::enabled(c10::kCPU)),
+        gpu_(autocast::enabled(c10::kCUDA)),
+        cpu_dtype_(autocast::dtype(c10::kCPU)),
+        gpu_dtype_(autocast::dtype(c10::kCUDA)) {
     for (auto [generator, state] : r.rng) {
       now_.emplace_back(generator, generator_state(generator));
       set_generator_state(generator, state);
     }
-    at::autocast::set_cpu_enabled(r.autocast_cpu);
-    at::autocast::set_enabled(r.autocast_gpu);
-    at::autocast::set_autocast_cpu_dtype(r.cpu_dtype);
-    at::autocast::set_autocast_gpu_dtype(r.gpu_dtype);
+    autocast::set_enabled(c10::kCPU, r.autocast_cpu);
+    autocast::set_enabled(c10::kCUDA, r.autocast_gpu);
+    autocast::set_dtype(c10::kCPU, r.cpu_dtype);
+    autocast::set_dtype(c10::kCUDA, r.gpu_dtype);
   }
   ~Replay() {
     for (auto& [generator, state] : now_) set_generator_state(generator, state);
-    at::autocast::set_cpu_enabled(cpu_);
-    at::autocast::set_enabled(gpu_);
-    at::autocast::set_autocast_cpu_dtype(cpu_dtype_);
-    at::autocast::set_autocast_gpu_dtype(gpu_dtype_);
+    autocast::set_enabled(c10::kCPU, cpu_);
+    autocast::set_enabled(c10::kCUDA, gpu_);
+    autocast::set_dtype(c10::kCPU, cpu_dtype_);
+    autocast::set_dtype(c10::kCUDA, gpu_dtype_);
     if (!cpu_ && !gpu_) at::autocast::clear_cache();
   }
   Replay(const Replay&) = delete;
@@ -106,10 +107,10 @@ torch::Tensor checkpointed(std::function<torch::Tensor(const torch::Tensor&)> fn
     auto generator = at::globalContext().defaultGenerator(device);
     recipe->rng.emplace_back(generator, generator_state(generator));
   }
-  recipe->autocast_cpu = at::autocast::is_cpu_enabled();
-  recipe->autocast_gpu = at::autocast::is_enabled();
-  recipe->cpu_dtype = at::autocast::get_autocast_cpu_dtype();
-  recipe->gpu_dtype = at::autocast::get_autocast_gpu_dtype();
+  recipe->autocast_cpu = autocast::enabled(c10::kCPU);
+  recipe->autocast_gpu = autocast::enabled(c10::kCUDA);
+  recipe->cpu_dtype = autocast::dtype(c10::kCPU);
+  recipe->gpu_dtype = autocast::dtype(c10::kCUDA);
   // Autograd records the Function only when an input needs a gradient: with frozen embeddings
   // the layer's parameters would silently get none. A detached leaf that asks for one keeps the
   // node (its own gradient is computed and dropped).

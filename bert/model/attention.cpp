@@ -1,9 +1,8 @@
 #include "bert/model/attention.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <cmath>
 
+#include "bert/common/autocast.h"
 #include "bert/model/onednn_linear.h"
 
 namespace bert {
@@ -37,10 +36,9 @@ torch::Tensor mask_for_heads(const torch::Tensor& additive_mask, int64_t heads) 
   const int64_t batch = additive_mask.size(0), seq = additive_mask.size(-1);
   torch::Tensor mask =
       additive_mask.expand({batch, heads, 1, seq}).reshape({batch * heads, 1, seq});
-  const bool cpu = at::autocast::is_cpu_enabled(), gpu = at::autocast::is_enabled();
+  const bool cpu = autocast::enabled(c10::kCPU), gpu = autocast::enabled(c10::kCUDA);
   if (cpu || gpu) {
-    const auto low =
-        cpu ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+    const auto low = cpu ? autocast::dtype(c10::kCPU) : autocast::dtype(c10::kCUDA);
     mask = mask.clamp_min(low == torch::kHalf ? -65504.0 : kBf16Lowest);
   }
   return mask;

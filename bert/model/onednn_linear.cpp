@@ -1,6 +1,5 @@
 #include "bert/model/onednn_linear.h"
 
-#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 
@@ -15,6 +14,8 @@
 #ifdef BERTFT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
+
+#include "bert/common/autocast.h"
 
 namespace bert {
 namespace {
@@ -483,7 +484,7 @@ namespace {
 /// Whether a GEMM of `multiply_adds` on `input` (and `other`'s dtype) goes through oneDNN.
 bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64_t multiply_adds) {
   if (!onednn_built() || !input.device().is_cpu() || input.scalar_type() != torch::kFloat ||
-      other.scalar_type() != torch::kFloat || at::autocast::is_cpu_enabled())
+      other.scalar_type() != torch::kFloat || autocast::enabled(c10::kCPU))
     return false;
   if (const int forced = forced_engine.load(); forced >= 0)
     return forced == static_cast<int>(Fp32Gemm::kOneDnn);
@@ -517,9 +518,8 @@ bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight) {
-  if (!at::autocast::is_cpu_enabled() ||
-      at::autocast::get_autocast_cpu_dtype() != torch::kBFloat16 || weight.dim() != 2 ||
-      weight.scalar_type() != torch::kFloat ||
+  if (!autocast::enabled(c10::kCPU) || autocast::dtype(c10::kCPU) != torch::kBFloat16 ||
+      weight.dim() != 2 || weight.scalar_type() != torch::kFloat ||
       (input.scalar_type() != torch::kFloat && input.scalar_type() != torch::kBFloat16))
     return false;
   const int64_t in = weight.size(1), out = weight.size(0);

@@ -1,13 +1,13 @@
 #include "tasks/training/precision.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
 #include <chrono>
 #include <map>
 #include <mutex>
 
+#include "bert/common/autocast.h"
 #include "bert/model/onednn_linear.h"
 
 namespace bert {
@@ -98,11 +98,11 @@ AutocastScope::AutocastScope(Precision precision, const torch::Device& device)
   TORCH_CHECK(precision != Precision::kAuto, "AutocastScope: resolve precision auto first");
   if (!enabled_) return;
   if (cuda_) {
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(precision == Precision::kFp16 ? at::kHalf : at::kBFloat16);
+    autocast::set_enabled(c10::kCUDA, true);
+    autocast::set_dtype(c10::kCUDA, precision == Precision::kFp16 ? at::kHalf : at::kBFloat16);
   } else {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    autocast::set_enabled(c10::kCPU, true);
+    autocast::set_dtype(c10::kCPU, at::kBFloat16);
   }
 }
 
@@ -110,9 +110,9 @@ AutocastScope::~AutocastScope() {
   if (!enabled_) return;
   at::autocast::clear_cache();
   if (cuda_) {
-    at::autocast::set_enabled(false);
+    autocast::set_enabled(c10::kCUDA, false);
   } else {
-    at::autocast::set_cpu_enabled(false);
+    autocast::set_enabled(c10::kCPU, false);
   }
 }
 

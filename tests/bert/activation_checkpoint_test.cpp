@@ -1,12 +1,12 @@
 #include "bert/model/activation_checkpoint.h"
 
-#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <string>
 
+#include "bert/common/autocast.h"
 #include "bert/model/bert_model.h"
 #include "tests/support/test_support.h"
 
@@ -19,12 +19,12 @@ using testing::max_abs_diff;
 struct Bf16Autocast {
   explicit Bf16Autocast(bool on) : on_(on) {
     if (!on_) return;
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
+    autocast::set_dtype(c10::kCPU, at::kBFloat16);
+    autocast::set_enabled(c10::kCPU, true);
   }
   ~Bf16Autocast() {
     if (!on_) return;
-    at::autocast::set_cpu_enabled(false);
+    autocast::set_enabled(c10::kCPU, false);
     at::autocast::clear_cache();
   }
   bool on_;

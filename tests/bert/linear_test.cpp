@@ -1,6 +1,5 @@
 #include "bert/model/linear.h"
 
-#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -10,6 +9,7 @@
 #include <memory>
 #include <utility>
 
+#include "bert/common/autocast.h"
 #include "bert/model/bert_model.h"
 #include "bert/model/layer.h"
 #include "bert/model/onednn_linear.h"
@@ -174,12 +174,12 @@ TEST(OneDnnMatmul, WritesTheResultInTheLayoutAsked) {
 /// Turns CPU bf16 autocast on for its scope.
 struct Bf16Autocast {
   Bf16Autocast() {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    autocast::set_enabled(c10::kCPU, true);
+    autocast::set_dtype(c10::kCPU, at::kBFloat16);
   }
   ~Bf16Autocast() {
     at::autocast::clear_cache();
-    at::autocast::set_cpu_enabled(false);
+    autocast::set_enabled(c10::kCPU, false);
   }
 };
 
@@ -396,15 +396,15 @@ TEST(OneDnnLinear, LinearTakesItForLargeFp32GemmsOutsideAutocast) {
     const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
     EXPECT_TRUE(use_onednn_linear(torch::randn({2, 64}), w));  // forced: every size
     EXPECT_FALSE(use_onednn_linear(big.to(torch::kBFloat16), w));
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    autocast::set_enabled(c10::kCPU, true);
+    autocast::set_dtype(c10::kCPU, at::kBFloat16);
     EXPECT_FALSE(use_onednn_linear(big, w));
     EXPECT_TRUE(use_onednn_bf16_linear(big, w));  // autocast's bf16 projection, directly
     {
       const ScopedFp32Gemm through_autocast(Fp32Gemm::kBlas);
       EXPECT_FALSE(use_onednn_bf16_linear(big, w));
     }
-    at::autocast::set_cpu_enabled(false);
+    autocast::set_enabled(c10::kCPU, false);
     EXPECT_FALSE(use_onednn_bf16_linear(big, w));  // no autocast
     const ScopedFp32Gemm blas(Fp32Gemm::kBlas);
     EXPECT_FALSE(use_onednn_linear(big, w));

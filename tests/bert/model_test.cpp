@@ -1,4 +1,3 @@
-#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +7,7 @@
 #include <set>
 
 #include "bert/checkpoint/load.h"
+#include "bert/common/autocast.h"
 #include "bert/model/attention.h"
 #include "bert/model/bert_model.h"
 #include "bert/model/pretraining.h"
@@ -68,11 +68,11 @@ TEST_F(BertModelTest, InferenceWithoutAutogradGivesTheSameOutputs) {
       const auto mask = torch::tensor({{1, 1, 1, 1}, {1, 1, 1, 0}}, torch::kLong);
       const auto run = [&] {
         if (bf16) {
-          at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-          at::autocast::set_cpu_enabled(true);
+          autocast::set_dtype(c10::kCPU, at::kBFloat16);
+          autocast::set_enabled(c10::kCPU, true);
         }
         auto out = model->forward(ids, mask, torch::zeros_like(ids)).last_hidden_state;
-        at::autocast::set_cpu_enabled(false);
+        autocast::set_enabled(c10::kCPU, false);
         at::autocast::clear_cache();
         return out;
       };
@@ -110,17 +110,17 @@ TEST_F(BertModelTest, PreTrainingHeadsRunUnderBf16Autocast) {
   model->eval();
   const auto ids = torch::tensor({{2, 17, 29, 3}}, torch::kLong);
   const auto fp32 = model->forward(ids).prediction_logits;
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  autocast::set_enabled(c10::kCPU, true);
+  autocast::set_dtype(c10::kCPU, at::kBFloat16);
   torch::Tensor bf16;
   try {
     bf16 = model->forward(ids).prediction_logits.to(torch::kFloat);
   } catch (...) {
-    at::autocast::set_cpu_enabled(false);
+    autocast::set_enabled(c10::kCPU, false);
     throw;
   }
   at::autocast::clear_cache();
-  at::autocast::set_cpu_enabled(false);
+  autocast::set_enabled(c10::kCPU, false);
   EXPECT_TRUE(torch::isfinite(bf16).all().item<bool>());
   EXPECT_LT(testing::max_abs_diff(bf16, fp32), 0.05 * fp32.abs().max().item<double>());
 }
@@ -196,12 +196,12 @@ TEST_F(BertModelTest, FullyMaskedRowStaysFiniteUnderBf16Autocast) {
   BertSelfAttention attention(config);
   attention->eval();
   const auto keep = torch::tensor({{1, 1, 1, 0}, {0, 0, 0, 0}});
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
+  autocast::set_enabled(c10::kCPU, true);
+  autocast::set_dtype(c10::kCPU, torch::kBFloat16);
   const auto out =
       attention->forward(torch::randn({2, 4, 128}), additive_attention_mask(keep, torch::kFloat));
   at::autocast::clear_cache();
-  at::autocast::set_cpu_enabled(false);
+  autocast::set_enabled(c10::kCPU, false);
   EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
 }
 
