@@ -13,6 +13,7 @@
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/file_util.h"
+#include "bert/model/bert_model.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/factory.h"
 #include "tasks/pretraining/instances.h"
@@ -261,16 +262,64 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
             2);
   EXPECT_NE(last_log_.find("the tokenizer has 1 added tokens"), std::string::npos) << last_log_;
   EXPECT_FALSE(fs::exists(path("grown2")));
+}
 
-  // A byte-level BPE model (RoBERTa) is refused, naming its tokenizer; nothing is written.
+// A byte-level BPE model (RoBERTa): the new tokens become added tokens, as HF's add_tokens makes
+// them, numbered after vocab.json's 300 entries (one already in vocab.json keeps its id); the
+// embeddings grow, old-token outputs are unchanged and a new token is one piece; a second
+// extension numbers on after the first's added tokens.
+TEST_F(PretrainingEndToEnd, ExtendVocabAddsTokensToAByteLevelBpeModel) {
+  const auto p = [&](const std::string& name) { return path(name).string(); };
   const auto roberta = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" /
                        "roberta" / "models" / "base";
-  EXPECT_EQ(bertft("extend-vocab --model " + roberta.string() + " --tokens " + p("domain.txt") +
-                   " --out " + p("roberta_grown")),
-            2);
-  EXPECT_NE(last_log_.find("tokenizer is byte-level BPE (vocab.json)"), std::string::npos)
+  const auto base_tokenizer = tok::load_tokenizer(PretrainedDir::find(roberta), 300);
+  const auto in_vocab = base_tokenizer->id_to_token(200);  // already in vocab.json
+  testing::write_bytes(path("domain.txt"), "kinase\n" + in_vocab + "\nenzyme\nkinase\n");
+  ASSERT_EQ(bertft("extend-vocab --model " + roberta.string() + " --tokens " + p("domain.txt") +
+                   " --out " + p("grown")),
+            0)
       << last_log_;
-  EXPECT_FALSE(fs::exists(path("roberta_grown")));
+  EXPECT_NE(last_log_.find("2 tokens added (2 already present), vocabulary 300 -> 302"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_EQ(json::parse(read_file(path("grown") / "config.json"))["vocab_size"], 302);
+  EXPECT_EQ(json::parse(read_file(path("grown") / "vocab.json")),
+            json::parse(read_file(roberta / "vocab.json")));
+  EXPECT_EQ(json::parse(read_file(path("grown") / "added_tokens.json")),
+            json::parse(R"({"kinase": 300, "enzyme": 301})"));
+  ASSERT_EQ(bertft("inspect " + p("grown") + " --strict"), 0) << last_log_;
+
+  // HF's tokenizers (Rust core, through its Node binding) gave these ids for the same text
+  // with tokenizer.add_tokens(["kinase", "Ä", "enzyme"]) on this vocabulary.
+  const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(path("grown")), 302);
+  ASSERT_EQ(in_vocab, "Ä");
+  EXPECT_EQ(tokenizer->encode("the kinase of enzyme").ids,
+            (std::vector<int64_t>{0, 120, 108, 105, 36, 300, 36, 115, 106, 36, 301, 2}));
+  const auto plain = base_tokenizer->encode("the");
+
+  const auto load = [](const fs::path& d) {
+    const auto dir = PretrainedDir::find(d);
+    const auto config = BertConfig::from_file(dir.config);
+    BertModel model(config, config.base_has_pooler());
+    const auto report = load_state_dict(*model, read_weights(dir.weights), d.string());
+    EXPECT_TRUE(report.clean()) << report.summary();
+    model->eval();
+    return model;
+  };
+  auto base = load(roberta), grown = load(path("grown"));
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::tensor(plain.ids, torch::kLong).view({1, -1});
+  const auto mask = torch::ones_like(ids), types = torch::zeros_like(ids);
+  EXPECT_TRUE(torch::allclose(base->forward(ids, mask, types).last_hidden_state,
+                              grown->forward(ids, mask, types).last_hidden_state, 1e-6, 1e-6));
+
+  testing::write_bytes(path("more.txt"), "enzyme\nligase\n");
+  ASSERT_EQ(bertft("extend-vocab --model " + p("grown") + " --tokens " + p("more.txt") + " --out " +
+                   p("grown2")),
+            0)
+      << last_log_;
+  EXPECT_EQ(json::parse(read_file(path("grown2") / "added_tokens.json")),
+            json::parse(R"({"kinase": 300, "enzyme": 301, "ligase": 302})"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/factory.h"
 #include "recipes/runner/command.h"
 
@@ -16,9 +17,81 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// `bertft extend-vocab`: appends tokens to a WordPiece checkpoint's vocabulary (BERT, DistilBERT,
-/// ELECTRA; for continued pre-training on a domain), growing the embeddings and MLM bias as HF's
-/// resize_token_embeddings.
+/// The lines of `tokens_file` without trailing blanks; empty lines left out.
+std::vector<std::string> token_lines(const std::string& tokens_file) {
+  std::vector<std::string> out;
+  for (auto line : tok::read_vocab_file(tokens_file)) {
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    if (!line.empty()) out.push_back(std::move(line));
+  }
+  return out;
+}
+
+/// Writes the grown checkpoint: weights, config.json (vocab_size `new_size`) and `tokenizer`.
+void write_grown(const PretrainedDir& dir,
+                 BertConfig config,
+                 int64_t new_size,
+                 const tok::Tokenizer& tokenizer,
+                 const fs::path& out) {
+  TensorMap weights = read_weights(dir.weights);
+  grow_vocabulary(weights, config.vocab_size(), new_size);
+  config.vocab_size(new_size);
+  fs::create_directories(out);
+  save_weights(out, weights);
+  save_config(
+      out, config,
+      config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
+  tokenizer.save(out);
+}
+
+/// A byte-level BPE checkpoint (RoBERTa): the new tokens become added tokens, as HF's
+/// `tokenizer.add_tokens` makes them (matched whole in the text; numbered after vocab.json and
+/// the added tokens already there; a token vocab.json has keeps its id and grows nothing).
+/// vocab.json and merges.txt are unchanged: BPE merges cannot express a new whole token.
+int extend_byte_level_bpe(const PretrainedDir& dir,
+                          const std::string& model,
+                          const std::string& tokens_file,
+                          const fs::path& out) {
+  const auto config = BertConfig::from_file(dir.config);
+  const auto loaded = tok::load_tokenizer(dir, 0);
+  const auto* bpe = dynamic_cast<const tok::ByteLevelBpeTokenizer*>(loaded.get());
+  if (bpe == nullptr) throw ConfigError(model + ": not a byte-level BPE tokenizer");
+  if (bpe->vocab_size() != config.vocab_size())
+    throw ConfigError(fmt::format(
+        "{}: the tokenizer has {} tokens but config.json says vocab_size {}; extend-vocab "
+        "numbers new tokens after the tokenizer's (as HF's add_tokens), which needs the two equal",
+        model, bpe->vocab_size(), config.vocab_size()));
+  const auto& special = bpe->special_tokens();
+  std::set<std::string> known = {special.unk, special.cls, special.sep, special.pad, special.mask};
+  tok::ByteLevelBpeTokenizer::Options options;
+  options.special = {special.unk, special.cls, special.sep, special.pad, special.mask};
+  options.added_tokens = bpe->added_tokens();
+  for (const auto& t : options.added_tokens) known.insert(t.content);
+  size_t lines = 0;
+  for (auto& line : token_lines(tokens_file)) {
+    ++lines;
+    if (!known.insert(line).second) continue;
+    tok::AddedToken token;  // add_tokens' defaults: not special, normalized, no strip
+    token.content = std::move(line);
+    options.added_tokens.push_back(std::move(token));
+  }
+  const auto grown =
+      tok::ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, std::move(options));
+  grown->set_model_max_length(bpe->model_max_length());
+  const int64_t old_size = config.vocab_size(), new_size = grown->vocab_size();
+  write_grown(dir, config, new_size, *grown, out);
+  const auto added = static_cast<size_t>(new_size - old_size);
+  log::info(
+      "[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {} (added "
+      "tokens of the byte-level BPE tokenizer: vocab.json and merges.txt unchanged)",
+      out.string(), added, lines - added, old_size, new_size);
+  return 0;
+}
+
+/// `bertft extend-vocab`: appends tokens to a checkpoint's vocabulary (for continued
+/// pre-training on a domain), growing the embeddings and MLM bias as HF's
+/// resize_token_embeddings: WordPiece (BERT, DistilBERT, ELECTRA) appends them to vocab.txt,
+/// byte-level BPE (RoBERTa) adds them as added tokens.
 int run_extend_vocab(const std::string& model,
                      const std::string& tokens_file,
                      const std::string& out_dir) {
@@ -26,13 +99,15 @@ int run_extend_vocab(const std::string& model,
   if (!dir.vocab && !dir.bpe_vocab && !dir.sentencepiece)
     throw ConfigError(fmt::format(
         "{}: no vocab.txt; extend-vocab appends to a WordPiece vocab.txt (BERT, DistilBERT, "
-        "ELECTRA)",
+        "ELECTRA) or adds tokens to a byte-level BPE tokenizer (RoBERTa)",
         model));
+  if (!dir.vocab && dir.bpe_vocab)  // load_tokenizer names a missing merges.txt
+    return extend_byte_level_bpe(dir, model, tokens_file, out_dir);
   if (!dir.vocab)
     throw ConfigError(fmt::format(
-        "{}: extend-vocab appends to a WordPiece vocab.txt (BERT, DistilBERT, ELECTRA); this "
-        "model's tokenizer is {}, whose vocabulary it does not extend",
-        model, dir.bpe_vocab ? "byte-level BPE (vocab.json)" : "SentencePiece"));
+        "{}: this model's tokenizer is SentencePiece, whose vocabulary extend-vocab does not "
+        "extend (it extends WordPiece's vocab.txt and byte-level BPE's added tokens)",
+        model));
   auto config = BertConfig::from_file(dir.config);
   auto vocab = tok::read_vocab_file(*dir.vocab);
   if (const auto current = tok::load_tokenizer(dir, 0)->vocab_size();
@@ -47,9 +122,7 @@ int run_extend_vocab(const std::string& model,
                                   dir.vocab->string(), vocab.size(), config.vocab_size()));
   std::set<std::string> known(vocab.begin(), vocab.end());
   size_t added = 0, present = 0;
-  for (auto line : tok::read_vocab_file(tokens_file)) {
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
-    if (line.empty()) continue;
+  for (auto& line : token_lines(tokens_file)) {
     if (!known.insert(line).second) {
       ++present;
       continue;
