@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "bert/common/error.h"
@@ -232,11 +233,19 @@ TEST_F(RecipeTest, ShippedRecipesValidate) {
   ::setenv("BERTFT_MODEL", (dir_.path() / "model").c_str(), 1);
   const fs::path root = fs::path(BERTFT_SOURCE_DIR) / "recipes";
   std::map<std::string, size_t> trials;
-  for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    if (entry.path().extension() != ".yaml") continue;
-    const auto recipe = load_recipe(entry.path(), {}, /*check_files=*/false);
-    trials[fs::relative(entry.path(), root).string()] = expand_sweep(recipe, false).size();
-  }
+  // Walked with directory_iterator: a pip LibTorch exports its own recursive_directory_iterator
+  // (bert::remove_tree's comment), and this test also runs against one on a GPU machine.
+  const std::function<void(const fs::path&)> walk = [&](const fs::path& dir) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.is_directory()) {
+        walk(entry.path());
+      } else if (entry.path().extension() == ".yaml") {
+        const auto recipe = load_recipe(entry.path(), {}, /*check_files=*/false);
+        trials[fs::relative(entry.path(), root).string()] = expand_sweep(recipe, false).size();
+      }
+    }
+  };
+  walk(root);
   ::unsetenv("BERTFT_MODEL");
   EXPECT_EQ(trials.size(), 12u);
   EXPECT_EQ(trials.at("glue/mrpc.yaml"), 18u * 3);  // lr 3 x epochs 3 x batch 2, 3 seeds
