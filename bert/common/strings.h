@@ -37,4 +37,26 @@ inline uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 1469598103934665
   return hash;
 }
 
+/// `bytes` in standard base64 (RFC 4648, padded): tokenizer.json's precompiled_charsmap.
+inline std::string base64_encode(std::string_view bytes) {
+  static constexpr char kDigits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto byte = [&](size_t i) { return uint32_t{static_cast<unsigned char>(bytes[i])}; };
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+    for (int k = 18; k >= 0; k -= 6) out += kDigits[(v >> k) & 63];
+  }
+  if (i < bytes.size()) {
+    const bool two = i + 1 < bytes.size();
+    const uint32_t v = byte(i) << 16 | (two ? byte(i + 1) << 8 : 0);
+    out += kDigits[(v >> 18) & 63];
+    out += kDigits[(v >> 12) & 63];
+    out += two ? kDigits[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
 }  // namespace bert

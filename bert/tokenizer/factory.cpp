@@ -126,9 +126,10 @@ std::vector<DeclaredToken> read_added_tokens(const PretrainedDir& dir, const Spe
   return out;
 }
 
-/// The SentencePiece tokenizer keeps only its special tokens whole, so a directory with any
-/// other added token is refused: bertft would split it where HF keeps it
-/// whole, and every id after it would differ.
+/// A SentencePiece tokenizer with the model's own ids (not XLM-R's fairseq ids, which run HF's
+/// pipeline with added tokens) keeps only its special tokens whole, so a directory with any
+/// other added token is refused: bertft would split it where HF keeps it whole, and every id
+/// after it would differ.
 void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenizer& tokenizer) {
   if (added.empty()) return;
   const auto& s = tokenizer.special_tokens();
@@ -136,8 +137,8 @@ void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenize
   for (size_t i = 0; i < added.size() && i < 5; ++i)
     names.push_back(fmt::format("'{}' (id {})", added[i].token.content, added[i].id));
   throw TokenizerError(fmt::format(
-      "{}: added tokens are not supported for SentencePiece vocabularies (only for WordPiece and "
-      "byte-level BPE): {}{}. "
+      "{}: added tokens are not supported for SentencePiece models numbered by their own ids "
+      "(only for WordPiece, byte-level BPE and XLM-R's fairseq ids): {}{}. "
       "Hugging Face keeps each whole; bertft keeps only the special tokens ({}, {}, {}, {}, {}) "
       "whole and would split these into pieces. Remove them from added_tokens.json and "
       "tokenizer.json to tokenize without them",
@@ -237,9 +238,22 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     // XLM-RoBERTa numbers SentencePiece's pieces as fairseq did (HF XLMRobertaTokenizer).
     const bool fairseq = model_type == "xlm-roberta" ||
                          config.value("tokenizer_class", std::string()).rfind("XLMRoberta", 0) == 0;
+    if (!fairseq) {
+      auto tokenizer =
+          std::make_unique<SentencePieceTokenizer>(*dir.sentencepiece, SentencePieceIds::kModel);
+      refuse_added_tokens(read_added_tokens(dir, tokenizer->special_tokens()), *tokenizer);
+      tokenizer->set_model_max_length(max_length);
+      return tokenizer;
+    }
+    // The added tokens are read against XLM-R's special tokens (fairseq's names).
+    SpecialTokens xlmr = {"<unk>", "<s>", "</s>", "<pad>", "<mask>"};
+    const auto added = read_added_tokens(dir, xlmr);
+    std::vector<AddedToken> tokens;
+    for (const auto& d : added) tokens.push_back(d.token);
     auto tokenizer = std::make_unique<SentencePieceTokenizer>(
-        *dir.sentencepiece, fairseq ? SentencePieceIds::kFairseq : SentencePieceIds::kModel);
-    refuse_added_tokens(read_added_tokens(dir, tokenizer->special_tokens()), *tokenizer);
+        *dir.sentencepiece, SentencePieceIds::kFairseq, std::move(tokens), model_vocab_size);
+    check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
+                    dir.sentencepiece->filename().string().c_str());
     tokenizer->set_model_max_length(max_length);
     return tokenizer;
   }

@@ -11,8 +11,11 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/strings.h"
+#include "bert/tokenizer/hf_added_tokens.h"
 #include "bert/tokenizer/spm_normalizer.h"
 #include "bert/tokenizer/spm_shim.h"
+#include "bert/tokenizer/unicode.h"
 #include "bert/tokenizer/unigram.h"
 
 #ifndef BERTFT_SPM_MODULE_PATH
@@ -41,8 +44,14 @@ const detail::SpmModule* load_module_or_throw();
 }  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& model_file,
-                                               SentencePieceIds ids)
+                                               SentencePieceIds ids,
+                                               std::vector<AddedToken> added,
+                                               int64_t model_vocab_size)
     : model_file_(model_file), ids_(ids), module_(load_module_or_throw()) {
+  if (!added.empty() && ids_ != SentencePieceIds::kFairseq)
+    throw TokenizerError(fmt::format(
+        "{}: added tokens are supported for SentencePiece with fairseq's ids (XLM-R) only",
+        model_file.string()));
   char error[512] = {};
   processor_ = module_->load(model_file.c_str(), error, sizeof error);
   if (processor_ == nullptr)
@@ -67,10 +76,31 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
     for (size_t i = 3; i < vocab.size(); ++i)
       scores[i + 1] = module_->score(processor_, static_cast<int>(i));
     unigram_ = std::make_unique<UnigramModel>(fairseq, scores, /*unk_id=*/3);
-    if (auto charsmap = read_spm_charsmap(model_file); !charsmap.empty())
-      charsmap_ = std::make_unique<PrecompiledCharsmap>(std::move(charsmap), model_file.string());
+    scores_ = std::move(scores);
+    charsmap_blob_ = read_spm_charsmap(model_file);
+    if (!charsmap_blob_.empty())
+      charsmap_ = std::make_unique<PrecompiledCharsmap>(charsmap_blob_, model_file.string());
+    base_vocab_size_ = static_cast<int64_t>(fairseq.size());
+    number_added_tokens(added, fairseq, model_vocab_size, model_file.string());
     set_vocab(std::move(fairseq), special);
     roberta_template_ = true;
+    added_ = std::move(added);
+    if (!added_.empty()) {
+      // HF matches a normalized added token against the normalized text, by its own content
+      // normalized the same way.
+      auto matchers =
+          added_token_matchers(special_strings_, special_.mask_id, added_, [&](const auto& c) {
+            AlignedText t = AlignedText::from(c);
+            if (charsmap_) charsmap_->normalize(t);
+            collapse_spaces(t);
+            std::vector<char32_t> cps;
+            std::vector<uint32_t> at;
+            unicode::decode_utf8(t.text, cps, at);
+            return std::u32string(cps.begin(), cps.end());
+          });
+      raw_added_ = std::move(matchers.raw);
+      normalized_added_ = std::move(matchers.normalized);
+    }
     return;
   }
   special.unk = vocab.at(static_cast<size_t>(unk));
@@ -82,6 +112,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
   special.sep = pick("[SEP]", "</s>");
   special.pad = pick("[PAD]", "<pad>");
   special.mask = pick("[MASK]", "<mask>");
+  base_vocab_size_ = static_cast<int64_t>(vocab.size());
   set_vocab(std::move(vocab), special);
 }
 
@@ -90,6 +121,7 @@ SentencePieceTokenizer::~SentencePieceTokenizer() {
 }
 
 std::vector<Piece> SentencePieceTokenizer::tokenize(std::string_view text) const {
+  if (!added_.empty()) return tokenize_with_added(text);
   const bool fairseq = ids_ == SentencePieceIds::kFairseq;
   std::vector<Piece> out;
   int32_t word = -1;
@@ -116,14 +148,63 @@ void SentencePieceTokenizer::tokenize_like_hf(std::string_view stretch,
   AlignedText t = AlignedText::from(stretch);
   if (charsmap_) charsmap_->normalize(t);
   collapse_spaces(t);
-  for (const auto& [wb, we] : metaspace_words(t)) {
+  metaspace_unigram(t, 0, t.text.size(), base, out, word);
+}
+
+void SentencePieceTokenizer::metaspace_unigram(const AlignedText& t,
+                                               size_t begin,
+                                               size_t end,
+                                               size_t base,
+                                               std::vector<Piece>& out,
+                                               int32_t& word) const {
+  AlignedText part;  // HF pre-tokenizes each split on its own: a "▁" before each
+  part.text = t.text.substr(begin, end - begin);
+  part.align.assign(t.align.begin() + static_cast<std::ptrdiff_t>(begin),
+                    t.align.begin() + static_cast<std::ptrdiff_t>(end));
+  for (const auto& [wb, we] : metaspace_words(part)) {
     ++word;
-    for (const auto& token : unigram_->encode(std::string_view(t.text).substr(wb, we - wb))) {
-      const auto [b, e] = t.original(wb + token.begin, wb + token.end);
-      out.push_back({token.id, t.text.substr(wb + token.begin, token.end - token.begin),
+    for (const auto& token : unigram_->encode(std::string_view(part.text).substr(wb, we - wb))) {
+      const auto [b, e] = part.original(wb + token.begin, wb + token.end);
+      out.push_back({token.id, part.text.substr(wb + token.begin, token.end - token.begin),
                      static_cast<uint32_t>(base + b), static_cast<uint32_t>(base + e), word});
     }
   }
+}
+
+std::vector<Piece> SentencePieceTokenizer::tokenize_with_added(std::string_view text) const {
+  std::vector<Piece> out;
+  std::vector<char32_t> cps, normalized_cps;
+  std::vector<uint32_t> at, normalized_at;
+  std::vector<AddedTokenMatcher::Match> raw, normalized;
+  unicode::decode_utf8(text, cps, at);
+  raw_added_.find(cps.data(), cps.size(), raw);
+  int32_t word = -1;
+  const auto ordinary = [&](size_t from, size_t to) {  // code points of `text`
+    const size_t base = at[from];
+    AlignedText t = AlignedText::from(text.substr(base, at[to] - base));
+    if (charsmap_) charsmap_->normalize(t);
+    collapse_spaces(t);
+    unicode::decode_utf8(t.text, normalized_cps, normalized_at);
+    normalized_added_.find(normalized_cps.data(), normalized_cps.size(), normalized);
+    split_at_matches(
+        normalized, normalized_cps.size(),
+        [&](size_t b, size_t e) {
+          metaspace_unigram(t, normalized_at[b], normalized_at[e], base, out, word);
+        },
+        [&](const AddedTokenMatcher::Match& m) {
+          const size_t nb = normalized_at[m.begin], ne = normalized_at[m.end];
+          const auto [b, e] = t.original(nb, ne);
+          out.push_back({m.id, t.text.substr(nb, ne - nb), static_cast<uint32_t>(base + b),
+                         static_cast<uint32_t>(base + e), ++word});
+        });
+  };
+  // A raw match (a special token, or an added token that is not normalized) keeps the text it
+  // matched, whitespace taken by lstrip/rstrip included, offsets too (HF's lstrip of <mask>).
+  split_at_matches(raw, cps.size(), ordinary, [&](const AddedTokenMatcher::Match& m) {
+    out.push_back({m.id, std::string(text.substr(at[m.begin], at[m.end] - at[m.begin])),
+                   at[m.begin], at[m.end], ++word});
+  });
+  return out;
 }
 
 void SentencePieceTokenizer::tokenize_with_libsentencepiece(std::string_view stretch,
@@ -150,6 +231,51 @@ void SentencePieceTokenizer::tokenize_with_libsentencepiece(std::string_view str
     throw TokenizerError(fmt::format("sentencepiece: {}", error));
 }
 
+nlohmann::json SentencePieceTokenizer::hf_tokenizer_json() const {
+  using json = nlohmann::json;
+  if (ids_ != SentencePieceIds::kFairseq)
+    throw TokenizerError(model_file_.string() +
+                         ": tokenizer.json is written for fairseq's ids (XLM-R) only");
+  json vocab = json::array();
+  for (int64_t i = 0; i < base_vocab_size_; ++i)
+    vocab.push_back(json::array({id_to_token_[static_cast<size_t>(i)], scores_[i]}));
+  const auto special = [](const std::string& id) {
+    return json{{"SpecialToken", {{"id", id}, {"type_id", 0}}}};
+  };
+  const auto sequence = [](const char* id) {
+    return json{{"Sequence", {{"id", id}, {"type_id", 0}}}};
+  };
+  const json metaspace = {
+      {"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", true}};
+  json normalizers = json::array();
+  if (!charsmap_blob_.empty())
+    normalizers.push_back(
+        {{"type", "Precompiled"}, {"precompiled_charsmap", base64_encode(charsmap_blob_)}});
+  normalizers.push_back({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}});
+  const auto& cls = special_.cls;
+  const auto& sep = special_.sep;
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", hf_added_tokens(special_strings_, special_.mask_id, added_)},
+          {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
+          {"pre_tokenizer", metaspace},
+          {"post_processor",
+           {{"type", "TemplateProcessing"},
+            {"single", json::array({special(cls), sequence("A"), special(sep)})},
+            {"pair", json::array({special(cls), sequence("A"), special(sep), special(sep),
+                                  sequence("B"), special(sep)})},
+            {"special_tokens",
+             {{cls, {{"id", cls}, {"ids", {special_.cls_id}}, {"tokens", {cls}}}},
+              {sep, {{"id", sep}, {"ids", {special_.sep_id}}, {"tokens", {sep}}}}}}}},
+          {"decoder", metaspace},
+          {"model",
+           {{"type", "Unigram"},
+            {"unk_id", special_.unk_id},
+            {"vocab", vocab},
+            {"byte_fallback", false}}}};
+}
+
 void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
   const bool fairseq = ids_ == SentencePieceIds::kFairseq;
   write_file_atomic(dir / (fairseq ? "sentencepiece.bpe.model" : "spiece.model"),
@@ -163,6 +289,12 @@ void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
       {"mask_token", special_.mask},
       {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512}};
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
+  if (!fairseq) return;
+  write_file_atomic(dir / "tokenizer.json", hf_tokenizer_json().dump() + "\n");
+  nlohmann::ordered_json added = nlohmann::ordered_json::object();
+  for (const auto& t : added_)
+    if (t.id >= base_vocab_size_) added[t.content] = t.id;
+  if (!added.empty()) write_file_atomic(dir / "added_tokens.json", added.dump(2) + "\n");
 }
 
 namespace {

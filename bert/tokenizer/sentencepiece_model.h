@@ -2,15 +2,18 @@
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
+#include "bert/tokenizer/added_tokens.h"
 #include "bert/tokenizer/tokenizer.h"
 
 namespace bert::tok {
 
 class UnigramModel;
 class PrecompiledCharsmap;
+struct AlignedText;
 
 namespace detail {
 struct SpmModule;  // the dlopen()ed functions of spm_shim.h
@@ -32,16 +35,46 @@ enum class SentencePieceIds {
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   /// Throws TokenizerError (with libsentencepiece's status) if the model cannot be loaded.
+  /// `added`: tokens added after training (HF's add_tokens, added_tokens.json), numbered as HF
+  /// does (their `id` is ignored) and matched as HF's fast tokenizer matches them; fairseq ids
+  /// only (HF's pipeline; TokenizerError otherwise). An id at or past `model_vocab_size` (when
+  /// above 0) is a TokenizerError.
   explicit SentencePieceTokenizer(const std::filesystem::path& model_file,
-                                  SentencePieceIds ids = SentencePieceIds::kModel);
+                                  SentencePieceIds ids = SentencePieceIds::kModel,
+                                  std::vector<AddedToken> added = {},
+                                  int64_t model_vocab_size = 0);
   ~SentencePieceTokenizer() override;
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
   SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
 
   std::vector<Piece> tokenize(std::string_view text) const override;
+  /// The model, tokenizer_config.json and, with fairseq's ids, tokenizer.json (which keeps the
+  /// added tokens' options) and added_tokens.json (those past the vocabulary, as HF's slow
+  /// tokenizer writes them).
   void save(const std::filesystem::path& dir) const override;
+  /// The HF `tokenizer.json` of this tokenizer with fairseq's ids (the converter's XLM-R
+  /// pipeline: the model's map, spaces collapsed, Metaspace, Unigram with the model's scores,
+  /// `<s> A </s></s> B </s>`, the added tokens with their options). TokenizerError for the
+  /// model's own ids.
+  nlohmann::json hf_tokenizer_json() const;
+  /// The added tokens with their ids (empty when there are none).
+  const std::vector<AddedToken>& added_tokens() const { return added_; }
+  /// Pieces before the added tokens (fairseq's numbering: the model's pieces, the four
+  /// specials and <mask>).
+  int64_t base_vocab_size() const { return base_vocab_size_; }
 
  private:
+  /// tokenize() with added tokens: those matched in the raw text (with the special tokens),
+  /// then, in each stretch between, normalized, the normalized ones, then HF's pipeline.
+  std::vector<Piece> tokenize_with_added(std::string_view text) const;
+  /// Metaspace and Unigram over normalized bytes [begin, end) of `t` (offsets through its
+  /// alignment, plus `base`).
+  void metaspace_unigram(const AlignedText& t,
+                         size_t begin,
+                         size_t end,
+                         size_t base,
+                         std::vector<Piece>& out,
+                         int32_t& word) const;
   /// HF's fast XLM-R pipeline (precompiled map, spaces collapsed, Metaspace, Unigram) over
   /// text[base, base + stretch.size()), appending to `out`.
   void tokenize_like_hf(std::string_view stretch,
@@ -60,6 +93,11 @@ class SentencePieceTokenizer final : public Tokenizer {
   void* processor_ = nullptr;
   std::unique_ptr<UnigramModel> unigram_;          ///< fairseq ids only
   std::unique_ptr<PrecompiledCharsmap> charsmap_;  ///< fairseq ids, when the model has a map
+  std::vector<double> scores_;  ///< fairseq ids: each piece's score (the specials' 0)
+  std::string charsmap_blob_;   ///< fairseq ids: the model's precompiled map, as stored
+  std::vector<AddedToken> added_;
+  int64_t base_vocab_size_ = 0;
+  AddedTokenMatcher raw_added_, normalized_added_;
 };
 
 /// Runs libsentencepiece's trainer with command-line style arguments ("--input=...") in the

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -89,7 +90,7 @@ std::unique_ptr<ByteLevelBpeTokenizer> tiny_roberta_dir(const std::filesystem::p
 // Added tokens in a RoBERTa directory (vocab.json has 263 entries): numbered after it, kept whole
 // with their options, saved back; a SentencePiece directory with added tokens is refused, naming
 // them (the matching rules are compared with HF in tokenizer_reference_test).
-TEST(AddedTokensTest, ByteLevelBpeKeepsThemWholeAndSentencePieceRefusesThem) {
+TEST(AddedTokensTest, ByteLevelBpeAndXlmRobertaKeepThemWholeOtherSentencePieceRefuses) {
   testing::TempDir dir;
   const auto t = tiny_roberta_dir(dir.path());
   const auto load = [&](const std::filesystem::path& d) {
@@ -151,11 +152,31 @@ TEST(AddedTokensTest, ByteLevelBpeKeepsThemWholeAndSentencePieceRefusesThem) {
   } catch (const TokenizerError& err) {
     EXPECT_NE(std::string(err.what())
                   .find((xlmr.path() / "added_tokens.json").string() +
-                        ": added tokens are not supported for SentencePiece vocabularies (only "
-                        "for WordPiece and byte-level BPE): '<ent>' (id 1000)"),
+                        ": added tokens are not supported for SentencePiece models numbered by "
+                        "their own ids (only for WordPiece, byte-level BPE and XLM-R's fairseq "
+                        "ids): '<ent>' (id 1000)"),
               std::string::npos)
         << err.what();
   }
+  // With XLM-R's fairseq ids they are HF's added tokens: numbered after the vocabulary (the
+  // declared id must agree), kept whole, saved again as added_tokens.json.
+  write_file_atomic(xlmr.path() / "config.json", R"({"model_type": "xlm-roberta"})");
+  std::filesystem::remove(xlmr.path() / "added_tokens.json");
+  const int64_t base = load(xlmr.path())->vocab_size();
+  write_file_atomic(xlmr.path() / "added_tokens.json", nlohmann::json{{"<ent>", base}}.dump());
+  const auto with_added = load(xlmr.path());
+  EXPECT_EQ(with_added->vocab_size(), base + 1);
+  const auto e2 = with_added->encode("an<ent> entity", std::nullopt, {false});
+  EXPECT_NE(std::find(e2.ids.begin(), e2.ids.end(), base), e2.ids.end());
+  testing::TempDir saved;
+  with_added->save(saved.path());
+  EXPECT_EQ(nlohmann::json::parse(read_file(saved.path() / "added_tokens.json")),
+            (nlohmann::json{{"<ent>", base}}));
+  write_file_atomic(xlmr.path() / "added_tokens.json", nlohmann::json{{"<ent>", base + 5}}.dump());
+  EXPECT_NE(testing::error_message([&] { load(xlmr.path()); })
+                .find("added token '<ent>' has id " + std::to_string(base + 5) +
+                      ", but Hugging Face numbers it " + std::to_string(base)),
+            std::string::npos);
 }
 
 TEST(ByteLevelBpeTest, RobertaDirectoryThroughTheFactory) {

@@ -11,8 +11,11 @@
 #include <random>
 #include <unordered_map>
 
+#include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/file_util.h"
+#include "bert/common/strings.h"
 #include "bert/tokenizer/byte_level_bpe.h"
+#include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/unicode.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -455,27 +458,6 @@ SpmProto read_spm_proto(const fs::path& file) {
   return out;
 }
 
-std::string base64(const std::string& bytes) {
-  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t{static_cast<unsigned char>(bytes[i])} << 16) |
-                       (uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8) |
-                       static_cast<unsigned char>(bytes[i + 2]);
-    for (int k = 18; k >= 0; k -= 6) out += digits[(v >> k) & 63];
-  }
-  if (i < bytes.size()) {
-    uint32_t v = uint32_t{static_cast<unsigned char>(bytes[i])} << 16;
-    if (i + 1 < bytes.size()) v |= uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8;
-    out += digits[(v >> 18) & 63];
-    out += digits[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? digits[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
 /// HF's fast XLM-R tokenizer for a SentencePiece model, as transformers' converter builds it:
 /// fairseq's vocabulary, the model's precompiled normalizer then spaces collapsed, Metaspace,
 /// Unigram, `<s> A </s></s> B </s>`.
@@ -509,7 +491,7 @@ json xlmr_tokenizer_json(const SpmProto& proto) {
        {{"type", "Sequence"},
         {"normalizers",
          json::array(
-             {{{"type", "Precompiled"}, {"precompiled_charsmap", base64(proto.charsmap)}},
+             {{{"type", "Precompiled"}, {"precompiled_charsmap", base64_encode(proto.charsmap)}},
               {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}}})}}},
       {"pre_tokenizer", metaspace},
       {"post_processor",
@@ -536,6 +518,66 @@ TEST(XlmRobertaReferenceTest, IdenticalToHuggingFaceTokenizers) {
                            "  leading and trailing  ", "a  b\t\tc", "   ", "ﬁnance ﬂow"})
     inputs.push_back({text});
   expect_identical_to_hf(tokenizer, xlmr_tokenizer_json(read_spm_proto(model)), inputs,
+                         /*types=*/true);
+}
+
+// Added tokens (HF's add_tokens, added_tokens.json) with each of HF's options, normalized ones
+// matched in the normalized text by their normalized content (the model's map turns "ﬁ" into
+// "fi"), every split between them pre-tokenized on its own.
+TEST(XlmRobertaReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
+  const auto model =
+      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  BERTFT_REQUIRE_PATH(model);
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+  const auto token = [](const char* content, bool normalized, bool lstrip = false,
+                        bool rstrip = false, bool single_word = false) {
+    AddedToken t;
+    t.content = content;
+    t.normalized = normalized;
+    t.lstrip = lstrip;
+    t.rstrip = rstrip;
+    t.single_word = single_word;
+    return t;
+  };
+  const std::vector<AddedToken> added = {
+      token("kinase", true),           token("<ent>", false),
+      token("New York", true),         token("\uFB01x", true),
+      token("[X]", false, true, true), token("cat", true, false, false, true)};
+  const SentencePieceTokenizer tokenizer(model, SentencePieceIds::kFairseq, added);
+  const auto base = tokenizer.base_vocab_size();
+  ASSERT_EQ(tokenizer.vocab_size(), base + static_cast<int64_t>(added.size()));
+  json reference = xlmr_tokenizer_json(read_spm_proto(model));
+  for (size_t i = 0; i < added.size(); ++i) {
+    const auto& t = added[i];
+    EXPECT_EQ(tokenizer.added_tokens()[i].id, base + static_cast<int64_t>(i));
+    reference["added_tokens"].push_back({{"id", base + static_cast<int64_t>(i)},
+                                         {"content", t.content},
+                                         {"single_word", t.single_word},
+                                         {"lstrip", t.lstrip},
+                                         {"rstrip", t.rstrip},
+                                         {"normalized", t.normalized},
+                                         {"special", false}});
+  }
+  std::vector<Input> inputs;
+  for (const char* text :
+       {"the kinase<ent>binds", "kinase", "kinases and kinase.", "<ent><ent>", " <ent> ",
+        "New York  kinase", "New  York", "a \uFB01x for fixes", "x [X] y", "  [X]  end",
+        "catalog cat cats, cat.", "cat", "<mask> kinase <mask>", "", "   ", "kinase\tNew York",
+        "\uFB01xed \uFB01x"})
+    inputs.push_back({text});
+  inputs.push_back({"kinase pair", std::string("<ent> second [X]")});
+  expect_identical_to_hf(tokenizer, reference, inputs, /*types=*/true);
+
+  // Saved (tokenizer.json keeps the options), the directory loads back to the same tokenizer,
+  // and HF's tokenizer built from the tokenizer.json bertft wrote gives the same encodings.
+  testing::TempDir dir;
+  tokenizer.save(dir.path());
+  write_file_atomic(dir.path() / "config.json", R"({"model_type": "xlm-roberta"})");
+  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto loaded = load_tokenizer(PretrainedDir::find(dir.path()), 0);
+  for (const auto& input : inputs)
+    EXPECT_EQ(loaded->encode(input.text).ids, tokenizer.encode(input.text).ids) << input.text;
+  expect_identical_to_hf(tokenizer, json::parse(read_file(dir.path() / "tokenizer.json")), inputs,
                          /*types=*/true);
 }
 
