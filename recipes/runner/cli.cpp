@@ -52,8 +52,8 @@ const std::vector<Command>& command_table() {
       {"vocab", "Train a WordPiece vocab.txt or a SentencePiece model on corpus files",
        &setup_vocab},
       {"extend-vocab",
-       "Append tokens to a checkpoint's vocabulary: WordPiece's vocab.txt, byte-level BPE's "
-       "added tokens (embeddings grown, new rows = mean)",
+       "Append tokens to a checkpoint's vocabulary: WordPiece's vocab.txt, added tokens for "
+       "byte-level BPE and XLM-R (embeddings grown, new rows = mean)",
        &setup_extend_vocab},
       {"tokenize",
        "Tokenize stdin (text lines, or JSONL with \"text\" and optional \"text_pair\", the "

@@ -322,5 +322,53 @@ TEST_F(PretrainingEndToEnd, ExtendVocabAddsTokensToAByteLevelBpeModel) {
             json::parse(R"({"kinase": 300, "enzyme": 301, "ligase": 302})"));
 }
 
+// XLM-R's SentencePiece tokenizer (fairseq ids) takes them as added tokens likewise, after the
+// 1002 ids of HF's test model; old-token outputs are unchanged.
+TEST_F(PretrainingEndToEnd, ExtendVocabAddsTokensToAnXlmRobertaModel) {
+  const auto spm =
+      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  BERTFT_REQUIRE_PATH(spm);
+  const auto fixture = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" /
+                       "xlm-roberta" / "models" / "base";
+  const auto base = path("xlmr");
+  fs::create_directories(base);
+  for (const auto* file : {"config.json", "model.safetensors"})
+    fs::copy_file(fixture / file, base / file);
+  fs::copy_file(spm, base / "sentencepiece.bpe.model");
+  testing::write_bytes(path("domain.txt"), "kinase\nenzyme\nkinase\n");
+  ASSERT_EQ(bertft("extend-vocab --model " + base.string() + " --tokens " +
+                   path("domain.txt").string() + " --out " + path("grown").string()),
+            0)
+      << last_log_;
+  EXPECT_NE(last_log_.find("2 tokens added (1 already present), vocabulary 1002 -> 1004"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_EQ(json::parse(read_file(path("grown") / "added_tokens.json")),
+            json::parse(R"({"kinase": 1002, "enzyme": 1003})"));
+  ASSERT_EQ(bertft("inspect " + path("grown").string() + " --strict"), 0) << last_log_;
+  const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(path("grown")), 1004);
+  const auto e = tokenizer->encode("the kinase");
+  ASSERT_GE(e.ids.size(), 4u);
+  EXPECT_EQ(e.ids[e.ids.size() - 2], 1002);  // "kinase" whole, before </s>
+  const auto plain = tok::load_tokenizer(PretrainedDir::find(base), 1002)->encode("the");
+  EXPECT_EQ(tokenizer->encode("the").ids, plain.ids);
+
+  const auto load = [](const fs::path& d) {
+    const auto dir = PretrainedDir::find(d);
+    const auto config = BertConfig::from_file(dir.config);
+    BertModel model(config, config.base_has_pooler());
+    const auto report = load_state_dict(*model, read_weights(dir.weights), d.string());
+    EXPECT_TRUE(report.clean()) << report.summary();
+    model->eval();
+    return model;
+  };
+  auto before = load(base), after = load(path("grown"));
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::tensor(plain.ids, torch::kLong).view({1, -1});
+  const auto mask = torch::ones_like(ids), types = torch::zeros_like(ids);
+  EXPECT_TRUE(torch::allclose(before->forward(ids, mask, types).last_hidden_state,
+                              after->forward(ids, mask, types).last_hidden_state, 1e-6, 1e-6));
+}
+
 }  // namespace
 }  // namespace bert::recipes

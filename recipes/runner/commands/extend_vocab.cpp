@@ -1,6 +1,8 @@
 // `bertft extend-vocab`.
 #include <fmt/format.h>
 
+#include <functional>
+#include <memory>
 #include <set>
 
 #include "bert/checkpoint/pretrained_dir.h"
@@ -10,6 +12,7 @@
 #include "bert/common/log.h"
 #include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/sentencepiece_model.h"
 #include "recipes/runner/command.h"
 
 namespace bert::recipes {
@@ -44,54 +47,54 @@ void write_grown(const PretrainedDir& dir,
   tokenizer.save(out);
 }
 
-/// A byte-level BPE checkpoint (RoBERTa): the new tokens become added tokens, as HF's
-/// `tokenizer.add_tokens` makes them (matched whole in the text; numbered after vocab.json and
-/// the added tokens already there; a token vocab.json has keeps its id and grows nothing).
-/// vocab.json and merges.txt are unchanged: BPE merges cannot express a new whole token.
-int extend_byte_level_bpe(const PretrainedDir& dir,
-                          const std::string& model,
-                          const std::string& tokens_file,
-                          const fs::path& out) {
+/// A checkpoint whose tokenizer takes added tokens beside its vocabulary file (byte-level BPE:
+/// RoBERTa; SentencePiece with fairseq's ids: XLM-R): the new tokens become added tokens, as
+/// HF's `tokenizer.add_tokens` makes them (matched whole in the text; numbered after the
+/// vocabulary and the added tokens already there; a token the vocabulary has keeps its id and
+/// grows nothing). The vocabulary files are unchanged: neither BPE merges nor a Unigram model
+/// can take a new whole token. `rebuild` makes the tokenizer with the given added tokens.
+int extend_with_added_tokens(
+    const PretrainedDir& dir,
+    const std::string& model,
+    const tok::Tokenizer& tokenizer,
+    const std::vector<tok::AddedToken>& current,
+    const std::string& tokens_file,
+    const fs::path& out,
+    const std::function<std::unique_ptr<tok::Tokenizer>(std::vector<tok::AddedToken>)>& rebuild) {
   const auto config = BertConfig::from_file(dir.config);
-  const auto loaded = tok::load_tokenizer(dir, 0);
-  const auto* bpe = dynamic_cast<const tok::ByteLevelBpeTokenizer*>(loaded.get());
-  if (bpe == nullptr) throw ConfigError(model + ": not a byte-level BPE tokenizer");
-  if (bpe->vocab_size() != config.vocab_size())
+  if (tokenizer.vocab_size() != config.vocab_size())
     throw ConfigError(fmt::format(
         "{}: the tokenizer has {} tokens but config.json says vocab_size {}; extend-vocab "
         "numbers new tokens after the tokenizer's (as HF's add_tokens), which needs the two equal",
-        model, bpe->vocab_size(), config.vocab_size()));
-  const auto& special = bpe->special_tokens();
+        model, tokenizer.vocab_size(), config.vocab_size()));
+  const auto& special = tokenizer.special_tokens();
   std::set<std::string> known = {special.unk, special.cls, special.sep, special.pad, special.mask};
-  tok::ByteLevelBpeTokenizer::Options options;
-  options.special = {special.unk, special.cls, special.sep, special.pad, special.mask};
-  options.added_tokens = bpe->added_tokens();
-  for (const auto& t : options.added_tokens) known.insert(t.content);
+  auto added = current;
+  for (const auto& t : added) known.insert(t.content);
   size_t lines = 0;
   for (auto& line : token_lines(tokens_file)) {
     ++lines;
     if (!known.insert(line).second) continue;
     tok::AddedToken token;  // add_tokens' defaults: not special, normalized, no strip
     token.content = std::move(line);
-    options.added_tokens.push_back(std::move(token));
+    added.push_back(std::move(token));
   }
-  const auto grown =
-      tok::ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, std::move(options));
-  grown->set_model_max_length(bpe->model_max_length());
+  const auto grown = rebuild(std::move(added));
+  grown->set_model_max_length(tokenizer.model_max_length());
   const int64_t old_size = config.vocab_size(), new_size = grown->vocab_size();
   write_grown(dir, config, new_size, *grown, out);
-  const auto added = static_cast<size_t>(new_size - old_size);
+  const auto count = static_cast<size_t>(new_size - old_size);
   log::info(
       "[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {} (added "
-      "tokens of the byte-level BPE tokenizer: vocab.json and merges.txt unchanged)",
-      out.string(), added, lines - added, old_size, new_size);
+      "tokens; the vocabulary files unchanged)",
+      out.string(), count, lines - count, old_size, new_size);
   return 0;
 }
 
 /// `bertft extend-vocab`: appends tokens to a checkpoint's vocabulary (for continued
 /// pre-training on a domain), growing the embeddings and MLM bias as HF's
 /// resize_token_embeddings: WordPiece (BERT, DistilBERT, ELECTRA) appends them to vocab.txt,
-/// byte-level BPE (RoBERTa) adds them as added tokens.
+/// byte-level BPE (RoBERTa) and XLM-R's SentencePiece add them as added tokens.
 int run_extend_vocab(const std::string& model,
                      const std::string& tokens_file,
                      const std::string& out_dir) {
@@ -99,15 +102,35 @@ int run_extend_vocab(const std::string& model,
   if (!dir.vocab && !dir.bpe_vocab && !dir.sentencepiece)
     throw ConfigError(fmt::format(
         "{}: no vocab.txt; extend-vocab appends to a WordPiece vocab.txt (BERT, DistilBERT, "
-        "ELECTRA) or adds tokens to a byte-level BPE tokenizer (RoBERTa)",
+        "ELECTRA) or adds tokens to a byte-level BPE (RoBERTa) or XLM-R tokenizer",
         model));
-  if (!dir.vocab && dir.bpe_vocab)  // load_tokenizer names a missing merges.txt
-    return extend_byte_level_bpe(dir, model, tokens_file, out_dir);
-  if (!dir.vocab)
+  if (!dir.vocab) {
+    const auto loaded = tok::load_tokenizer(dir, 0);
+    if (const auto* bpe = dynamic_cast<const tok::ByteLevelBpeTokenizer*>(loaded.get()))
+      return extend_with_added_tokens(
+          dir, model, *bpe, bpe->added_tokens(), tokens_file, out_dir,
+          [&](std::vector<tok::AddedToken> added) -> std::unique_ptr<tok::Tokenizer> {
+            tok::ByteLevelBpeTokenizer::Options options;
+            const auto& s = bpe->special_tokens();
+            options.special = {s.unk, s.cls, s.sep, s.pad, s.mask};
+            options.added_tokens = std::move(added);
+            return tok::ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges,
+                                                          std::move(options));
+          });
+    const auto* spm = dynamic_cast<const tok::SentencePieceTokenizer*>(loaded.get());
+    if (spm != nullptr && spm->roberta_template())  // fairseq's ids: XLM-R
+      return extend_with_added_tokens(
+          dir, model, *spm, spm->added_tokens(), tokens_file, out_dir,
+          [&](std::vector<tok::AddedToken> added) -> std::unique_ptr<tok::Tokenizer> {
+            return std::make_unique<tok::SentencePieceTokenizer>(
+                *dir.sentencepiece, tok::SentencePieceIds::kFairseq, std::move(added));
+          });
     throw ConfigError(fmt::format(
-        "{}: this model's tokenizer is SentencePiece, whose vocabulary extend-vocab does not "
-        "extend (it extends WordPiece's vocab.txt and byte-level BPE's added tokens)",
+        "{}: this model's tokenizer is SentencePiece with the model's own ids, whose vocabulary "
+        "extend-vocab does not extend (it extends WordPiece's vocab.txt and the added tokens "
+        "of byte-level BPE and of XLM-R's SentencePiece)",
         model));
+  }
   auto config = BertConfig::from_file(dir.config);
   auto vocab = tok::read_vocab_file(*dir.vocab);
   if (const auto current = tok::load_tokenizer(dir, 0)->vocab_size();
