@@ -558,7 +558,16 @@ TEST(XlmRobertaReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
                                          {"normalized", t.normalized},
                                          {"special", false}});
   }
+  // The adversarial texts as they are and with added tokens around and inside them.
   std::vector<Input> inputs;
+  for (const auto& input : adversarial_inputs()) {
+    inputs.push_back(input);
+    const auto& t = input.text;
+    size_t half = t.size() / 2;  // at a character's first byte
+    while (half > 0 && (static_cast<unsigned char>(t[half]) & 0xC0) == 0x80) --half;
+    inputs.push_back(
+        {"kinase" + t.substr(0, half) + "<ent>" + t.substr(half) + " [X]\uFB01x", input.pair});
+  }
   for (const char* text :
        {"the kinase<ent>binds", "kinase", "kinases and kinase.", "<ent><ent>", " <ent> ",
         "New York  kinase", "New  York", "a \uFB01x for fixes", "x [X] y", "  [X]  end",
