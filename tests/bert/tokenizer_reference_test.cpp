@@ -16,6 +16,7 @@
 #include "bert/common/strings.h"
 #include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/hf_added_tokens.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/unicode.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -521,60 +522,34 @@ TEST(XlmRobertaReferenceTest, IdenticalToHuggingFaceTokenizers) {
                          /*types=*/true);
 }
 
-// Added tokens (HF's add_tokens, added_tokens.json) with each of HF's options, normalized ones
-// matched in the normalized text by their normalized content (the model's map turns "ﬁ" into
-// "fi"), every split between them pre-tokenized on its own.
+// Added tokens (HF's add_tokens, added_tokens.json) of every kind, as for WordPiece and
+// byte-level BPE: normalized ones are matched in the normalized text by their normalized
+// content (the model's map turns "\uFB01" into "fi"), every split between them pre-tokenized
+// on its own.
 TEST(XlmRobertaReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
   const auto model =
       testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
   BERTFT_REQUIRE_PATH(model);
   BERTFT_REQUIRE_HF_TOKENIZERS();
-  const auto token = [](const char* content, bool normalized, bool lstrip = false,
-                        bool rstrip = false, bool single_word = false) {
-    AddedToken t;
-    t.content = content;
-    t.normalized = normalized;
-    t.lstrip = lstrip;
-    t.rstrip = rstrip;
-    t.single_word = single_word;
-    return t;
-  };
-  const std::vector<AddedToken> added = {
-      token("kinase", true),           token("<ent>", false),
-      token("New York", true),         token("\uFB01x", true),
-      token("[X]", false, true, true), token("cat", true, false, false, true)};
+  auto added = every_kind_of_added_token();
+  AddedToken ligature;
+  ligature.content = "\uFB01x";
+  added.push_back(ligature);
   const SentencePieceTokenizer tokenizer(model, SentencePieceIds::kFairseq, added);
+  // Numbered as HF does: one the model has keeps its piece's id, the others follow the
+  // vocabulary in order.
   const auto base = tokenizer.base_vocab_size();
-  ASSERT_EQ(tokenizer.vocab_size(), base + static_cast<int64_t>(added.size()));
+  int64_t next = base;
+  for (const auto& t : tokenizer.added_tokens())
+    if (t.id >= base) EXPECT_EQ(t.id, next++) << t.content;
   json reference = xlmr_tokenizer_json(read_spm_proto(model));
-  for (size_t i = 0; i < added.size(); ++i) {
-    const auto& t = added[i];
-    EXPECT_EQ(tokenizer.added_tokens()[i].id, base + static_cast<int64_t>(i));
-    reference["added_tokens"].push_back({{"id", base + static_cast<int64_t>(i)},
-                                         {"content", t.content},
-                                         {"single_word", t.single_word},
-                                         {"lstrip", t.lstrip},
-                                         {"rstrip", t.rstrip},
-                                         {"normalized", t.normalized},
-                                         {"special", false}});
-  }
-  // The adversarial texts as they are and with added tokens around and inside them.
-  std::vector<Input> inputs;
-  for (const auto& input : adversarial_inputs()) {
-    inputs.push_back(input);
-    const auto& t = input.text;
-    size_t half = t.size() / 2;  // at a character's first byte
-    while (half > 0 && (static_cast<unsigned char>(t[half]) & 0xC0) == 0x80) --half;
-    inputs.push_back(
-        {"kinase" + t.substr(0, half) + "<ent>" + t.substr(half) + " [X]\uFB01x", input.pair});
-  }
-  for (const char* text :
-       {"the kinase<ent>binds", "kinase", "kinases and kinase.", "<ent><ent>", " <ent> ",
-        "New York  kinase", "New  York", "a \uFB01x for fixes", "x [X] y", "  [X]  end",
-        "catalog cat cats, cat.", "cat", "<mask> kinase <mask>", "", "   ", "kinase\tNew York",
-        "\uFB01xed \uFB01x"})
+  for (const auto& entry : hf_added_tokens({}, -1, tokenizer.added_tokens()))
+    reference["added_tokens"].push_back(entry);  // after the converter's five special ones
+  EXPECT_EQ(tokenizer.vocab_size(), next);
+  EXPECT_LT(next, base + static_cast<int64_t>(added.size()));  // some are pieces of the model
+  auto inputs = added_token_inputs();
+  for (const char* text : {"a \uFB01x for fixes", "\uFB01xed \uFB01x", "fill <mask> New York"})
     inputs.push_back({text});
-  inputs.push_back({"kinase pair", std::string("<ent> second [X]")});
   expect_identical_to_hf(tokenizer, reference, inputs, /*types=*/true);
 
   // Saved (tokenizer.json keeps the options), the directory loads back to the same tokenizer,

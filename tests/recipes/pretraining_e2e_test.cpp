@@ -264,6 +264,28 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   EXPECT_FALSE(fs::exists(path("grown2")));
 }
 
+/// The base models of `before` and `after` (its vocabulary grown) load strictly and give the
+/// same hidden states for `ids` (old tokens only).
+void expect_same_hidden_states(const fs::path& before,
+                               const fs::path& after,
+                               const std::vector<int64_t>& ids) {
+  const auto load = [](const fs::path& d) {
+    const auto dir = PretrainedDir::find(d);
+    const auto config = BertConfig::from_file(dir.config);
+    BertModel model(config, config.base_has_pooler());
+    const auto report = load_state_dict(*model, read_weights(dir.weights), d.string());
+    EXPECT_TRUE(report.clean()) << report.summary();
+    model->eval();
+    return model;
+  };
+  auto a = load(before), b = load(after);
+  torch::NoGradGuard no_grad;
+  const auto input = torch::tensor(ids, torch::kLong).view({1, -1});
+  const auto mask = torch::ones_like(input), types = torch::zeros_like(input);
+  EXPECT_TRUE(torch::allclose(a->forward(input, mask, types).last_hidden_state,
+                              b->forward(input, mask, types).last_hidden_state, 1e-6, 1e-6));
+}
+
 // A byte-level BPE model (RoBERTa): the new tokens become added tokens, as HF's add_tokens makes
 // them, numbered after vocab.json's 300 entries (one already in vocab.json keeps its id); the
 // embeddings grow, old-token outputs are unchanged and a new token is one piece; a second
@@ -297,21 +319,7 @@ TEST_F(PretrainingEndToEnd, ExtendVocabAddsTokensToAByteLevelBpeModel) {
             (std::vector<int64_t>{0, 120, 108, 105, 36, 300, 36, 115, 106, 36, 301, 2}));
   const auto plain = base_tokenizer->encode("the");
 
-  const auto load = [](const fs::path& d) {
-    const auto dir = PretrainedDir::find(d);
-    const auto config = BertConfig::from_file(dir.config);
-    BertModel model(config, config.base_has_pooler());
-    const auto report = load_state_dict(*model, read_weights(dir.weights), d.string());
-    EXPECT_TRUE(report.clean()) << report.summary();
-    model->eval();
-    return model;
-  };
-  auto base = load(roberta), grown = load(path("grown"));
-  torch::NoGradGuard no_grad;
-  const auto ids = torch::tensor(plain.ids, torch::kLong).view({1, -1});
-  const auto mask = torch::ones_like(ids), types = torch::zeros_like(ids);
-  EXPECT_TRUE(torch::allclose(base->forward(ids, mask, types).last_hidden_state,
-                              grown->forward(ids, mask, types).last_hidden_state, 1e-6, 1e-6));
+  expect_same_hidden_states(roberta, path("grown"), plain.ids);
 
   testing::write_bytes(path("more.txt"), "enzyme\nligase\n");
   ASSERT_EQ(bertft("extend-vocab --model " + p("grown") + " --tokens " + p("more.txt") + " --out " +
@@ -353,21 +361,7 @@ TEST_F(PretrainingEndToEnd, ExtendVocabAddsTokensToAnXlmRobertaModel) {
   const auto plain = tok::load_tokenizer(PretrainedDir::find(base), 1002)->encode("the");
   EXPECT_EQ(tokenizer->encode("the").ids, plain.ids);
 
-  const auto load = [](const fs::path& d) {
-    const auto dir = PretrainedDir::find(d);
-    const auto config = BertConfig::from_file(dir.config);
-    BertModel model(config, config.base_has_pooler());
-    const auto report = load_state_dict(*model, read_weights(dir.weights), d.string());
-    EXPECT_TRUE(report.clean()) << report.summary();
-    model->eval();
-    return model;
-  };
-  auto before = load(base), after = load(path("grown"));
-  torch::NoGradGuard no_grad;
-  const auto ids = torch::tensor(plain.ids, torch::kLong).view({1, -1});
-  const auto mask = torch::ones_like(ids), types = torch::zeros_like(ids);
-  EXPECT_TRUE(torch::allclose(before->forward(ids, mask, types).last_hidden_state,
-                              after->forward(ids, mask, types).last_hidden_state, 1e-6, 1e-6));
+  expect_same_hidden_states(base, path("grown"), plain.ids);
 }
 
 }  // namespace
