@@ -90,12 +90,9 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
       // normalized the same way.
       auto matchers =
           added_token_matchers(special_strings_, special_.mask_id, added_, [&](const auto& c) {
-            AlignedText t = AlignedText::from(c);
-            if (charsmap_) charsmap_->normalize(t);
-            collapse_spaces(t);
             std::vector<char32_t> cps;
             std::vector<uint32_t> at;
-            unicode::decode_utf8(t.text, cps, at);
+            unicode::decode_utf8(normalize_like_hf(c).text, cps, at);
             return std::u32string(cps.begin(), cps.end());
           });
       raw_added_ = std::move(matchers.raw);
@@ -145,27 +142,25 @@ void SentencePieceTokenizer::tokenize_like_hf(std::string_view stretch,
                                               size_t base,
                                               std::vector<Piece>& out,
                                               int32_t& word) const {
-  AlignedText t = AlignedText::from(stretch);
-  if (charsmap_) charsmap_->normalize(t);
-  collapse_spaces(t);
-  metaspace_unigram(t, 0, t.text.size(), base, out, word);
+  metaspace_unigram(normalize_like_hf(stretch), base, out, word);
 }
 
-void SentencePieceTokenizer::metaspace_unigram(const AlignedText& t,
-                                               size_t begin,
-                                               size_t end,
+AlignedText SentencePieceTokenizer::normalize_like_hf(std::string_view text) const {
+  AlignedText t = AlignedText::from(text);
+  if (charsmap_) charsmap_->normalize(t);
+  collapse_spaces(t);
+  return t;
+}
+
+void SentencePieceTokenizer::metaspace_unigram(AlignedText split,
                                                size_t base,
                                                std::vector<Piece>& out,
                                                int32_t& word) const {
-  AlignedText part;  // HF pre-tokenizes each split on its own: a "▁" before each
-  part.text = t.text.substr(begin, end - begin);
-  part.align.assign(t.align.begin() + static_cast<std::ptrdiff_t>(begin),
-                    t.align.begin() + static_cast<std::ptrdiff_t>(end));
-  for (const auto& [wb, we] : metaspace_words(part)) {
+  for (const auto& [wb, we] : metaspace_words(split)) {
     ++word;
-    for (const auto& token : unigram_->encode(std::string_view(part.text).substr(wb, we - wb))) {
-      const auto [b, e] = part.original(wb + token.begin, wb + token.end);
-      out.push_back({token.id, part.text.substr(wb + token.begin, token.end - token.begin),
+    for (const auto& token : unigram_->encode(std::string_view(split.text).substr(wb, we - wb))) {
+      const auto [b, e] = split.original(wb + token.begin, wb + token.end);
+      out.push_back({token.id, split.text.substr(wb + token.begin, token.end - token.begin),
                      static_cast<uint32_t>(base + b), static_cast<uint32_t>(base + e), word});
     }
   }
@@ -181,15 +176,18 @@ std::vector<Piece> SentencePieceTokenizer::tokenize_with_added(std::string_view 
   int32_t word = -1;
   const auto ordinary = [&](size_t from, size_t to) {  // code points of `text`
     const size_t base = at[from];
-    AlignedText t = AlignedText::from(text.substr(base, at[to] - base));
-    if (charsmap_) charsmap_->normalize(t);
-    collapse_spaces(t);
+    const AlignedText t = normalize_like_hf(text.substr(base, at[to] - base));
     unicode::decode_utf8(t.text, normalized_cps, normalized_at);
     normalized_added_.find(normalized_cps.data(), normalized_cps.size(), normalized);
     split_at_matches(
         normalized, normalized_cps.size(),
-        [&](size_t b, size_t e) {
-          metaspace_unigram(t, normalized_at[b], normalized_at[e], base, out, word);
+        [&](size_t b, size_t e) {  // normalized bytes [nb, ne) between the matches
+          const size_t nb = normalized_at[b], ne = normalized_at[e];
+          AlignedText split;
+          split.text = t.text.substr(nb, ne - nb);
+          split.align.assign(t.align.begin() + static_cast<std::ptrdiff_t>(nb),
+                             t.align.begin() + static_cast<std::ptrdiff_t>(ne));
+          metaspace_unigram(std::move(split), base, out, word);
         },
         [&](const AddedTokenMatcher::Match& m) {
           const size_t nb = normalized_at[m.begin], ne = normalized_at[m.end];

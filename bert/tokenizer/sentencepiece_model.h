@@ -67,11 +67,11 @@ class SentencePieceTokenizer final : public Tokenizer {
   /// tokenize() with added tokens: those matched in the raw text (with the special tokens),
   /// then, in each stretch between, normalized, the normalized ones, then HF's pipeline.
   std::vector<Piece> tokenize_with_added(std::string_view text) const;
-  /// Metaspace and Unigram over normalized bytes [begin, end) of `t` (offsets through its
-  /// alignment, plus `base`).
-  void metaspace_unigram(const AlignedText& t,
-                         size_t begin,
-                         size_t end,
+  /// `text` through HF's normalizer: the model's map (when it has one), spaces collapsed.
+  AlignedText normalize_like_hf(std::string_view text) const;
+  /// Metaspace and Unigram over one normalized split (HF pre-tokenizes each on its own: a "▁"
+  /// before each); offsets through its alignment, plus `base`.
+  void metaspace_unigram(AlignedText split,
                          size_t base,
                          std::vector<Piece>& out,
                          int32_t& word) const;
