@@ -1,4 +1,5 @@
-// The bertft benchmark suite (issue 6): gemm, train_step, infer, seq_scaling, tokenizer, load,
+// The bertft benchmark suite (issue 6): gemm, train_step, infer, seq_scaling, attention (inference
+// attention head by head vs batched), tokenizer, load,
 // sweep, data_parallel (1 process x 2 threads vs 2 processes x 1 thread, issue 13), vs_hf (Hugging
 // Face transformers on the same workloads, run A B A B with bertft, issue 16), checkpointing (a
 // bert-base 4x512 train step with and without activation checkpointing: peak RSS and time), int8
@@ -773,6 +774,61 @@ struct Suite {
     }
   }
 
+  /// Inference attention of one bert-base layer (12 heads of 64), fp32: the batched products
+  /// (all heads' scores written out, the scale and mask in the first GEMM's output pass, LibTorch's
+  /// softmax, the context written in place: the training path, and inference's before) against
+  /// onednn_attention (head by head, each thread's scores in its cache), alternated in this
+  /// process, with and without padding. Needs oneDNN as the fp32 engine.
+  void attention() {
+    if (!bert::use_onednn_matmul(torch::zeros({1, 1, 128, 64}), torch::zeros({1, 1, 64, 1024}))) {
+      fmt::print("\n(attention skipped: fp32 GEMMs are not oneDNN's here)\n");
+      return;
+    }
+    fmt::print(
+        "\n== attention: one bert-base layer's inference attention, fp32 (ms, best of {}) ==\n"
+        "{:<8} {:<8} {:>9} {:>9} {:>7} {:>10}\n",
+        5 * iters, "shape", "padding", "batched", "by head", "ratio", "max diff");
+    torch::NoGradGuard no_grad;
+    const int64_t heads = 12, dim = 64, hidden = heads * dim;
+    for (const auto& [batch, seq] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 128}, {32, 128}, {8, 384}, {8, 512}}) {
+      const auto heads_of = [&](const torch::Tensor& x) {
+        return x.view({batch, seq, heads, dim}).transpose(1, 2);  // the projections' views
+      };
+      const auto q = heads_of(torch::randn({batch, seq, hidden}));
+      const auto k = heads_of(torch::randn({batch, seq, hidden}));
+      const auto v = heads_of(torch::randn({batch, seq, hidden}));
+      for (const bool padded : {false, true}) {
+        // Padding: the last quarter of every other sequence masked, as HF's mask holds it.
+        auto mask = torch::zeros({batch, 1, 1, seq});
+        if (padded)
+          mask.narrow(0, 0, (batch + 1) / 2)
+              .narrow(-1, seq - seq / 4, seq / 4)
+              .fill_(std::numeric_limits<float>::lowest());
+        const auto batched = [&] {
+          const auto scores = bert::onednn_matmul(q * 0.125, k.transpose(-1, -2), mask);
+          return bert::onednn_matmul(torch::softmax(scores, -1), v, {},
+                                     {seq * hidden, dim, hidden, 1})
+              .transpose(1, 2)
+              .reshape({batch, seq, hidden});
+        };
+        const auto by_head = [&] { return bert::onednn_attention(q, k, v, mask, 0.125); };
+        const double diff = (batched() - by_head()).abs().max().item<double>();
+        double t_batched = 1e30, t_by_head = 1e30;
+        for (int round = 0; round < 5 * iters; ++round) {
+          t_batched = std::min(t_batched, best_time(1, batched));
+          t_by_head = std::min(t_by_head, best_time(1, by_head));
+        }
+        const auto shape = fmt::format("{}x{}", batch, seq);
+        fmt::print("{:<8} {:<8} {:>9.2f} {:>9.2f} {:>6.2f}x {:>10.1e}\n", shape,
+                   padded ? "yes" : "no", t_batched * 1e3, t_by_head * 1e3, t_batched / t_by_head,
+                   diff);
+        results["attention"][shape + (padded ? " padded" : "")] = {
+            {"batched_ms", t_batched * 1e3}, {"by_head_ms", t_by_head * 1e3}, {"max_diff", diff}};
+      }
+    }
+  }
+
   /// `bertft similar`'s search (cosine_top_k) over 1 M bert-base-sized vectors (3 GiB, unit rows
   /// as `embed --normalize` writes them): queries per second for one query at a time and for
   /// batches of 64, with the fraction of the GEMM ceiling the batched matmul reaches. Not in the
@@ -1322,9 +1378,9 @@ struct Suite {
 
 constexpr const char* kUsage =
     "usage: bench_suite [--only SECTION,...] [--iters N] [--rounds N] [--threads N] [--json FILE]\n"
-    "  sections (default all but the last five): gemm, train_step, infer, seq_scaling, tokenizer,\n"
-    "  load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile [--profile-fp32\n"
-    "  1], real_data [--real-limit N (0: all)] [--real-tasks mrpc,stsb], similar,\n"
+    "  sections (default all but the last five): gemm, train_step, infer, seq_scaling, attention,\n"
+    "  tokenizer, load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile\n"
+    "  [--profile-fp32 1], real_data [--real-limit N (0: all)] [--real-tasks mrpc,stsb], similar,\n"
     "  retrieval [--retrieval-models DIR,...]\n"
     "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
     "  [--warmup N] [--steps N] [--checkpoint 0|1]\n";
@@ -1346,8 +1402,8 @@ int main(int argc, char** argv) {
   bert::apply_load_time_settings(argv);
   bert::keep_freed_memory();
   std::string only =
-                  "gemm,train_step,infer,seq_scaling,tokenizer,load,sweep,data_parallel,vs_hf,"
-                  "checkpointing,int8",
+                  "gemm,train_step,infer,seq_scaling,attention,tokenizer,load,sweep,data_parallel,"
+                  "vs_hf,checkpointing,int8",
               json_out, twin, real_worker, retrieval_models, real_tasks = "mrpc,stsb";
   int iters = 2, rounds = 0, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
       seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0,
@@ -1456,6 +1512,7 @@ int main(int argc, char** argv) {
   if (wants("train_step")) section("train_step", [&] { suite.train_step(); });
   if (wants("infer")) section("infer", [&] { suite.infer(); });
   if (wants("seq_scaling")) section("seq_scaling", [&] { suite.seq_scaling(); });
+  if (wants("attention")) section("attention", [&] { suite.attention(); });
   if (wants("profile")) section("profile", [&] { suite.profile(); });
   if (wants("data_parallel")) section("data_parallel", [&] { suite.data_parallel(tmp); });
   if (wants("tokenizer")) section("tokenizer", [&] { suite.tokenizer(shared); });

@@ -103,6 +103,15 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   const torch::Tensor q = split_heads(query_(hidden));
   const torch::Tensor k = split_heads(key_(hidden));
   const torch::Tensor v = split_heads(value_(hidden));
+  // Inference in float32 (no gradient, no dropout, the probabilities not asked for): head by
+  // head, the scores never written out whole. (Where 1/sqrt(head_dim) is not a power of two, its
+  // product differs from HF's quotient by at most an ulp of each score.)
+  if (probs_out == nullptr && !(dropout_->is_training() && dropout_->p > 0) &&
+      !(torch::GradMode::is_enabled() &&
+        (q.requires_grad() || k.requires_grad() || v.requires_grad())) &&
+      use_onednn_attention(q, k.transpose(-1, -2)))
+    return onednn_attention(q, k, v, additive_mask,
+                            1.0 / std::sqrt(static_cast<double>(head_dim_)));
   if (use_onednn_matmul(q, k.transpose(-1, -2)))
     return attend_onednn(q, k, v, additive_mask, probs_out, dropout_);
 

@@ -16,6 +16,7 @@
 #endif
 
 #include "bert/common/autocast.h"
+#include "bert/common/parallel.h"
 
 namespace bert {
 namespace {
@@ -255,6 +256,99 @@ void matmul_into(const torch::Tensor& a_in,
   if (!split_wide_product(call)) run_matmul(call);
 }
 
+/// softmax(scale q k^T + mask) v for inference, head by head: see onednn_attention in the
+/// header. Each thread takes a run of (batch, head) pairs and keeps its head's scores in its own
+/// [seq, kv_seq] buffer, which stays in its core's cache between the two products and the softmax
+/// (the batched path writes every head's scores to memory and reads them back twice). Returns
+/// false, having done nothing, where oneDNN would take its reference loop for these layouts.
+bool attention_by_head(const torch::Tensor& q,
+                       const torch::Tensor& k,
+                       const torch::Tensor& v,
+                       const torch::Tensor& mask,
+                       const std::vector<char>& masked,
+                       double scale,
+                       const torch::Tensor& out) {
+  const int64_t heads = q.size(1), seq = q.size(2), dim = q.size(3), kv_seq = k.size(2);
+  const auto f32 = dnnl::memory::data_type::f32;
+  using dims = dnnl::memory::dims;
+  // One head's operands as oneDNN reads them in place: q [seq, dim], k^T [dim, kv_seq] (a
+  // column-major view of k), v [kv_seq, dim], the context [seq, dim] inside out's rows.
+  const dnnl::memory::desc q_md(dims{seq, dim}, f32, dims{q.stride(2), q.stride(3)});
+  const dnnl::memory::desc kt_md(dims{dim, kv_seq}, f32, dims{k.stride(3), k.stride(2)});
+  const dnnl::memory::desc v_md(dims{kv_seq, dim}, f32, dims{v.stride(2), v.stride(3)});
+  const dnnl::memory::desc scores_md(dims{seq, kv_seq}, f32, dims{kv_seq, 1});
+  const dnnl::memory::desc out_md(dims{seq, dim}, f32, dims{out.stride(2), out.stride(3)});
+  const dnnl::memory::desc mask_md(dims{1, kv_seq}, f32, dims{kv_seq, 1});
+  const auto make = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                        const dnnl::memory::desc& c, bool scaled, bool add) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // The scale multiplies the sum before the mask is added: scale (q k^T) + mask, which for a
+    // power of two equals HF's (q k^T) / sqrt(head_dim) + mask bit for bit.
+    if (scaled) attr.set_output_scales(0, {static_cast<float>(scale)});
+    if (add) {
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_add, mask_md);
+      attr.set_post_ops(ops);
+    }
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+  };
+  const std::array<dnnl::matmul::primitive_desc, 3> descs = {
+      make(q_md, kt_md, scores_md, true, false), make(q_md, kt_md, scores_md, true, true),
+      make(scores_md, v_md, out_md, false, false)};
+  for (const auto& d : descs)
+    if (std::string(d.impl_info_str()).rfind("ref", 0) == 0) return false;
+  // oneDNN's softmax (AVX-512 where the CPU has it; LibTorch 1.13's takes AVX2 here), in place.
+  const dnnl::softmax_forward::primitive_desc softmax_desc(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, scores_md, 1), cpu_engine());
+  const dnnl::softmax_forward softmax(softmax_desc);
+  const std::array<dnnl::matmul, 3> products = {dnnl::matmul(descs[0]), dnnl::matmul(descs[1]),
+                                                dnnl::matmul(descs[2])};
+  int64_t scratch_bytes = 0;
+  for (const auto& d : descs)
+    scratch_bytes = std::max<int64_t>(scratch_bytes, d.scratchpad_desc().get_size());
+  const auto& engine = cpu_engine();
+  float* const q_data = q.data_ptr<float>();
+  float* const k_data = k.data_ptr<float>();
+  float* const v_data = v.data_ptr<float>();
+  float* const out_data = out.data_ptr<float>();
+  float* const mask_data = mask.defined() ? mask.data_ptr<float>() : nullptr;
+  parallel_for(0, q.size(0) * heads, 1, [&](int64_t begin, int64_t end) {
+    // Inside the parallel region oneDNN runs each call on this thread alone.
+    torch::Tensor scores = torch::empty({seq, kv_seq}, q.options());
+    const torch::Tensor scratch =
+        torch::empty({std::max<int64_t>(scratch_bytes, 1)}, q.options().dtype(torch::kByte));
+    const dnnl::memory scores_mem(scores_md, engine, scores.data_ptr());
+    dnnl::stream stream(engine);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / heads, h = i % heads;
+      const dnnl::memory q_mem(q_md, engine, q_data + b * q.stride(0) + h * q.stride(1));
+      const dnnl::memory kt_mem(kt_md, engine, k_data + b * k.stride(0) + h * k.stride(1));
+      const dnnl::memory v_mem(v_md, engine, v_data + b * v.stride(0) + h * v.stride(1));
+      const dnnl::memory out_mem(out_md, engine, out_data + b * out.stride(0) + h * out.stride(1));
+      const bool add = masked[b] != 0;
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_SRC, q_mem}, {DNNL_ARG_WEIGHTS, kt_mem}, {DNNL_ARG_DST, scores_mem}};
+      if (scratch_bytes > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(descs[add ? 1 : 0].scratchpad_desc(), engine,
+                                                       scratch.data_ptr()));
+      if (add)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                     dnnl::memory(mask_md, engine, mask_data + b * kv_seq));
+      products[add ? 1 : 0].execute(stream, args);
+      softmax.execute(stream, {{DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_DST, scores_mem}});
+      std::unordered_map<int, dnnl::memory> pv = {
+          {DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_WEIGHTS, v_mem}, {DNNL_ARG_DST, out_mem}};
+      if (scratch_bytes > 0)
+        pv.emplace(DNNL_ARG_SCRATCHPAD,
+                   dnnl::memory(descs[2].scratchpad_desc(), engine, scratch.data_ptr()));
+      products[2].execute(stream, pv);
+    }
+    stream.wait();
+  });
+  return true;
+}
+
 #else
 
 void matmul_into(const torch::Tensor&,
@@ -264,6 +358,16 @@ void matmul_into(const torch::Tensor&,
                  bool,
                  const torch::Tensor&) {
   throw std::runtime_error("onednn: this build has no oneDNN (install libdnnl-dev)");
+}
+
+bool attention_by_head(const torch::Tensor&,
+                       const torch::Tensor&,
+                       const torch::Tensor&,
+                       const torch::Tensor&,
+                       const std::vector<char>&,
+                       double,
+                       const torch::Tensor&) {
+  return false;
 }
 
 #endif
@@ -517,6 +621,14 @@ bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   return onednn_wanted(a, b, a.numel() * b.size(-1));
 }
 
+bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t) {
+  static const bool by_head = [] {
+    const char* env = std::getenv("BERTFT_ATTENTION");
+    return env == nullptr || std::string(env) != "batched";
+  }();
+  return by_head && q.scalar_type() == torch::kFloat && use_onednn_matmul(q, k_t);
+}
+
 bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight) {
   if (!autocast::enabled(c10::kCPU) || autocast::dtype(c10::kCPU) != torch::kBFloat16 ||
       weight.dim() != 2 || weight.scalar_type() != torch::kFloat ||
@@ -596,6 +708,49 @@ torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
   TORCH_CHECK(!linear_needs_autograd(input, weight, bias),
               "onednn_linear_gelu: inference only (no autograd through the fused GELU)");
   return linear_gemm(input, weight, bias, /*bf16=*/false, /*gelu=*/true);
+}
+
+torch::Tensor onednn_attention(const torch::Tensor& q,
+                               const torch::Tensor& k,
+                               const torch::Tensor& v,
+                               const torch::Tensor& additive_mask,
+                               double scale) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) &&
+                  k.sizes() == v.sizes() && q.size(1) == k.size(1) && q.size(3) == k.size(3),
+              "onednn_attention: q [batch, heads, seq, head_dim] and k, v [batch, heads, kv_seq, "
+              "head_dim], got ",
+              q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  for (const auto* t : {&q, &k, &v})
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == torch::kFloat,
+                "onednn_attention: float32 CPU tensors only");
+  TORCH_CHECK(!torch::GradMode::is_enabled() ||
+                  !(q.requires_grad() || k.requires_grad() || v.requires_grad()),
+              "onednn_attention: inference only (no autograd)");
+  RECORD_FUNCTION("bertft::onednn_attention", std::vector<c10::IValue>({q, k, v}));
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3),
+                kv_seq = k.size(2);
+  // [batch, seq, heads, head_dim]: each head's context lands in [batch, seq, hidden] order.
+  const torch::Tensor out = torch::empty({batch, seq, heads, dim}, q.options());
+  torch::Tensor mask;
+  std::vector<char> masked(batch, 0);
+  if (additive_mask.defined()) {
+    TORCH_CHECK(additive_mask.numel() == batch * kv_seq && additive_mask.size(-1) == kv_seq,
+                "onednn_attention: the mask must be [batch, 1, 1, kv_seq], got ",
+                additive_mask.sizes());
+    mask = additive_mask.to(torch::kFloat).reshape({batch, kv_seq}).contiguous();
+    // A row without a masked position adds nothing: its heads skip the add.
+    const torch::Tensor any = mask.ne(0).any(/*dim=*/1);
+    const auto rows = any.accessor<bool, 1>();
+    for (int64_t b = 0; b < batch; ++b) masked[b] = rows[b] ? 1 : 0;
+  }
+  const torch::Tensor heads_view = out.transpose(1, 2);  // [batch, heads, seq, head_dim]
+  if (out.numel() == 0) return out.view({batch, seq, heads * dim});
+  if (kv_seq == 0 || !attention_by_head(q, k, v, mask, masked, scale, heads_view)) {
+    torch::Tensor scores = onednn_matmul(q * scale, k.transpose(-1, -2),
+                                         mask.defined() ? mask.view({batch, 1, 1, kv_seq}) : mask);
+    heads_view.copy_(onednn_matmul(torch::softmax(scores, -1), v));
+  }
+  return out.view({batch, seq, heads * dim});
 }
 
 }  // namespace bert

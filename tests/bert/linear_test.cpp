@@ -153,6 +153,48 @@ TEST(OneDnnMatmul, EqualsTorchMatmulOnHeadViewsWithTheMaskAdded) {
   }
 }
 
+TEST(OneDnnAttention, EqualsSoftmaxOfTheScaledMaskedScoresTimesV) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(4);
+  const int64_t batch = 4, seq = 9, heads = 3, dim = 8, hidden = heads * dim;
+  const auto heads_of = [&](const torch::Tensor& x) {
+    return x.view({batch, seq, heads, dim}).transpose(1, 2);  // the projections' head views
+  };
+  const auto q = heads_of(torch::randn({batch, seq, hidden}));
+  const auto k = heads_of(torch::randn({batch, seq, hidden}));
+  const auto v = heads_of(torch::randn({batch, seq, hidden}));
+  auto mask = torch::zeros({batch, 1, 1, seq});
+  const float lowest = std::numeric_limits<float>::lowest();           // what HF's mask holds
+  mask.index_put_({1, 0, 0, torch::indexing::Slice(5, seq)}, lowest);  // padding at the end
+  mask.index_put_({2, 0, 0, 3}, lowest);                               // one masked position
+  mask.index_put_({3}, lowest);  // every position masked: HF's rows come out uniform
+  const double scale = 1.0 / std::sqrt(8.0);
+  const auto reference = [&](const torch::Tensor& m) {
+    auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(8.0);
+    if (m.defined()) scores = scores + m;
+    return torch::matmul(torch::softmax(scores, -1), v)
+        .transpose(1, 2)
+        .reshape({batch, seq, hidden});
+  };
+  torch::NoGradGuard no_grad;
+  for (const auto& m : {mask, torch::Tensor()}) {
+    const auto got = onednn_attention(q, k, v, m, scale);
+    ASSERT_EQ(got.sizes(), (std::vector<int64_t>{batch, seq, hidden}));
+    EXPECT_LT(testing::max_abs_diff(got, reference(m)), 1e-5) << "masked " << m.defined();
+  }
+  // Keys and values of another length (kv_seq 6), and copies in other layouts.
+  const auto k6 = k.narrow(2, 0, 6).contiguous(), v6 = v.narrow(2, 0, 6).contiguous();
+  const auto mask6 = mask.narrow(-1, 0, 6).contiguous();
+  const auto want =
+      torch::matmul(torch::softmax(torch::matmul(q, k6.transpose(-1, -2)) * scale + mask6, -1), v6);
+  EXPECT_LT(testing::max_abs_diff(onednn_attention(q.contiguous(), k6, v6, mask6, scale),
+                                  want.transpose(1, 2).reshape({batch, seq, hidden})),
+            1e-5);
+  EXPECT_THROW(onednn_attention(q, k6, v, mask, scale), c10::Error);
+  torch::GradMode::set_enabled(true);
+  EXPECT_THROW(onednn_attention(q.clone().requires_grad_(true), k, v, mask, scale), c10::Error);
+}
+
 TEST(OneDnnMatmul, WritesTheResultInTheLayoutAsked) {
   REQUIRE_ONEDNN();
   const int64_t batch = 2, heads = 3, seq = 5, dim = 4, hidden = heads * dim;
@@ -183,18 +225,57 @@ struct Bf16Autocast {
   }
 };
 
-/// How many oneDNN GEMMs ran while `work` did (each records "bertft::onednn_matmul").
-int onednn_gemms_during(const std::function<void()>& work) {
+/// How many record_function scopes named `name` ran while `work` did.
+int records_during(const char* name, const std::function<void()>& work) {
   static std::atomic<int> count{0};
+  static const char* wanted = nullptr;
   count = 0;
+  wanted = name;
   const auto handle = at::addGlobalCallback(at::RecordFunctionCallback(
       [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        if (std::string(fn.name()) == "bertft::onednn_matmul") ++count;
+        if (std::string(fn.name()) == wanted) ++count;
         return nullptr;
       }));
   work();
   at::removeCallback(handle);
   return count.load();
+}
+
+/// How many oneDNN GEMMs ran while `work` did (each records "bertft::onednn_matmul").
+int onednn_gemms_during(const std::function<void()>& work) {
+  return records_during("bertft::onednn_matmul", work);
+}
+
+TEST(OneDnnAttention, EvaluationOfTheModelTakesItAndMatchesTraining) {
+  // A bert-base-shaped layer's attention (head_dim 64) in eval mode without autograd goes head by
+  // head; the same weights with autograd on (the batched path) give the same hidden states.
+  REQUIRE_ONEDNN();
+  torch::manual_seed(5);
+  BertModel model(testing::tiny_config()
+                      .num_hidden_layers(1)
+                      .hidden_size(128)
+                      .num_attention_heads(2)
+                      .intermediate_size(256));
+  model->eval();
+  const auto ids = torch::randint(1, 99, {3, 40});
+  auto mask = torch::ones({3, 40}, torch::kLong);
+  mask.index_put_({0, torch::indexing::Slice(25, 40)}, 0);
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
+  torch::Tensor batched, by_head;
+  EXPECT_EQ(records_during("bertft::onednn_attention",
+                           [&] { batched = model->forward(ids, mask).last_hidden_state; }),
+            0);  // autograd on: the batched path
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(records_during("bertft::onednn_attention",
+                             [&] { by_head = model->forward(ids, mask).last_hidden_state; }),
+              1);
+  }
+  EXPECT_LT(testing::max_abs_diff(by_head, batched.detach()), 1e-5);
+  // Training mode (dropout on) keeps the batched path, without autograd too.
+  model->train();
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(records_during("bertft::onednn_attention", [&] { model->forward(ids, mask); }), 0);
 }
 
 TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {
