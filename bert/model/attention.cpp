@@ -156,6 +156,9 @@ BertSelfOutputImpl::BertSelfOutputImpl(const BertConfig& c) {
 
 torch::Tensor BertSelfOutputImpl::forward(const torch::Tensor& hidden,
                                           const torch::Tensor& residual) {
+  if (!(dropout_->is_training() && dropout_->p > 0))
+    if (const auto sum = linear_add_if_inference(*dense_, hidden, residual); sum.defined())
+      return layer_norm_(sum);
   return layer_norm_(dropout_(dense_(hidden)) + residual);
 }
 

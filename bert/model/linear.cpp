@@ -79,6 +79,16 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
   return call("quantized::linear_dynamic", {x, packed_, false})[0].toTensor();
 }
 
+torch::Tensor linear_add_if_inference(LinearImpl& dense,
+                                      const torch::Tensor& input,
+                                      const torch::Tensor& residual) {
+  if (dense.is_int8() || linear_needs_autograd(input, dense.weight, dense.bias) ||
+      (torch::GradMode::is_enabled() && residual.requires_grad()) ||
+      residual.scalar_type() != torch::kFloat || !use_onednn_linear(input, dense.weight))
+    return {};
+  return onednn_linear_add(input, dense.weight, dense.bias, residual);
+}
+
 int64_t quantize_dynamic_int8(torch::nn::Module& module) {
   int64_t n = 0;
   for (const auto& m : module.modules(/*include_self=*/true))

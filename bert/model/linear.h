@@ -41,6 +41,14 @@ class LinearImpl : public torch::nn::LinearImpl {
 };
 TORCH_MODULE(Linear);
 
+/// dense(input) + residual with the residual added in the GEMM's own output pass, where that is
+/// what dense would compute anyway (float32 through oneDNN, not int8) and nothing records
+/// autograd: the projection output and residual sum of an inference forward, one pass over
+/// [tokens, out] fewer. Else undefined (the caller adds the two itself).
+torch::Tensor linear_add_if_inference(LinearImpl& dense,
+                                      const torch::Tensor& input,
+                                      const torch::Tensor& residual);
+
 /// Switches every bert::Linear under `module` (the encoder layers' Q, K, V, attention output and
 /// feed-forward projections) to the int8 path; returns how many. Embeddings, LayerNorms, pooler
 /// and task heads stay fp32, as with torch.quantization.quantize_dynamic of those layers.

@@ -372,16 +372,18 @@ bool attention_by_head(const torch::Tensor&,
 
 #endif
 
-/// c[M, N] = a[M, K] b[K, N] (+ bias[N]) (then GELU), into a new contiguous tensor of `dtype`
-/// (a's when not given; bf16 operands may give a float32 result: their sums are float32).
+/// c[M, N] = a[M, K] b[K, N] (+ bias[N]) (+ add[M, N]) (then GELU), into a new contiguous tensor
+/// of `dtype` (a's when not given; bf16 operands may give a float32 result: their sums are
+/// float32).
 torch::Tensor gemm(const torch::Tensor& a,
                    const torch::Tensor& b,
                    const torch::Tensor& bias,
                    bool gelu,
-                   c10::optional<torch::ScalarType> dtype = c10::nullopt) {
+                   c10::optional<torch::ScalarType> dtype = c10::nullopt,
+                   const torch::Tensor& add = {}) {
   torch::Tensor c =
       torch::empty({a.size(0), b.size(1)}, a.options().dtype(dtype.value_or(a.scalar_type())));
-  matmul_into(a, b, bias.defined() ? bias.view({1, -1}) : bias, {}, gelu, c);
+  matmul_into(a, b, bias.defined() ? bias.view({1, -1}) : bias, add, gelu, c);
   return c;
 }
 
@@ -708,6 +710,23 @@ torch::Tensor onednn_linear_gelu(const torch::Tensor& input,
   TORCH_CHECK(!linear_needs_autograd(input, weight, bias),
               "onednn_linear_gelu: inference only (no autograd through the fused GELU)");
   return linear_gemm(input, weight, bias, /*bf16=*/false, /*gelu=*/true);
+}
+
+torch::Tensor onednn_linear_add(const torch::Tensor& input,
+                                const torch::Tensor& weight,
+                                const torch::Tensor& bias,
+                                const torch::Tensor& residual) {
+  check_operands(input, weight, bias);
+  const auto sizes = output_sizes(input, weight.size(0));
+  TORCH_CHECK(residual.device().is_cpu() && residual.scalar_type() == torch::kFloat &&
+                  residual.sizes() == c10::IntArrayRef(sizes),
+              "onednn_linear_add: the residual must be a float32 CPU tensor of ",
+              c10::IntArrayRef(sizes), ", got ", residual.sizes());
+  TORCH_CHECK(!linear_needs_autograd(input, weight, bias) &&
+                  !(torch::GradMode::is_enabled() && residual.requires_grad()),
+              "onednn_linear_add: inference only (no autograd through the added residual)");
+  return gemm(rows_of(input), weight.t(), bias, /*gelu=*/false, c10::nullopt, rows_of(residual))
+      .view(sizes);
 }
 
 torch::Tensor onednn_attention(const torch::Tensor& q,

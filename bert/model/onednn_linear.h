@@ -115,6 +115,15 @@ torch::Tensor onednn_matmul(const torch::Tensor& a,
                             const torch::Tensor& add = {},
                             c10::IntArrayRef out_strides = {});
 
+/// input x weight^T + bias + residual ([..., out], input's leading dims) in one GEMM, the
+/// residual added in its output pass: in float32 the same sums, rounded the same way, as the
+/// projection and the addition done apart. For inference only: throws when grad mode is on and
+/// an operand requires grad.
+torch::Tensor onednn_linear_add(const torch::Tensor& input,
+                                const torch::Tensor& weight,
+                                const torch::Tensor& bias,
+                                const torch::Tensor& residual);
+
 /// Whether inference attention on q [..., seq, head_dim] and k^T [..., head_dim, kv_seq] goes
 /// through onednn_attention: float32, use_onednn_matmul, and unless BERTFT_ATTENTION=batched
 /// (which keeps the batched products, for side-by-side measurements).

@@ -278,6 +278,33 @@ TEST(OneDnnAttention, EvaluationOfTheModelTakesItAndMatchesTraining) {
   EXPECT_EQ(records_during("bertft::onednn_attention", [&] { model->forward(ids, mask); }), 0);
 }
 
+TEST(OneDnnLinear, ResidualAddedInTheOutputPassIsTheSeparateSumBitForBit) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(6);
+  const auto input = torch::randn({2, 5, 48}), weight = torch::randn({40, 48}),
+             bias = torch::randn({40}), residual = torch::randn({2, 5, 40});
+  {
+    torch::NoGradGuard no_grad;
+    const auto fused = onednn_linear_add(input, weight, bias, residual);
+    EXPECT_TRUE(torch::equal(fused, onednn_linear(input, weight, bias) + residual));
+    EXPECT_TRUE(torch::equal(onednn_linear_add(input, weight, {}, residual),
+                             onednn_linear(input, weight, {}) + residual));
+    EXPECT_THROW(onednn_linear_add(input, weight, bias, residual.narrow(2, 0, 39)), c10::Error);
+  }
+  EXPECT_THROW(onednn_linear_add(input, weight, bias, residual.clone().requires_grad_(true)),
+               c10::Error);
+  // The layers take it only without autograd and without active dropout.
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
+  BertOutput output(testing::tiny_config().hidden_size(40).intermediate_size(48));
+  output->eval();  // dropout off
+  const auto with_grad = output(input, residual);
+  ASSERT_TRUE(with_grad.requires_grad());
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(onednn_gemms_during(
+                [&] { EXPECT_TRUE(torch::equal(output(input, residual), with_grad.detach())); }),
+            1);
+}
+
 TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {
   REQUIRE_ONEDNN();
   torch::manual_seed(3);
