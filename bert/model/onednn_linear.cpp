@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -256,6 +257,74 @@ void matmul_into(const torch::Tensor& a_in,
   if (!split_wide_product(call)) run_matmul(call);
 }
 
+/// The oneDNN primitives of one attention shape (see attention_by_head): q k^T without and with
+/// the mask added, the softmax, the product with v.
+struct AttentionPrimitives {
+  dnnl::memory::desc q_md, kt_md, v_md, scores_md, out_md, mask_md;
+  std::array<dnnl::matmul::primitive_desc, 3> descs;
+  std::array<dnnl::matmul, 3> products;
+  dnnl::softmax_forward softmax;
+  int64_t scratch_bytes = 0;
+  bool reference = false;  ///< a product only oneDNN's reference loop takes
+};
+
+/// The primitives for these operands, made once per thread and shape (a primitive descriptor
+/// costs tens of microseconds even when oneDNN's own cache has it).
+const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
+                                                const torch::Tensor& k,
+                                                const torch::Tensor& v,
+                                                double scale,
+                                                const torch::Tensor& out) {
+  const int64_t seq = q.size(2), dim = q.size(3), kv_seq = k.size(2);
+  float scale_f = static_cast<float>(scale);
+  int32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale_f, sizeof scale_bits);
+  const std::vector<int64_t> key = {seq,         dim,           kv_seq,        q.stride(2),
+                                    q.stride(3), k.stride(2),   k.stride(3),   v.stride(2),
+                                    v.stride(3), out.stride(2), out.stride(3), scale_bits};
+  thread_local std::map<std::vector<int64_t>, AttentionPrimitives> made;
+  if (const auto it = made.find(key); it != made.end()) return it->second;
+  if (made.size() >= 256) made.clear();  // dynamic padding makes many lengths; keep it bounded
+  const auto f32 = dnnl::memory::data_type::f32;
+  using dims = dnnl::memory::dims;
+  AttentionPrimitives p;
+  // One head's operands as oneDNN reads them in place: q [seq, dim], k^T [dim, kv_seq] (a
+  // column-major view of k), v [kv_seq, dim], the context [seq, dim] inside out's rows.
+  p.q_md = {dims{seq, dim}, f32, dims{q.stride(2), q.stride(3)}};
+  p.kt_md = {dims{dim, kv_seq}, f32, dims{k.stride(3), k.stride(2)}};
+  p.v_md = {dims{kv_seq, dim}, f32, dims{v.stride(2), v.stride(3)}};
+  p.scores_md = {dims{seq, kv_seq}, f32, dims{kv_seq, 1}};
+  p.out_md = {dims{seq, dim}, f32, dims{out.stride(2), out.stride(3)}};
+  p.mask_md = {dims{1, kv_seq}, f32, dims{kv_seq, 1}};
+  const auto make = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                        const dnnl::memory::desc& c, bool scaled, bool add) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // The scale multiplies the sum before the mask is added: scale (q k^T) + mask, which for a
+    // power of two equals HF's (q k^T) / sqrt(head_dim) + mask bit for bit.
+    if (scaled) attr.set_output_scales(0, {scale_f});
+    if (add) {
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_add, p.mask_md);
+      attr.set_post_ops(ops);
+    }
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+  };
+  p.descs = {make(p.q_md, p.kt_md, p.scores_md, true, false),
+             make(p.q_md, p.kt_md, p.scores_md, true, true),
+             make(p.scores_md, p.v_md, p.out_md, false, false)};
+  for (size_t i = 0; i < p.descs.size(); ++i) {
+    p.reference |= std::string(p.descs[i].impl_info_str()).rfind("ref", 0) == 0;
+    p.products[i] = dnnl::matmul(p.descs[i]);
+    p.scratch_bytes = std::max<int64_t>(p.scratch_bytes, p.descs[i].scratchpad_desc().get_size());
+  }
+  // oneDNN's softmax (AVX-512 where the CPU has it; LibTorch 1.13's takes AVX2 here), in place.
+  p.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p.scores_md, 1),
+      cpu_engine()));
+  return made.emplace(key, std::move(p)).first->second;
+}
+
 /// softmax(scale q k^T + mask) v for inference, head by head: see onednn_attention in the
 /// header. Each thread takes a run of (batch, head) pairs and keeps its head's scores in its own
 /// [seq, kv_seq] buffer, which stays in its core's cache between the two products and the softmax
@@ -268,45 +337,8 @@ bool attention_by_head(const torch::Tensor& q,
                        const std::vector<char>& masked,
                        double scale,
                        const torch::Tensor& out) {
-  const int64_t heads = q.size(1), seq = q.size(2), dim = q.size(3), kv_seq = k.size(2);
-  const auto f32 = dnnl::memory::data_type::f32;
-  using dims = dnnl::memory::dims;
-  // One head's operands as oneDNN reads them in place: q [seq, dim], k^T [dim, kv_seq] (a
-  // column-major view of k), v [kv_seq, dim], the context [seq, dim] inside out's rows.
-  const dnnl::memory::desc q_md(dims{seq, dim}, f32, dims{q.stride(2), q.stride(3)});
-  const dnnl::memory::desc kt_md(dims{dim, kv_seq}, f32, dims{k.stride(3), k.stride(2)});
-  const dnnl::memory::desc v_md(dims{kv_seq, dim}, f32, dims{v.stride(2), v.stride(3)});
-  const dnnl::memory::desc scores_md(dims{seq, kv_seq}, f32, dims{kv_seq, 1});
-  const dnnl::memory::desc out_md(dims{seq, dim}, f32, dims{out.stride(2), out.stride(3)});
-  const dnnl::memory::desc mask_md(dims{1, kv_seq}, f32, dims{kv_seq, 1});
-  const auto make = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                        const dnnl::memory::desc& c, bool scaled, bool add) {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    // The scale multiplies the sum before the mask is added: scale (q k^T) + mask, which for a
-    // power of two equals HF's (q k^T) / sqrt(head_dim) + mask bit for bit.
-    if (scaled) attr.set_output_scales(0, {static_cast<float>(scale)});
-    if (add) {
-      dnnl::post_ops ops;
-      ops.append_binary(dnnl::algorithm::binary_add, mask_md);
-      attr.set_post_ops(ops);
-    }
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
-  };
-  const std::array<dnnl::matmul::primitive_desc, 3> descs = {
-      make(q_md, kt_md, scores_md, true, false), make(q_md, kt_md, scores_md, true, true),
-      make(scores_md, v_md, out_md, false, false)};
-  for (const auto& d : descs)
-    if (std::string(d.impl_info_str()).rfind("ref", 0) == 0) return false;
-  // oneDNN's softmax (AVX-512 where the CPU has it; LibTorch 1.13's takes AVX2 here), in place.
-  const dnnl::softmax_forward::primitive_desc softmax_desc(
-      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, scores_md, 1), cpu_engine());
-  const dnnl::softmax_forward softmax(softmax_desc);
-  const std::array<dnnl::matmul, 3> products = {dnnl::matmul(descs[0]), dnnl::matmul(descs[1]),
-                                                dnnl::matmul(descs[2])};
-  int64_t scratch_bytes = 0;
-  for (const auto& d : descs)
-    scratch_bytes = std::max<int64_t>(scratch_bytes, d.scratchpad_desc().get_size());
+  const int64_t heads = q.size(1), seq = q.size(2), kv_seq = k.size(2);
+  if (attention_primitives(q, k, v, scale, out).reference) return false;
   const auto& engine = cpu_engine();
   float* const q_data = q.data_ptr<float>();
   float* const k_data = k.data_ptr<float>();
@@ -315,34 +347,36 @@ bool attention_by_head(const torch::Tensor& q,
   float* const mask_data = mask.defined() ? mask.data_ptr<float>() : nullptr;
   parallel_for(0, q.size(0) * heads, 1, [&](int64_t begin, int64_t end) {
     // Inside the parallel region oneDNN runs each call on this thread alone.
+    const AttentionPrimitives& p = attention_primitives(q, k, v, scale, out);
     torch::Tensor scores = torch::empty({seq, kv_seq}, q.options());
     const torch::Tensor scratch =
-        torch::empty({std::max<int64_t>(scratch_bytes, 1)}, q.options().dtype(torch::kByte));
-    const dnnl::memory scores_mem(scores_md, engine, scores.data_ptr());
+        torch::empty({std::max<int64_t>(p.scratch_bytes, 1)}, q.options().dtype(torch::kByte));
+    const dnnl::memory scores_mem(p.scores_md, engine, scores.data_ptr());
     dnnl::stream stream(engine);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b = i / heads, h = i % heads;
-      const dnnl::memory q_mem(q_md, engine, q_data + b * q.stride(0) + h * q.stride(1));
-      const dnnl::memory kt_mem(kt_md, engine, k_data + b * k.stride(0) + h * k.stride(1));
-      const dnnl::memory v_mem(v_md, engine, v_data + b * v.stride(0) + h * v.stride(1));
-      const dnnl::memory out_mem(out_md, engine, out_data + b * out.stride(0) + h * out.stride(1));
-      const bool add = masked[b] != 0;
+      const dnnl::memory q_mem(p.q_md, engine, q_data + b * q.stride(0) + h * q.stride(1));
+      const dnnl::memory kt_mem(p.kt_md, engine, k_data + b * k.stride(0) + h * k.stride(1));
+      const dnnl::memory v_mem(p.v_md, engine, v_data + b * v.stride(0) + h * v.stride(1));
+      const dnnl::memory out_mem(p.out_md, engine,
+                                 out_data + b * out.stride(0) + h * out.stride(1));
+      const int first = masked[b] != 0 ? 1 : 0;  // with the mask added, or without
       std::unordered_map<int, dnnl::memory> args = {
           {DNNL_ARG_SRC, q_mem}, {DNNL_ARG_WEIGHTS, kt_mem}, {DNNL_ARG_DST, scores_mem}};
-      if (scratch_bytes > 0)
-        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(descs[add ? 1 : 0].scratchpad_desc(), engine,
-                                                       scratch.data_ptr()));
-      if (add)
+      if (p.scratch_bytes > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     dnnl::memory(p.descs[first].scratchpad_desc(), engine, scratch.data_ptr()));
+      if (first == 1)
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                     dnnl::memory(mask_md, engine, mask_data + b * kv_seq));
-      products[add ? 1 : 0].execute(stream, args);
-      softmax.execute(stream, {{DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_DST, scores_mem}});
+                     dnnl::memory(p.mask_md, engine, mask_data + b * kv_seq));
+      p.products[first].execute(stream, args);
+      p.softmax.execute(stream, {{DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_DST, scores_mem}});
       std::unordered_map<int, dnnl::memory> pv = {
           {DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_WEIGHTS, v_mem}, {DNNL_ARG_DST, out_mem}};
-      if (scratch_bytes > 0)
+      if (p.scratch_bytes > 0)
         pv.emplace(DNNL_ARG_SCRATCHPAD,
-                   dnnl::memory(descs[2].scratchpad_desc(), engine, scratch.data_ptr()));
-      products[2].execute(stream, pv);
+                   dnnl::memory(p.descs[2].scratchpad_desc(), engine, scratch.data_ptr()));
+      p.products[2].execute(stream, pv);
     }
     stream.wait();
   });
