@@ -106,7 +106,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   // Inference in float32 (no gradient, no dropout, the probabilities not asked for): head by
   // head, the scores never written out whole. (Where 1/sqrt(head_dim) is not a power of two, its
   // product differs from HF's quotient by at most an ulp of each score.)
-  if (probs_out == nullptr && !(dropout_->is_training() && dropout_->p > 0) &&
+  if (probs_out == nullptr && !dropout_->active() &&
       !(torch::GradMode::is_enabled() &&
         (q.requires_grad() || k.requires_grad() || v.requires_grad())) &&
       use_onednn_attention(q, k.transpose(-1, -2)))
@@ -156,7 +156,7 @@ BertSelfOutputImpl::BertSelfOutputImpl(const BertConfig& c) {
 
 torch::Tensor BertSelfOutputImpl::forward(const torch::Tensor& hidden,
                                           const torch::Tensor& residual) {
-  if (!(dropout_->is_training() && dropout_->p > 0))
+  if (!dropout_->active())
     if (const auto sum = linear_add_if_inference(*dense_, hidden, residual); sum.defined())
       return layer_norm_(sum);
   return layer_norm_(dropout_(dense_(hidden)) + residual);

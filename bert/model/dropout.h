@@ -21,6 +21,8 @@ class DropoutImpl : public torch::nn::Cloneable<DropoutImpl> {
   void reset() override {}
   torch::Tensor forward(const torch::Tensor& x) { return hash_dropout(x, p, is_training()); }
   void pretty_print(std::ostream& stream) const override;
+  /// Whether forward changes anything (training mode and p > 0).
+  bool active() const { return is_training() && p > 0; }
 
   double p;
 };

@@ -57,7 +57,7 @@ BertOutputImpl::BertOutputImpl(const BertConfig& c) {
 
 torch::Tensor BertOutputImpl::forward(const torch::Tensor& intermediate,
                                       const torch::Tensor& residual) {
-  if (!(dropout_->is_training() && dropout_->p > 0))
+  if (!dropout_->active())
     if (const auto sum = linear_add_if_inference(*dense_, intermediate, residual); sum.defined())
       return layer_norm_(sum);
   return layer_norm_(dropout_(dense_(intermediate)) + residual);

@@ -82,9 +82,14 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
 torch::Tensor linear_add_if_inference(LinearImpl& dense,
                                       const torch::Tensor& input,
                                       const torch::Tensor& residual) {
-  if (dense.is_int8() || linear_needs_autograd(input, dense.weight, dense.bias) ||
+  const bool fits =
+      residual.dim() == input.dim() && input.dim() >= 1 &&
+      residual.sizes().slice(0, input.dim() - 1) == input.sizes().slice(0, input.dim() - 1) &&
+      residual.size(-1) == dense.weight.size(0);
+  if (!fits || dense.is_int8() || linear_needs_autograd(input, dense.weight, dense.bias) ||
       (torch::GradMode::is_enabled() && residual.requires_grad()) ||
-      residual.scalar_type() != torch::kFloat || !use_onednn_linear(input, dense.weight))
+      residual.scalar_type() != torch::kFloat || !residual.device().is_cpu() ||
+      !use_onednn_linear(input, dense.weight))
     return {};
   return onednn_linear_add(input, dense.weight, dense.bias, residual);
 }
