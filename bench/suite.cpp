@@ -1,7 +1,7 @@
 // The bertft benchmark suite (issue 6): gemm, train_step, infer, seq_scaling, attention (inference
-// attention head by head vs batched), tokenizer, load,
-// sweep, data_parallel (1 process x 2 threads vs 2 processes x 1 thread, issue 13), vs_hf (Hugging
-// Face transformers on the same workloads, run A B A B with bertft, issue 16), checkpointing (a
+// attention head by head vs batched), tokenizer, load, sweep, data_parallel (1 process x 2 threads
+// vs 2 processes x 1 thread, issue 13), vs_hf (Hugging Face transformers on the same workloads, run
+// A B A B with bertft, issue 16), checkpointing (a
 // bert-base 4x512 train step with and without activation checkpointing: peak RSS and time), int8
 // (dynamic int8 inference speed against fp32 and bf16, and its accuracy cost on SST-2 dev).
 // Every model figure is also given as a ratio to the GEMM ceiling of the same precision measured
