@@ -64,6 +64,13 @@ void check_operands(const torch::Tensor& input,
               "onednn_linear: bias must be [", weight.size(0), "]");
 }
 
+/// Whether environment variable `name` is set to `value` (the switches that keep an old path for
+/// side-by-side measurements).
+bool env_is(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::string(env) == value;
+}
+
 /// A ScopedGemmSplit's choice (0 whole, 1 halves), or -1.
 std::atomic<int> forced_split{-1};
 
@@ -174,10 +181,7 @@ void run_matmul(const MatmulCall& m) {
 /// BERTFT_GEMM_SPLIT=off (which keeps every product whole, for side-by-side measurements).
 bool split_wide_gemms() {
   if (const int forced = forced_split.load(); forced >= 0) return forced == 1;
-  static const bool split = [] {
-    const char* env = std::getenv("BERTFT_GEMM_SPLIT");
-    return env == nullptr || std::string(env) != "off";
-  }();
+  static const bool split = !env_is("BERTFT_GEMM_SPLIT", "off");
   return split;
 }
 
@@ -550,10 +554,7 @@ torch::Tensor linear_through_onednn(const torch::Tensor& input,
 /// Whether bf16 work under autocast goes through oneDNN directly (BERTFT_BF16_LINEAR=autocast
 /// leaves it to LibTorch's autocast, for side-by-side measurements).
 bool bf16_direct() {
-  static const bool direct = [] {
-    const char* env = std::getenv("BERTFT_BF16_LINEAR");
-    return env == nullptr || std::string(env) != "autocast";
-  }();
+  static const bool direct = !env_is("BERTFT_BF16_LINEAR", "autocast");
   return direct;
 }
 
@@ -658,10 +659,7 @@ bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t) {
-  static const bool by_head = [] {
-    const char* env = std::getenv("BERTFT_ATTENTION");
-    return env == nullptr || std::string(env) != "batched";
-  }();
+  static const bool by_head = !env_is("BERTFT_ATTENTION", "batched");
   return by_head && q.scalar_type() == torch::kFloat && use_onednn_matmul(q, k_t);
 }
 
