@@ -37,7 +37,9 @@
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/file_util.h"
 #include "bert/common/threads.h"
+#include "bert/model/dropout.h"
 #include "bert/model/linear.h"
+#include "bert/model/onednn_attention.h"
 #include "bert/model/onednn_linear.h"
 #include "bert/model/pretraining.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -826,6 +828,62 @@ struct Suite {
         results["attention"][shape + (padded ? " padded" : "")] = {
             {"batched_ms", t_batched * 1e3}, {"by_head_ms", t_by_head * 1e3}, {"max_diff", diff}};
       }
+    }
+    attention_training();
+  }
+
+  /// The same layer's training attention, forward + backward with attention dropout 0.1: the
+  /// batched ops (the differentiable batched products, LibTorch's softmax, hash_dropout over the
+  /// whole probabilities: the path with BERTFT_ATTENTION=batched) against
+  /// onednn_attention_training (head by head, the probabilities recomputed in backward), alternated
+  /// in this process, padded as above; the max diff is the gradient of q's.
+  void attention_training() {
+    fmt::print(
+        "\n== attention: the same in training, forward + backward, dropout 0.1 (ms, best of {}) "
+        "==\n{:<8} {:<8} {:>9} {:>9} {:>7} {:>10}\n",
+        3 * iters, "shape", "padding", "batched", "by head", "ratio", "max diff");
+    const torch::AutoGradMode grad(true);  // (attention() runs without)
+    const int64_t heads = 12, dim = 64, hidden = heads * dim;
+    for (const auto& [batch, seq] :
+         std::vector<std::pair<int64_t, int64_t>>{{8, 128}, {32, 128}, {8, 384}}) {
+      const auto leaf = [&] { return torch::randn({batch, seq, hidden}).requires_grad_(true); };
+      const auto q_rows = leaf(), k_rows = leaf(), v_rows = leaf();
+      const auto upstream = torch::randn({batch, seq, hidden});
+      const auto heads_of = [&](const torch::Tensor& x) {
+        return x.view({batch, seq, heads, dim}).transpose(1, 2);
+      };
+      auto mask = torch::zeros({batch, 1, 1, seq});
+      mask.narrow(0, 0, (batch + 1) / 2)
+          .narrow(-1, seq - seq / 4, seq / 4)
+          .fill_(std::numeric_limits<float>::lowest());
+      const auto step = [&](bool by_head) {
+        for (const auto* t : {&q_rows, &k_rows, &v_rows}) t->mutable_grad() = torch::Tensor();
+        const auto q = heads_of(q_rows), k = heads_of(k_rows), v = heads_of(v_rows);
+        torch::manual_seed(3);  // the same dropout keys for both
+        torch::Tensor out;
+        if (by_head) {
+          out = bert::onednn_attention_training(q, k, v, mask, 0.125, 0.1);
+        } else {
+          const auto scores = bert::onednn_matmul(q * 0.125, k.transpose(-1, -2), mask);
+          out = bert::onednn_matmul(bert::hash_dropout(torch::softmax(scores, -1), 0.1, true), v,
+                                    {}, {seq * hidden, dim, hidden, 1})
+                    .transpose(1, 2)
+                    .reshape({batch, seq, hidden});
+        }
+        out.backward(upstream);
+        return q_rows.grad().clone();
+      };
+      const double diff = (step(false) - step(true)).abs().max().item<double>();
+      double t_batched = 1e30, t_by_head = 1e30;
+      for (int round = 0; round < 3 * iters; ++round) {
+        t_batched = std::min(t_batched, best_time(1, [&] { step(false); }));
+        t_by_head = std::min(t_by_head, best_time(1, [&] { step(true); }));
+      }
+      const auto shape = fmt::format("{}x{}", batch, seq);
+      fmt::print("{:<8} {:<8} {:>9.2f} {:>9.2f} {:>6.2f}x {:>10.1e}\n", shape, "yes",
+                 t_batched * 1e3, t_by_head * 1e3, t_batched / t_by_head, diff);
+      results["attention_training"][shape] = {
+          {"batched_ms", t_batched * 1e3}, {"by_head_ms", t_by_head * 1e3}, {"max_diff", diff}};
     }
   }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "bert/common/autocast.h"
+#include "bert/model/onednn_attention.h"
 #include "bert/model/onednn_linear.h"
 
 namespace bert {
@@ -103,15 +104,18 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   const torch::Tensor q = split_heads(query_(hidden));
   const torch::Tensor k = split_heads(key_(hidden));
   const torch::Tensor v = split_heads(value_(hidden));
-  // Inference in float32 (no gradient, no dropout, the probabilities not asked for): head by
-  // head, the scores never written out whole. (Where 1/sqrt(head_dim) is not a power of two, its
-  // product differs from HF's quotient by at most an ulp of each score.)
-  if (probs_out == nullptr && !dropout_->active() &&
-      !(torch::GradMode::is_enabled() &&
-        (q.requires_grad() || k.requires_grad() || v.requires_grad())) &&
-      use_onednn_attention(q, k.transpose(-1, -2)))
-    return onednn_attention(q, k, v, additive_mask,
-                            1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  // In float32 on oneDNN, unless the probabilities are asked for: head by head, the scores never
+  // written out whole (in training, each head's probabilities recomputed for backward). (Where
+  // 1/sqrt(head_dim) is not a power of two, its product differs from HF's quotient by at most an
+  // ulp of each score.)
+  if (probs_out == nullptr && use_onednn_attention(q, k.transpose(-1, -2))) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+    const bool grad = torch::GradMode::is_enabled() &&
+                      (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    if (!grad && !dropout_->active()) return onednn_attention(q, k, v, additive_mask, scale);
+    return onednn_attention_training(q, k, v, additive_mask, scale,
+                                     dropout_->active() ? dropout_->p : 0.0);
+  }
   if (use_onednn_matmul(q, k.transpose(-1, -2)))
     return attend_onednn(q, k, v, additive_mask, probs_out, dropout_);
 

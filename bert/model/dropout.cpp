@@ -10,21 +10,14 @@
 #include "bert/model/dropout_kernel.h"
 
 namespace bert {
-namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::tensor_list;
-
-constexpr int64_t kGrain = 1 << 15;  // elements per parallel chunk
-
-/// 64 random bits from LibTorch's default CPU generator: the keys of one dropout mask.
-uint64_t draw_keys() {
+uint64_t draw_dropout_keys() {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
 }
 
-kernels::DropoutMask make_mask(double p, uint64_t keys) {
+kernels::DropoutMask dropout_mask(double p, uint64_t keys) {
   kernels::DropoutMask mask;
   mask.key0 = static_cast<uint32_t>(keys);
   mask.key1 = static_cast<uint32_t>(keys >> 32);
@@ -32,6 +25,13 @@ kernels::DropoutMask make_mask(double p, uint64_t keys) {
   mask.scale = static_cast<float>(1.0 / (1.0 - p));
   return mask;
 }
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+constexpr int64_t kGrain = 1 << 15;  // elements per parallel chunk
 
 torch::Tensor apply_mask(const torch::Tensor& input, const kernels::DropoutMask& mask) {
   RECORD_FUNCTION("bert::dropout_mask", std::vector<c10::IValue>({input}));
@@ -53,14 +53,14 @@ torch::Tensor apply_mask(const torch::Tensor& input, const kernels::DropoutMask&
 
 struct HashDropout : torch::autograd::Function<HashDropout> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, double p) {
-    const uint64_t keys = draw_keys();
+    const uint64_t keys = draw_dropout_keys();
     ctx->saved_data["keys"] = static_cast<int64_t>(keys);
     ctx->saved_data["p"] = p;
-    return apply_mask(x, make_mask(p, keys));
+    return apply_mask(x, dropout_mask(p, keys));
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    const auto mask = make_mask(ctx->saved_data["p"].toDouble(),
-                                static_cast<uint64_t>(ctx->saved_data["keys"].toInt()));
+    const auto mask = dropout_mask(ctx->saved_data["p"].toDouble(),
+                                   static_cast<uint64_t>(ctx->saved_data["keys"].toInt()));
     return {apply_mask(grads[0], mask), torch::Tensor()};
   }
 };

@@ -2,7 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <ostream>
+
+#include "bert/model/dropout_kernel.h"
 
 namespace bert {
 
@@ -13,6 +16,13 @@ namespace bert {
 /// instead of bernoulli_ + mul (about 13% of a bert-base bf16 train step here). Other devices and
 /// dtypes use torch::dropout. Identity when !training or p == 0.
 torch::Tensor hash_dropout(const torch::Tensor& x, double p, bool training);
+
+/// The keys of one hash_dropout mask: 64 bits from LibTorch's default CPU generator (the draw
+/// hash_dropout makes). For kernels that drop a tensor they never hold whole (the attention's
+/// probabilities head by head) as hash_dropout would.
+uint64_t draw_dropout_keys();
+/// hash_dropout's mask for probability p (0 <= p < 1) and `keys`.
+kernels::DropoutMask dropout_mask(double p, uint64_t keys);
 
 /// A parameter-free module around hash_dropout, in place of torch::nn::Dropout.
 class DropoutImpl : public torch::nn::Cloneable<DropoutImpl> {

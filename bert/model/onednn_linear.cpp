@@ -4,22 +4,32 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <utility>
 
-#ifdef BERTFT_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
-
 #include "bert/common/autocast.h"
-#include "bert/common/parallel.h"
+#include "bert/model/onednn_detail.h"
 
 namespace bert {
+namespace detail {
+
+bool env_is(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::string(env) == value;
+}
+
+#ifdef BERTFT_HAVE_DNNL
+const dnnl::engine& onednn_cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+#endif
+
+}  // namespace detail
+
 namespace {
 
 /// `t` as an operand oneDNN reads in place: its last two dims row- or column-major (one stride
@@ -64,22 +74,10 @@ void check_operands(const torch::Tensor& input,
               "onednn_linear: bias must be [", weight.size(0), "]");
 }
 
-/// Whether environment variable `name` is set to `value` (the switches that keep an old path for
-/// side-by-side measurements).
-bool env_is(const char* name, const char* value) {
-  const char* env = std::getenv(name);
-  return env != nullptr && std::string(env) == value;
-}
-
 /// A ScopedGemmSplit's choice (0 whole, 1 halves), or -1.
 std::atomic<int> forced_split{-1};
 
 #ifdef BERTFT_HAVE_DNNL
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 /// A matmul primitive for one problem (shapes, strides, bias, add, GELU). oneDNN keeps a cache
 /// of its own, but making the primitive descriptor costs ~40 us even on a hit: more than the
@@ -134,7 +132,8 @@ const Primitive& primitive_for(const MatmulCall& m) {
   attr.set_post_ops(ops);
   const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
   dnnl::matmul::primitive_desc desc(
-      dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)), attr, cpu_engine());
+      dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)), attr,
+      detail::onednn_cpu_engine());
   const bool reference = std::string(desc.impl_info_str()).rfind("ref", 0) == 0;
   Primitive p{desc, dnnl::matmul(desc), static_cast<int64_t>(desc.scratchpad_desc().get_size()),
               reference};
@@ -157,7 +156,7 @@ void run_matmul(const MatmulCall& m) {
       c.copy_(out);
     return;
   }
-  const auto& engine = cpu_engine();
+  const auto& engine = detail::onednn_cpu_engine();
   const auto memory = [&](const torch::Tensor& t) {
     return dnnl::memory(describe(t), engine, t.data_ptr());
   };
@@ -181,7 +180,7 @@ void run_matmul(const MatmulCall& m) {
 /// BERTFT_GEMM_SPLIT=off (which keeps every product whole, for side-by-side measurements).
 bool split_wide_gemms() {
   if (const int forced = forced_split.load(); forced >= 0) return forced == 1;
-  static const bool split = !env_is("BERTFT_GEMM_SPLIT", "off");
+  static const bool split = !detail::env_is("BERTFT_GEMM_SPLIT", "off");
   return split;
 }
 
@@ -261,132 +260,6 @@ void matmul_into(const torch::Tensor& a_in,
   if (!split_wide_product(call)) run_matmul(call);
 }
 
-/// The oneDNN primitives of one attention shape (see attention_by_head): q k^T without and with
-/// the mask added, the softmax, the product with v.
-struct AttentionPrimitives {
-  dnnl::memory::desc q_md, kt_md, v_md, scores_md, out_md, mask_md;
-  std::array<dnnl::matmul::primitive_desc, 3> descs;
-  std::array<dnnl::matmul, 3> products;
-  dnnl::softmax_forward softmax;
-  int64_t scratch_bytes = 0;
-  bool reference = false;  ///< a product only oneDNN's reference loop takes
-};
-
-/// The primitives for these operands, made once per thread and shape (a primitive descriptor
-/// costs tens of microseconds even when oneDNN's own cache has it).
-const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
-                                                const torch::Tensor& k,
-                                                const torch::Tensor& v,
-                                                double scale,
-                                                const torch::Tensor& out) {
-  const int64_t seq = q.size(2), dim = q.size(3), kv_seq = k.size(2);
-  float scale_f = static_cast<float>(scale);
-  int32_t scale_bits = 0;
-  std::memcpy(&scale_bits, &scale_f, sizeof scale_bits);
-  const std::vector<int64_t> key = {seq,         dim,           kv_seq,        q.stride(2),
-                                    q.stride(3), k.stride(2),   k.stride(3),   v.stride(2),
-                                    v.stride(3), out.stride(2), out.stride(3), scale_bits};
-  thread_local std::map<std::vector<int64_t>, AttentionPrimitives> made;
-  if (const auto it = made.find(key); it != made.end()) return it->second;
-  if (made.size() >= 256) made.clear();  // dynamic padding makes many lengths; keep it bounded
-  const auto f32 = dnnl::memory::data_type::f32;
-  using dims = dnnl::memory::dims;
-  AttentionPrimitives p;
-  // One head's operands as oneDNN reads them in place: q [seq, dim], k^T [dim, kv_seq] (a
-  // column-major view of k), v [kv_seq, dim], the context [seq, dim] inside out's rows.
-  p.q_md = {dims{seq, dim}, f32, dims{q.stride(2), q.stride(3)}};
-  p.kt_md = {dims{dim, kv_seq}, f32, dims{k.stride(3), k.stride(2)}};
-  p.v_md = {dims{kv_seq, dim}, f32, dims{v.stride(2), v.stride(3)}};
-  p.scores_md = {dims{seq, kv_seq}, f32, dims{kv_seq, 1}};
-  p.out_md = {dims{seq, dim}, f32, dims{out.stride(2), out.stride(3)}};
-  p.mask_md = {dims{1, kv_seq}, f32, dims{kv_seq, 1}};
-  const auto make = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                        const dnnl::memory::desc& c, bool scaled, bool add) {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    // The scale multiplies the sum before the mask is added: scale (q k^T) + mask, which for a
-    // power of two equals HF's (q k^T) / sqrt(head_dim) + mask bit for bit.
-    if (scaled) attr.set_output_scales(0, {scale_f});
-    if (add) {
-      dnnl::post_ops ops;
-      ops.append_binary(dnnl::algorithm::binary_add, p.mask_md);
-      attr.set_post_ops(ops);
-    }
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
-  };
-  p.descs = {make(p.q_md, p.kt_md, p.scores_md, true, false),
-             make(p.q_md, p.kt_md, p.scores_md, true, true),
-             make(p.scores_md, p.v_md, p.out_md, false, false)};
-  for (size_t i = 0; i < p.descs.size(); ++i) {
-    p.reference |= std::string(p.descs[i].impl_info_str()).rfind("ref", 0) == 0;
-    p.products[i] = dnnl::matmul(p.descs[i]);
-    p.scratch_bytes = std::max<int64_t>(p.scratch_bytes, p.descs[i].scratchpad_desc().get_size());
-  }
-  // oneDNN's softmax (AVX-512 where the CPU has it; LibTorch 1.13's takes AVX2 here), in place.
-  p.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
-      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p.scores_md, 1),
-      cpu_engine()));
-  return made.emplace(key, std::move(p)).first->second;
-}
-
-/// softmax(scale q k^T + mask) v for inference, head by head: see onednn_attention in the
-/// header. Each thread takes a run of (batch, head) pairs and keeps its head's scores in its own
-/// [seq, kv_seq] buffer, which stays in its core's cache between the two products and the softmax
-/// (the batched path writes every head's scores to memory and reads them back twice). Returns
-/// false, having done nothing, where oneDNN would take its reference loop for these layouts.
-bool attention_by_head(const torch::Tensor& q,
-                       const torch::Tensor& k,
-                       const torch::Tensor& v,
-                       const torch::Tensor& mask,
-                       const std::vector<char>& masked,
-                       double scale,
-                       const torch::Tensor& out) {
-  const int64_t heads = q.size(1), seq = q.size(2), kv_seq = k.size(2);
-  if (attention_primitives(q, k, v, scale, out).reference) return false;
-  const auto& engine = cpu_engine();
-  float* const q_data = q.data_ptr<float>();
-  float* const k_data = k.data_ptr<float>();
-  float* const v_data = v.data_ptr<float>();
-  float* const out_data = out.data_ptr<float>();
-  float* const mask_data = mask.defined() ? mask.data_ptr<float>() : nullptr;
-  parallel_for(0, q.size(0) * heads, 1, [&](int64_t begin, int64_t end) {
-    // Inside the parallel region oneDNN runs each call on this thread alone.
-    const AttentionPrimitives& p = attention_primitives(q, k, v, scale, out);
-    torch::Tensor scores = torch::empty({seq, kv_seq}, q.options());
-    const torch::Tensor scratch =
-        torch::empty({std::max<int64_t>(p.scratch_bytes, 1)}, q.options().dtype(torch::kByte));
-    const dnnl::memory scores_mem(p.scores_md, engine, scores.data_ptr());
-    dnnl::stream stream(engine);
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t b = i / heads, h = i % heads;
-      const dnnl::memory q_mem(p.q_md, engine, q_data + b * q.stride(0) + h * q.stride(1));
-      const dnnl::memory kt_mem(p.kt_md, engine, k_data + b * k.stride(0) + h * k.stride(1));
-      const dnnl::memory v_mem(p.v_md, engine, v_data + b * v.stride(0) + h * v.stride(1));
-      const dnnl::memory out_mem(p.out_md, engine,
-                                 out_data + b * out.stride(0) + h * out.stride(1));
-      const int first = masked[b] != 0 ? 1 : 0;  // with the mask added, or without
-      std::unordered_map<int, dnnl::memory> args = {
-          {DNNL_ARG_SRC, q_mem}, {DNNL_ARG_WEIGHTS, kt_mem}, {DNNL_ARG_DST, scores_mem}};
-      if (p.scratch_bytes > 0)
-        args.emplace(DNNL_ARG_SCRATCHPAD,
-                     dnnl::memory(p.descs[first].scratchpad_desc(), engine, scratch.data_ptr()));
-      if (first == 1)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                     dnnl::memory(p.mask_md, engine, mask_data + b * kv_seq));
-      p.products[first].execute(stream, args);
-      p.softmax.execute(stream, {{DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_DST, scores_mem}});
-      std::unordered_map<int, dnnl::memory> pv = {
-          {DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_WEIGHTS, v_mem}, {DNNL_ARG_DST, out_mem}};
-      if (p.scratch_bytes > 0)
-        pv.emplace(DNNL_ARG_SCRATCHPAD,
-                   dnnl::memory(p.descs[2].scratchpad_desc(), engine, scratch.data_ptr()));
-      p.products[2].execute(stream, pv);
-    }
-    stream.wait();
-  });
-  return true;
-}
-
 #else
 
 void matmul_into(const torch::Tensor&,
@@ -396,16 +269,6 @@ void matmul_into(const torch::Tensor&,
                  bool,
                  const torch::Tensor&) {
   throw std::runtime_error("onednn: this build has no oneDNN (install libdnnl-dev)");
-}
-
-bool attention_by_head(const torch::Tensor&,
-                       const torch::Tensor&,
-                       const torch::Tensor&,
-                       const torch::Tensor&,
-                       const std::vector<char>&,
-                       double,
-                       const torch::Tensor&) {
-  return false;
 }
 
 #endif
@@ -554,7 +417,7 @@ torch::Tensor linear_through_onednn(const torch::Tensor& input,
 /// Whether bf16 work under autocast goes through oneDNN directly (BERTFT_BF16_LINEAR=autocast
 /// leaves it to LibTorch's autocast, for side-by-side measurements).
 bool bf16_direct() {
-  static const bool direct = !env_is("BERTFT_BF16_LINEAR", "autocast");
+  static const bool direct = !detail::env_is("BERTFT_BF16_LINEAR", "autocast");
   return direct;
 }
 
@@ -658,11 +521,6 @@ bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   return onednn_wanted(a, b, a.numel() * b.size(-1));
 }
 
-bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t) {
-  static const bool by_head = !env_is("BERTFT_ATTENTION", "batched");
-  return by_head && q.scalar_type() == torch::kFloat && use_onednn_matmul(q, k_t);
-}
-
 bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& weight) {
   if (!autocast::enabled(c10::kCPU) || autocast::dtype(c10::kCPU) != torch::kBFloat16 ||
       weight.dim() != 2 || weight.scalar_type() != torch::kFloat ||
@@ -759,49 +617,6 @@ torch::Tensor onednn_linear_add(const torch::Tensor& input,
               "onednn_linear_add: inference only (no autograd through the added residual)");
   return gemm(rows_of(input), weight.t(), bias, /*gelu=*/false, c10::nullopt, rows_of(residual))
       .view(sizes);
-}
-
-torch::Tensor onednn_attention(const torch::Tensor& q,
-                               const torch::Tensor& k,
-                               const torch::Tensor& v,
-                               const torch::Tensor& additive_mask,
-                               double scale) {
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) &&
-                  k.sizes() == v.sizes() && q.size(1) == k.size(1) && q.size(3) == k.size(3),
-              "onednn_attention: q [batch, heads, seq, head_dim] and k, v [batch, heads, kv_seq, "
-              "head_dim], got ",
-              q.sizes(), ", ", k.sizes(), ", ", v.sizes());
-  for (const auto* t : {&q, &k, &v})
-    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == torch::kFloat,
-                "onednn_attention: float32 CPU tensors only");
-  TORCH_CHECK(!torch::GradMode::is_enabled() ||
-                  !(q.requires_grad() || k.requires_grad() || v.requires_grad()),
-              "onednn_attention: inference only (no autograd)");
-  RECORD_FUNCTION("bertft::onednn_attention", std::vector<c10::IValue>({q, k, v}));
-  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3),
-                kv_seq = k.size(2);
-  // [batch, seq, heads, head_dim]: each head's context lands in [batch, seq, hidden] order.
-  const torch::Tensor out = torch::empty({batch, seq, heads, dim}, q.options());
-  torch::Tensor mask;
-  std::vector<char> masked(batch, 0);
-  if (additive_mask.defined()) {
-    TORCH_CHECK(additive_mask.numel() == batch * kv_seq && additive_mask.size(-1) == kv_seq,
-                "onednn_attention: the mask must be [batch, 1, 1, kv_seq], got ",
-                additive_mask.sizes());
-    mask = additive_mask.to(torch::kFloat).reshape({batch, kv_seq}).contiguous();
-    // A row without a masked position adds nothing: its heads skip the add.
-    const torch::Tensor any = mask.ne(0).any(/*dim=*/1);
-    const auto rows = any.accessor<bool, 1>();
-    for (int64_t b = 0; b < batch; ++b) masked[b] = rows[b] ? 1 : 0;
-  }
-  const torch::Tensor heads_view = out.transpose(1, 2);  // [batch, heads, seq, head_dim]
-  if (out.numel() == 0) return out.view({batch, seq, heads * dim});
-  if (kv_seq == 0 || !attention_by_head(q, k, v, mask, masked, scale, heads_view)) {
-    torch::Tensor scores = onednn_matmul(q * scale, k.transpose(-1, -2),
-                                         mask.defined() ? mask.view({batch, 1, 1, kv_seq}) : mask);
-    heads_view.copy_(onednn_matmul(torch::softmax(scores, -1), v));
-  }
-  return out.view({batch, seq, heads * dim});
 }
 
 }  // namespace bert

@@ -124,25 +124,6 @@ torch::Tensor onednn_linear_add(const torch::Tensor& input,
                                 const torch::Tensor& bias,
                                 const torch::Tensor& residual);
 
-/// Whether inference attention on q [..., seq, head_dim] and k^T [..., head_dim, kv_seq] goes
-/// through onednn_attention: float32, use_onednn_matmul, and unless BERTFT_ATTENTION=batched
-/// (which keeps the batched products, for side-by-side measurements).
-bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t);
-
-/// softmax(scale * q k^T + mask) v for inference (no autograd, no dropout, the probabilities not
-/// kept): q [batch, heads, seq, head_dim], k and v [batch, heads, kv_seq, head_dim] float32 CPU
-/// views in any layout (the projections' head-split views are read in place); additive_mask
-/// [batch, 1, 1, kv_seq] (0 = attend, very negative = masked) or undefined. Returns the context
-/// [batch, seq, heads * head_dim]. Head by head, each thread's scores kept in its own cache-sized
-/// buffer (never the whole [batch, heads, seq, kv_seq]), the scale and the mask applied in the
-/// first GEMM's output pass (rows without a masked position skip the add), the context written
-/// in place. Needs onednn_built().
-torch::Tensor onednn_attention(const torch::Tensor& q,
-                               const torch::Tensor& k,
-                               const torch::Tensor& v,
-                               const torch::Tensor& additive_mask,
-                               double scale);
-
 /// input [..., in] x weight [out, in]^T + bias [out] (bias may be undefined), as torch::linear,
 /// through oneDNN's fp32 matmul, reading the operands in place (no packing copies of the
 /// transposes). Differentiable in input, weight and bias when grad mode is on (the backward's

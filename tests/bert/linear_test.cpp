@@ -11,7 +11,9 @@
 
 #include "bert/common/autocast.h"
 #include "bert/model/bert_model.h"
+#include "bert/model/dropout.h"
 #include "bert/model/layer.h"
+#include "bert/model/onednn_attention.h"
 #include "bert/model/onednn_linear.h"
 #include "tests/support/test_support.h"
 
@@ -249,8 +251,9 @@ int onednn_gemms_during(const std::function<void()>& work) {
 }
 
 TEST(OneDnnAttention, EvaluationOfTheModelTakesItAndMatchesTraining) {
-  // A bert-base-shaped layer's attention (head_dim 64) in eval mode without autograd goes head by
-  // head; the same weights with autograd on (the batched path) give the same hidden states.
+  // A bert-base-shaped layer's attention (head_dim 64) in eval mode without autograd takes the
+  // inference path; with autograd on the training path; with the attentions requested the
+  // batched ops. All three give the same hidden states.
   REQUIRE_ONEDNN();
   torch::manual_seed(5);
   BertModel model(testing::tiny_config()
@@ -263,21 +266,144 @@ TEST(OneDnnAttention, EvaluationOfTheModelTakesItAndMatchesTraining) {
   auto mask = torch::ones({3, 40}, torch::kLong);
   mask.index_put_({0, torch::indexing::Slice(25, 40)}, 0);
   const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
-  torch::Tensor batched, by_head;
-  EXPECT_EQ(records_during("bertft::onednn_attention",
-                           [&] { batched = model->forward(ids, mask).last_hidden_state; }),
-            0);  // autograd on: the batched path
+  const auto inference_and_training = [&](const std::function<void()>& work) {
+    return std::pair{records_during("bertft::onednn_attention", work),
+                     records_during("bertft::onednn_attention_training", work)};
+  };
+  torch::Tensor with_grad, batched, by_head;
+  EXPECT_EQ(inference_and_training(
+                [&] { with_grad = model->forward(ids, mask).last_hidden_state.detach(); }),
+            std::pair(0, 1));
+  ForwardOptions attentions;
+  attentions.output_attentions = true;
+  EXPECT_EQ(inference_and_training([&] {
+              batched = model->forward(ids, mask, {}, attentions).last_hidden_state.detach();
+            }),
+            std::pair(0, 0));
   {
     torch::NoGradGuard no_grad;
-    EXPECT_EQ(records_during("bertft::onednn_attention",
-                             [&] { by_head = model->forward(ids, mask).last_hidden_state; }),
-              1);
+    EXPECT_EQ(
+        inference_and_training([&] { by_head = model->forward(ids, mask).last_hidden_state; }),
+        std::pair(1, 0));
   }
-  EXPECT_LT(testing::max_abs_diff(by_head, batched.detach()), 1e-5);
-  // Training mode (dropout on) keeps the batched path, without autograd too.
+  EXPECT_LT(testing::max_abs_diff(by_head, batched), 1e-5);
+  EXPECT_LT(testing::max_abs_diff(with_grad, batched), 1e-5);
+  // Training mode (dropout on) takes the training path, without autograd too.
   model->train();
   torch::NoGradGuard no_grad;
-  EXPECT_EQ(records_during("bertft::onednn_attention", [&] { model->forward(ids, mask); }), 0);
+  EXPECT_EQ(inference_and_training([&] { model->forward(ids, mask); }), std::pair(0, 1));
+}
+
+TEST(OneDnnAttention, TrainingMatchesTheBatchedOpsWithTheirDropoutAndGradients) {
+  REQUIRE_ONEDNN();
+  const int64_t batch = 4, seq = 9, heads = 3, dim = 8, hidden = heads * dim;
+  const double scale = 1.0 / std::sqrt(8.0);
+  torch::manual_seed(8);
+  // Leaves laid out as the projections' outputs; q, k, v are their head views.
+  const auto q_rows = torch::randn({batch, seq, hidden}).requires_grad_(true);
+  const auto k_rows = torch::randn({batch, seq, hidden}).requires_grad_(true);
+  const auto v_rows = torch::randn({batch, seq, hidden}).requires_grad_(true);
+  const auto upstream = torch::randn({batch, seq, hidden});
+  auto mask = torch::zeros({batch, 1, 1, seq});
+  const float lowest = std::numeric_limits<float>::lowest();
+  mask.index_put_({1, 0, 0, torch::indexing::Slice(5, seq)}, lowest);
+  mask.index_put_({2, 0, 0, 3}, lowest);
+  mask.index_put_({3}, lowest);  // every position masked
+  const auto heads_of = [&](const torch::Tensor& x, int64_t len) {
+    return x.narrow(1, 0, len).view({batch, len, heads, dim}).transpose(1, 2);
+  };
+  // The batched ops: scaled scores plus mask, LibTorch's softmax, hash_dropout over the whole
+  // [batch, heads, seq, kv_seq] probabilities, the product with v.
+  const auto reference = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& m, double p) {
+    auto scores = torch::matmul(q, k.transpose(-1, -2)) * scale;
+    if (m.defined()) scores = scores + m;
+    return torch::matmul(hash_dropout(torch::softmax(scores, -1), p, true), v)
+        .transpose(1, 2)
+        .reshape({batch, q.size(2), hidden});
+  };
+  const auto outputs_and_grads = [&](bool by_head, int64_t kv_seq, const torch::Tensor& m,
+                                     double p) {
+    for (const auto* t : {&q_rows, &k_rows, &v_rows}) t->mutable_grad() = torch::Tensor();
+    const auto q = heads_of(q_rows, seq), k = heads_of(k_rows, kv_seq),
+               v = heads_of(v_rows, kv_seq);
+    torch::manual_seed(11);  // the same dropout keys on both paths
+    const auto out =
+        by_head ? onednn_attention_training(q, k, v, m, scale, p) : reference(q, k, v, m, p);
+    (out * upstream).sum().backward();
+    return std::vector<torch::Tensor>{out.detach(), q_rows.grad().clone(), k_rows.grad().clone(),
+                                      v_rows.grad().clone()};
+  };
+  for (const double p : {0.0, 0.3})
+    for (const int64_t kv_seq : {seq, int64_t{6}})
+      for (const bool masked : {true, false}) {
+        SCOPED_TRACE(fmt::format("p {} kv_seq {} masked {}", p, kv_seq, masked));
+        const auto m = masked ? mask.narrow(-1, 0, kv_seq).contiguous() : torch::Tensor();
+        std::vector<torch::Tensor> have;
+        const int backwards = records_during("bertft::onednn_attention_backward",
+                                             [&] { have = outputs_and_grads(true, kv_seq, m, p); });
+        EXPECT_EQ(backwards, 1);
+        const auto want = outputs_and_grads(false, kv_seq, m, p);
+        for (size_t i = 0; i < have.size(); ++i)
+          EXPECT_LT(testing::max_abs_diff(have[i], want[i]), 1e-5) << "output/q/k/v " << i;
+        if (p > 0) {  // the dropout did drop: not the output without it
+          torch::NoGradGuard no_grad;
+          const auto undropped =
+              onednn_attention_training(heads_of(q_rows, seq), heads_of(k_rows, kv_seq),
+                                        heads_of(v_rows, kv_seq), m, scale, 0.0);
+          EXPECT_GT(testing::max_abs_diff(have[0], undropped), 0.1);
+        }
+      }
+  // Shapes that do not fit are refused; a dropout of 1 takes the batched ops (all zero).
+  EXPECT_THROW(onednn_attention_training(heads_of(q_rows, seq), heads_of(k_rows, 6),
+                                         heads_of(v_rows, seq), mask, scale, 0.1),
+               c10::Error);
+  EXPECT_THROW(onednn_attention_training(heads_of(q_rows, seq), heads_of(k_rows, seq),
+                                         heads_of(v_rows, seq), mask, scale, 1.5),
+               c10::Error);
+  EXPECT_EQ(onednn_attention_training(heads_of(q_rows, seq), heads_of(k_rows, seq),
+                                      heads_of(v_rows, seq), mask, scale, 1.0)
+                .abs()
+                .sum()
+                .item<double>(),
+            0.0);
+}
+
+TEST(OneDnnAttention, TrainingOfTheModelTakesItAndKeepsNoProbabilities) {
+  // A layer in training mode (attention dropout on) with autograd: the head-by-head training
+  // path, once forward and once backward per layer; with the attentions requested, the batched
+  // ops, which give the same loss and gradients for the same seed.
+  REQUIRE_ONEDNN();
+  torch::manual_seed(5);
+  BertModel model(testing::tiny_config()
+                      .num_hidden_layers(2)
+                      .hidden_size(128)
+                      .num_attention_heads(2)
+                      .intermediate_size(256));
+  model->train();
+  const auto ids = torch::randint(1, 99, {3, 40});
+  auto mask = torch::ones({3, 40}, torch::kLong);
+  mask.index_put_({0, torch::indexing::Slice(25, 40)}, 0);
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
+  const auto step = [&](bool attentions) {
+    model->zero_grad();
+    torch::manual_seed(21);
+    ForwardOptions options;
+    options.output_attentions = attentions;
+    const auto out = model->forward(ids, mask, {}, options);
+    out.last_hidden_state.pow(2).mean().backward();
+    std::vector<torch::Tensor> grads = {out.last_hidden_state.detach()};
+    for (const auto& p : model->parameters())
+      if (p.grad().defined()) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  std::vector<torch::Tensor> by_head;
+  EXPECT_EQ(records_during("bertft::onednn_attention_training", [&] { by_head = step(false); }), 2);
+  std::vector<torch::Tensor> batched;
+  EXPECT_EQ(records_during("bertft::onednn_attention_training", [&] { batched = step(true); }), 0);
+  ASSERT_EQ(by_head.size(), batched.size());
+  for (size_t i = 0; i < by_head.size(); ++i)
+    EXPECT_LT(testing::max_abs_diff(by_head[i], batched[i]), 1e-5) << "tensor " << i;
 }
 
 TEST(OneDnnLinear, ResidualAddedInTheOutputPassIsTheSeparateSumBitForBit) {

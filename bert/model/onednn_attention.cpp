@@ -1,0 +1,437 @@
+#include "bert/model/onednn_attention.h"
+
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "bert/common/parallel.h"
+#include "bert/model/dropout.h"
+#include "bert/model/onednn_detail.h"
+#include "bert/model/onednn_linear.h"
+
+namespace bert {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+void check_operands(const char* who,
+                    const torch::Tensor& q,
+                    const torch::Tensor& k,
+                    const torch::Tensor& v) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) &&
+                  k.sizes() == v.sizes() && q.size(1) == k.size(1) && q.size(3) == k.size(3),
+              who,
+              ": q [batch, heads, seq, head_dim] and k, v [batch, heads, kv_seq, head_dim], got ",
+              q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  for (const auto* t : {&q, &k, &v})
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == torch::kFloat, who,
+                ": float32 CPU tensors only");
+}
+
+/// The additive mask [batch, 1, 1, kv_seq] as float32 rows [batch, kv_seq] (undefined without a
+/// mask) and, per row, whether any position is masked: a row without one adds nothing, so its
+/// heads skip the add.
+struct RowMask {
+  torch::Tensor rows;
+  std::vector<char> masked;
+};
+
+RowMask row_mask(const char* who,
+                 const torch::Tensor& additive_mask,
+                 int64_t batch,
+                 int64_t kv_seq) {
+  RowMask m{torch::Tensor(), std::vector<char>(batch, 0)};
+  if (!additive_mask.defined()) return m;
+  TORCH_CHECK(additive_mask.numel() == batch * kv_seq && additive_mask.size(-1) == kv_seq, who,
+              ": the mask must be [batch, 1, 1, kv_seq], got ", additive_mask.sizes());
+  TORCH_CHECK(!additive_mask.requires_grad(), who, ": the mask takes no gradient");
+  m.rows = additive_mask.detach().to(torch::kFloat).reshape({batch, kv_seq}).contiguous();
+  const torch::Tensor any = m.rows.ne(0).any(/*dim=*/1);
+  const auto rows = any.accessor<bool, 1>();
+  for (int64_t b = 0; b < batch; ++b) m.masked[b] = rows[b] ? 1 : 0;
+  return m;
+}
+
+/// The batched ops that the head-by-head paths stand for (and fall back on): oneDNN's batched
+/// matmul, LibTorch's softmax, hash_dropout; differentiable. Returns [batch, seq, hidden].
+torch::Tensor attention_batched(const torch::Tensor& q,
+                                const torch::Tensor& k,
+                                const torch::Tensor& v,
+                                const torch::Tensor& rows,
+                                double scale,
+                                double dropout_p) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+  const int64_t kv_seq = k.size(2), hidden = heads * dim;
+  if (q.numel() == 0 || kv_seq == 0)  // nothing to attend to: softmax over nothing, as HF's
+    return torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-1, -2)), -1), v)
+        .transpose(1, 2)
+        .reshape({batch, seq, hidden});
+  const torch::Tensor scores = onednn_matmul(
+      q * scale, k.transpose(-1, -2), rows.defined() ? rows.view({batch, 1, 1, kv_seq}) : rows);
+  const torch::Tensor probs = hash_dropout(torch::softmax(scores, -1), dropout_p, true);
+  return onednn_matmul(probs, v, {}, {seq * hidden, dim, hidden, 1})
+      .transpose(1, 2)
+      .reshape({batch, seq, hidden});
+}
+
+#ifdef BERTFT_HAVE_DNNL
+
+/// The per-head products: the scores q k^T (scaled; with the mask added), the context P v, and
+/// backward's gradients of v (P^T dO), of the probabilities (dO v^T), of q (dS k, scaled) and of
+/// k (dS^T q, scaled).
+enum Product { kScores, kScoresMasked, kContext, kGradV, kGradProbs, kGradQ, kGradK, kProducts };
+
+/// The oneDNN primitives of one attention shape, forward (the first three products and the
+/// softmax) and, when asked for, backward.
+struct AttentionPrimitives {
+  std::array<dnnl::matmul::primitive_desc, kProducts> descs;
+  std::array<dnnl::matmul, kProducts> products;
+  dnnl::softmax_forward::primitive_desc softmax_desc;
+  dnnl::softmax_forward softmax;
+  dnnl::softmax_backward softmax_grad;
+  dnnl::memory::desc probs_md, mask_md;
+  int64_t scratch_bytes = 0;
+  bool reference = false;  ///< a product only oneDNN's reference loop takes
+};
+
+/// The primitives for these operands, made once per thread and shape (a primitive descriptor
+/// costs tens of microseconds even when oneDNN's own cache has it). The context and every
+/// gradient are [batch, seq, heads, head_dim] rows: a head's rows are heads * head_dim apart.
+const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
+                                                const torch::Tensor& k,
+                                                const torch::Tensor& v,
+                                                double scale,
+                                                bool with_backward) {
+  const int64_t seq = q.size(2), dim = q.size(3), kv_seq = k.size(2), row = q.size(1) * dim;
+  float scale_f = static_cast<float>(scale);
+  int32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale_f, sizeof scale_bits);
+  const std::vector<int64_t> key = {seq,         dim,         kv_seq,      q.stride(2),
+                                    q.stride(3), k.stride(2), k.stride(3), v.stride(2),
+                                    v.stride(3), row,         scale_bits,  with_backward};
+  thread_local std::map<std::vector<int64_t>, AttentionPrimitives> made;
+  if (const auto it = made.find(key); it != made.end()) return it->second;
+  if (made.size() >= 256) made.clear();  // dynamic padding makes many lengths; keep it bounded
+  const auto f32 = dnnl::memory::data_type::f32;
+  using dims = dnnl::memory::dims;
+  // One head's operands as oneDNN reads them in place (a transpose is a column-major view).
+  const dnnl::memory::desc q_md{dims{seq, dim}, f32, dims{q.stride(2), q.stride(3)}};
+  const dnnl::memory::desc k_md{dims{kv_seq, dim}, f32, dims{k.stride(2), k.stride(3)}};
+  const dnnl::memory::desc kt_md{dims{dim, kv_seq}, f32, dims{k.stride(3), k.stride(2)}};
+  const dnnl::memory::desc v_md{dims{kv_seq, dim}, f32, dims{v.stride(2), v.stride(3)}};
+  const dnnl::memory::desc vt_md{dims{dim, kv_seq}, f32, dims{v.stride(3), v.stride(2)}};
+  const dnnl::memory::desc probs_t_md{dims{kv_seq, seq}, f32, dims{1, kv_seq}};
+  const dnnl::memory::desc rows_md{dims{seq, dim}, f32, dims{row, 1}};
+  const dnnl::memory::desc kv_rows_md{dims{kv_seq, dim}, f32, dims{row, 1}};
+  AttentionPrimitives p;
+  p.probs_md = {dims{seq, kv_seq}, f32, dims{kv_seq, 1}};
+  p.mask_md = {dims{1, kv_seq}, f32, dims{kv_seq, 1}};
+  const auto make = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                        const dnnl::memory::desc& c, bool scaled, bool add) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // The scale multiplies the sum before the mask is added: scale (q k^T) + mask, which for a
+    // power of two equals HF's (q k^T) / sqrt(head_dim) + mask bit for bit.
+    if (scaled) attr.set_output_scales(0, {scale_f});
+    if (add) {
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_add, p.mask_md);
+      attr.set_post_ops(ops);
+    }
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr,
+                                        detail::onednn_cpu_engine());
+  };
+  p.descs[kScores] = make(q_md, kt_md, p.probs_md, true, false);
+  p.descs[kScoresMasked] = make(q_md, kt_md, p.probs_md, true, true);
+  p.descs[kContext] = make(p.probs_md, v_md, rows_md, false, false);
+  if (with_backward) {
+    p.descs[kGradV] = make(probs_t_md, rows_md, kv_rows_md, false, false);
+    p.descs[kGradProbs] = make(rows_md, vt_md, p.probs_md, false, false);
+    p.descs[kGradQ] = make(p.probs_md, k_md, rows_md, true, false);
+    p.descs[kGradK] = make(probs_t_md, q_md, kv_rows_md, true, false);
+  }
+  const int count = with_backward ? kProducts : kGradV;
+  for (int i = 0; i < count; ++i) {
+    p.reference |= std::string(p.descs[i].impl_info_str()).rfind("ref", 0) == 0;
+    p.products[i] = dnnl::matmul(p.descs[i]);
+    p.scratch_bytes = std::max<int64_t>(p.scratch_bytes, p.descs[i].scratchpad_desc().get_size());
+  }
+  // oneDNN's softmax (AVX-512 where the CPU has it; LibTorch 1.13's takes AVX2 here), in place.
+  p.softmax_desc = dnnl::softmax_forward::primitive_desc(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, p.probs_md, 1),
+      detail::onednn_cpu_engine());
+  p.softmax = dnnl::softmax_forward(p.softmax_desc);
+  if (with_backward)
+    p.softmax_grad = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
+        dnnl::softmax_backward::desc(p.probs_md, p.probs_md, 1), detail::onednn_cpu_engine(),
+        p.softmax_desc));
+  return made.emplace(key, std::move(p)).first->second;
+}
+
+/// One thread's run of (batch, head) pairs: its primitives, stream, scratchpad and three
+/// [seq, kv_seq] buffers, which stay in its core's cache between one head's products (the
+/// batched path writes every head's scores to memory and reads them back several times).
+class HeadWorker {
+ public:
+  HeadWorker(const torch::Tensor& q,
+             const torch::Tensor& k,
+             const torch::Tensor& v,
+             double scale,
+             bool with_backward)
+      : p_(attention_primitives(q, k, v, scale, with_backward)),
+        engine_(detail::onednn_cpu_engine()),
+        stream_(engine_),
+        scratch_(torch::empty({std::max<int64_t>(p_.scratch_bytes, 1)},
+                              q.options().dtype(torch::kByte))),
+        buffers_(torch::empty({3, q.size(2), k.size(2)}, q.options())) {}
+  ~HeadWorker() { stream_.wait(); }
+
+  /// Buffer 0, 1 or 2: [seq, kv_seq] float32.
+  float* buffer(int i) { return buffers_[i].data_ptr<float>(); }
+
+  void product(
+      Product which, const float* a, const float* b, float* c, const float* mask = nullptr) {
+    const auto& d = p_.descs[which];
+    const auto memory = [&](const dnnl::memory::desc& md, const float* data) {
+      return dnnl::memory(md, engine_, const_cast<float*>(data));
+    };
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, memory(d.src_desc(), a)},
+                                                  {DNNL_ARG_WEIGHTS, memory(d.weights_desc(), b)},
+                                                  {DNNL_ARG_DST, memory(d.dst_desc(), c)}};
+    if (p_.scratch_bytes > 0)
+      args.emplace(DNNL_ARG_SCRATCHPAD,
+                   dnnl::memory(d.scratchpad_desc(), engine_, scratch_.data_ptr()));
+    if (mask != nullptr)
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(p_.mask_md, mask));
+    p_.products[which].execute(stream_, args);
+  }
+
+  /// probs = softmax(scale q k^T (+ mask)) for one head, in `probs`.
+  void probabilities(const float* q, const float* k, const float* mask, float* probs) {
+    product(mask != nullptr ? kScoresMasked : kScores, q, k, probs, mask);
+    const dnnl::memory m(p_.probs_md, engine_, probs);
+    p_.softmax.execute(stream_, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
+  }
+
+  /// grad_scores = the softmax's gradient at probs for grad_probs.
+  void softmax_grad(const float* probs, const float* grad_probs, float* grad_scores) {
+    const auto memory = [&](const float* data) {
+      return dnnl::memory(p_.probs_md, engine_, const_cast<float*>(data));
+    };
+    p_.softmax_grad.execute(stream_, {{DNNL_ARG_DST, memory(probs)},
+                                      {DNNL_ARG_DIFF_DST, memory(grad_probs)},
+                                      {DNNL_ARG_DIFF_SRC, memory(grad_scores)}});
+  }
+
+ private:
+  const AttentionPrimitives& p_;
+  const dnnl::engine& engine_;
+  dnnl::stream stream_;
+  torch::Tensor scratch_, buffers_;
+};
+
+/// Where one (batch, head) pair's operands start.
+struct HeadOperands {
+  const torch::Tensor &q, &k, &v;
+  const RowMask& mask;
+  int64_t heads, row;  ///< heads; the stride between rows of the [batch, seq, heads, dim] results
+
+  const float* q_at(int64_t b, int64_t h) const { return at(q, b, h); }
+  const float* k_at(int64_t b, int64_t h) const { return at(k, b, h); }
+  const float* v_at(int64_t b, int64_t h) const { return at(v, b, h); }
+  const float* mask_at(int64_t b) const {
+    return mask.masked[b] != 0 ? mask.rows.data_ptr<float>() + b * mask.rows.size(1) : nullptr;
+  }
+  /// Head h of batch row b in a [batch, len, heads, dim] result.
+  float* rows_at(const torch::Tensor& t, int64_t b, int64_t h) const {
+    return t.data_ptr<float>() + b * t.size(1) * row + h * q.size(3);
+  }
+
+ private:
+  static const float* at(const torch::Tensor& t, int64_t b, int64_t h) {
+    return t.data_ptr<float>() + b * t.stride(0) + h * t.stride(1);
+  }
+};
+
+/// Whether every product of this shape has a JIT kernel (else the batched ops are faster).
+bool by_head_fits(const torch::Tensor& q,
+                  const torch::Tensor& k,
+                  const torch::Tensor& v,
+                  double scale,
+                  bool with_backward) {
+  return !attention_primitives(q, k, v, scale, with_backward).reference;
+}
+
+/// The context of every head into `out` [batch, seq, heads, dim]: softmax, then dropout where
+/// dropout_p > 0 (mask_keys), then the product with v.
+void forward_by_head(const HeadOperands& o,
+                     double scale,
+                     double dropout_p,
+                     uint64_t mask_keys,
+                     bool with_backward,
+                     const torch::Tensor& out) {
+  const int64_t seq = o.q.size(2), kv_seq = o.k.size(2), n = seq * kv_seq;
+  const kernels::DropoutMask drop = dropout_mask(dropout_p > 0 ? dropout_p : 0.0, mask_keys);
+  parallel_for(0, o.q.size(0) * o.heads, 1, [&](int64_t begin, int64_t end) {
+    // Inside the parallel region oneDNN runs each call on this thread alone.
+    HeadWorker w(o.q, o.k, o.v, scale, with_backward);
+    float *probs = w.buffer(0), *dropped = w.buffer(1);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / o.heads, h = i % o.heads;
+      w.probabilities(o.q_at(b, h), o.k_at(b, h), o.mask_at(b), probs);
+      // Element (i, r, c) of [batch * heads, seq, kv_seq]: hash_dropout's index for it.
+      if (dropout_p > 0) kernels::dropout_f32(probs, dropped, n, i * n, drop);
+      w.product(kContext, dropout_p > 0 ? dropped : probs, o.v_at(b, h), o.rows_at(out, b, h));
+    }
+  });
+}
+
+/// The gradients of q, k and v ([batch, len, heads, dim]) for grad_out [batch, seq, heads, dim],
+/// each head's probabilities recomputed.
+void backward_by_head(const HeadOperands& o,
+                      double scale,
+                      double dropout_p,
+                      uint64_t mask_keys,
+                      const torch::Tensor& grad_out,
+                      const torch::Tensor& grad_q,
+                      const torch::Tensor& grad_k,
+                      const torch::Tensor& grad_v) {
+  const int64_t seq = o.q.size(2), kv_seq = o.k.size(2), n = seq * kv_seq;
+  const kernels::DropoutMask drop = dropout_mask(dropout_p > 0 ? dropout_p : 0.0, mask_keys);
+  const bool dropped_out = dropout_p > 0;
+  parallel_for(0, o.q.size(0) * o.heads, 1, [&](int64_t begin, int64_t end) {
+    HeadWorker w(o.q, o.k, o.v, scale, /*with_backward=*/true);
+    float *probs = w.buffer(0), *a = w.buffer(1), *b_buf = w.buffer(2);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / o.heads, h = i % o.heads;
+      const float* dout = o.rows_at(grad_out, b, h);
+      w.probabilities(o.q_at(b, h), o.k_at(b, h), o.mask_at(b), probs);
+      if (dropped_out) kernels::dropout_f32(probs, a, n, i * n, drop);
+      w.product(kGradV, dropped_out ? a : probs, dout, o.rows_at(grad_v, b, h));
+      w.product(kGradProbs, dout, o.v_at(b, h), a);  // the gradient of the dropped probabilities
+      if (dropped_out) kernels::dropout_f32(a, b_buf, n, i * n, drop);
+      float* grad_scores = dropped_out ? a : b_buf;
+      w.softmax_grad(probs, dropped_out ? b_buf : a, grad_scores);
+      w.product(kGradQ, grad_scores, o.k_at(b, h), o.rows_at(grad_q, b, h));
+      w.product(kGradK, grad_scores, o.q_at(b, h), o.rows_at(grad_k, b, h));
+    }
+  });
+}
+
+/// Training's attention as one autograd node: forward_by_head, and backward_by_head from q, k, v
+/// and the mask (nothing of the probabilities' size is kept).
+struct AttentionByHead : torch::autograd::Function<AttentionByHead> {
+  static torch::Tensor forward(AutogradContext* ctx,
+                               const torch::Tensor& q,
+                               const torch::Tensor& k,
+                               const torch::Tensor& v,
+                               const torch::Tensor& mask_rows,
+                               double scale,
+                               double dropout_p) {
+    RECORD_FUNCTION("bertft::onednn_attention_training", std::vector<c10::IValue>({q, k, v}));
+    const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+    // One draw, where hash_dropout would make it (none for p = 0).
+    const uint64_t keys = dropout_p > 0 ? draw_dropout_keys() : 0;
+    const torch::Tensor out = torch::empty({batch, seq, heads, dim}, q.options());
+    const RowMask mask = rows_and_flags(mask_rows, batch);
+    forward_by_head({q, k, v, mask, heads, heads * dim}, scale, dropout_p, keys,
+                    /*with_backward=*/true, out);
+    ctx->save_for_backward({q, k, v, mask_rows});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["p"] = dropout_p;
+    ctx->saved_data["keys"] = static_cast<int64_t>(keys);
+    return out.view({batch, seq, heads * dim});
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    RECORD_FUNCTION("bertft::onednn_attention_backward", std::vector<c10::IValue>());
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+    const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+    const int64_t kv_seq = k.size(2);
+    const torch::Tensor grad_out = grads[0].contiguous().view({batch, seq, heads, dim});
+    const torch::Tensor grad_q = torch::empty({batch, seq, heads, dim}, q.options());
+    const torch::Tensor grad_k = torch::empty({batch, kv_seq, heads, dim}, q.options());
+    const torch::Tensor grad_v = torch::empty({batch, kv_seq, heads, dim}, q.options());
+    const RowMask mask = rows_and_flags(saved[3], batch);
+    backward_by_head({q, k, v, mask, heads, heads * dim}, ctx->saved_data["scale"].toDouble(),
+                     ctx->saved_data["p"].toDouble(),
+                     static_cast<uint64_t>(ctx->saved_data["keys"].toInt()), grad_out, grad_q,
+                     grad_k, grad_v);
+    // [batch, heads, len, dim] views, laid out as the projections' outputs: no copy on the way.
+    return {grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2),
+            torch::Tensor(),        torch::Tensor(),        torch::Tensor()};
+  }
+
+  /// The mask rows ([batch, kv_seq], or empty for none) with their per-row flags.
+  static RowMask rows_and_flags(const torch::Tensor& rows, int64_t batch) {
+    if (rows.numel() == 0) return RowMask{torch::Tensor(), std::vector<char>(batch, 0)};
+    return row_mask("onednn_attention_training", rows.view({rows.size(0), 1, 1, rows.size(1)}),
+                    rows.size(0), rows.size(1));
+  }
+};
+
+#endif
+
+}  // namespace
+
+bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t) {
+  static const bool by_head = !detail::env_is("BERTFT_ATTENTION", "batched");
+  return by_head && q.scalar_type() == torch::kFloat && use_onednn_matmul(q, k_t);
+}
+
+torch::Tensor onednn_attention(const torch::Tensor& q,
+                               const torch::Tensor& k,
+                               const torch::Tensor& v,
+                               const torch::Tensor& additive_mask,
+                               double scale) {
+  check_operands("onednn_attention", q, k, v);
+  TORCH_CHECK(!torch::GradMode::is_enabled() ||
+                  !(q.requires_grad() || k.requires_grad() || v.requires_grad()),
+              "onednn_attention: inference only (no autograd)");
+  RECORD_FUNCTION("bertft::onednn_attention", std::vector<c10::IValue>({q, k, v}));
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3),
+                kv_seq = k.size(2);
+  const RowMask mask = row_mask("onednn_attention", additive_mask, batch, kv_seq);
+  if (q.numel() == 0 || kv_seq == 0) return attention_batched(q, k, v, mask.rows, scale, 0.0);
+#ifdef BERTFT_HAVE_DNNL
+  if (by_head_fits(q, k, v, scale, /*with_backward=*/false)) {
+    // [batch, seq, heads, head_dim]: each head's context lands in [batch, seq, hidden] order.
+    const torch::Tensor out = torch::empty({batch, seq, heads, dim}, q.options());
+    forward_by_head({q, k, v, mask, heads, heads * dim}, scale, 0.0, 0, /*with_backward=*/false,
+                    out);
+    return out.view({batch, seq, heads * dim});
+  }
+#endif
+  return attention_batched(q, k, v, mask.rows, scale, 0.0);
+}
+
+torch::Tensor onednn_attention_training(const torch::Tensor& q,
+                                        const torch::Tensor& k,
+                                        const torch::Tensor& v,
+                                        const torch::Tensor& additive_mask,
+                                        double scale,
+                                        double dropout_p) {
+  check_operands("onednn_attention_training", q, k, v);
+  TORCH_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0,
+              "onednn_attention_training: dropout probability must be in [0, 1], got ", dropout_p);
+  const int64_t batch = q.size(0), kv_seq = k.size(2);
+  const RowMask mask = row_mask("onednn_attention_training", additive_mask, batch, kv_seq);
+#ifdef BERTFT_HAVE_DNNL
+  if (q.numel() > 0 && kv_seq > 0 && dropout_p < 1.0 &&
+      by_head_fits(q, k, v, scale, /*with_backward=*/true))
+    // (A custom function's inputs must be defined: no mask travels as an empty tensor.)
+    return AttentionByHead::apply(q, k, v,
+                                  mask.rows.defined() ? mask.rows : torch::empty({0}, q.options()),
+                                  scale, dropout_p);
+#endif
+  return attention_batched(q, k, v, mask.rows, scale, dropout_p);
+}
+
+}  // namespace bert

@@ -1,0 +1,41 @@
+#pragma once
+
+#include <torch/torch.h>
+
+namespace bert {
+
+/// Whether attention on q [..., seq, head_dim] and k^T [..., head_dim, kv_seq] goes head by head
+/// (onednn_attention, onednn_attention_training): float32, use_onednn_matmul, and unless
+/// BERTFT_ATTENTION=batched (which keeps the batched products, for side-by-side measurements).
+bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t);
+
+/// softmax(scale * q k^T + mask) v for inference (no autograd, no dropout, the probabilities not
+/// kept): q [batch, heads, seq, head_dim], k and v [batch, heads, kv_seq, head_dim] float32 CPU
+/// views in any layout (the projections' head-split views are read in place); additive_mask
+/// [batch, 1, 1, kv_seq] (0 = attend, very negative = masked) or undefined. Returns the context
+/// [batch, seq, heads * head_dim]. Head by head, each thread's scores kept in its own cache-sized
+/// buffer (never the whole [batch, heads, seq, kv_seq]), the scale and the mask applied in the
+/// first GEMM's output pass (rows without a masked position skip the add), the context written
+/// in place. Needs onednn_built().
+torch::Tensor onednn_attention(const torch::Tensor& q,
+                               const torch::Tensor& k,
+                               const torch::Tensor& v,
+                               const torch::Tensor& additive_mask,
+                               double scale);
+
+/// The same for training: dropout(softmax(scale * q k^T + mask), dropout_p) v, differentiable in
+/// q, k and v. The probabilities are dropped exactly as hash_dropout drops the whole
+/// [batch, heads, seq, kv_seq] tensor of them (one draw of keys from the same generator, each
+/// element's decision from its index in that tensor), so the batched path and this one give the
+/// same masks after the same seed. Head by head forward and backward: nothing of size
+/// [batch, heads, seq, kv_seq] is written to memory or kept for backward, which recomputes each
+/// head's probabilities in its thread's buffers (one more q k^T product per head) and takes the
+/// softmax's gradient with oneDNN's. 0 <= dropout_p <= 1 (1 takes the batched ops).
+torch::Tensor onednn_attention_training(const torch::Tensor& q,
+                                        const torch::Tensor& k,
+                                        const torch::Tensor& v,
+                                        const torch::Tensor& additive_mask,
+                                        double scale,
+                                        double dropout_p);
+
+}  // namespace bert
