@@ -8,6 +8,7 @@
 
 #include "bert/common/autocast.h"
 #include "bert/model/bert_model.h"
+#include "bert/model/onednn_linear.h"
 #include "tests/support/test_support.h"
 
 namespace bert {
@@ -82,6 +83,14 @@ void expect_same_step(bool bf16, double tolerance) {
 }
 
 TEST(ActivationCheckpoint, GradientsEqualThePlainStepWithDropout) {
+  expect_same_step(false, 1e-6);
+}
+
+TEST(ActivationCheckpoint, GradientsEqualThePlainStepWithDropoutInTheHeadByHeadAttention) {
+  // With every fp32 product on oneDNN the attention is onednn_attention_training's, whose
+  // dropout keys the recomputation must draw again from the restored generator.
+  if (!onednn_built()) GTEST_SKIP() << "this build has no oneDNN";
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
   expect_same_step(false, 1e-6);
 }
 
