@@ -845,7 +845,7 @@ struct Suite {
     const torch::AutoGradMode grad(true);  // (attention() runs without)
     const int64_t heads = 12, dim = 64, hidden = heads * dim;
     for (const auto& [batch, seq] :
-         std::vector<std::pair<int64_t, int64_t>>{{8, 128}, {32, 128}, {8, 384}}) {
+         std::vector<std::pair<int64_t, int64_t>>{{8, 48}, {8, 128}, {32, 128}, {8, 384}}) {
       const auto leaf = [&] { return torch::randn({batch, seq, hidden}).requires_grad_(true); };
       const auto q_rows = leaf(), k_rows = leaf(), v_rows = leaf();
       const auto upstream = torch::randn({batch, seq, hidden});

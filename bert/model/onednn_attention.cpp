@@ -176,7 +176,9 @@ const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
 
 /// One thread's run of (batch, head) pairs: its primitives, stream, scratchpad and three
 /// [seq, kv_seq] buffers, which stay in its core's cache between one head's products (the
-/// batched path writes every head's scores to memory and reads them back several times).
+/// batched path writes every head's scores to memory and reads them back several times). Each
+/// primitive's arguments are made once and pointed at each head's operands (a short head's
+/// products take microseconds: making oneDNN's memory objects per call cost a tenth of that).
 class HeadWorker {
  public:
   HeadWorker(const torch::Tensor& q,
@@ -189,7 +191,28 @@ class HeadWorker {
         stream_(engine_),
         scratch_(torch::empty({std::max<int64_t>(p_.scratch_bytes, 1)},
                               q.options().dtype(torch::kByte))),
-        buffers_(torch::empty({3, q.size(2), k.size(2)}, q.options())) {}
+        buffers_(torch::empty({3, q.size(2), k.size(2)}, q.options())) {
+    const int count = with_backward ? kProducts : kGradV;
+    for (int i = 0; i < count; ++i) {
+      const auto& d = p_.descs[i];
+      auto& args = product_args_[i];
+      for (const auto& [arg, md] :
+           {std::pair{DNNL_ARG_SRC, d.src_desc()}, std::pair{DNNL_ARG_WEIGHTS, d.weights_desc()},
+            std::pair{DNNL_ARG_DST, d.dst_desc()}})
+        args.emplace(arg, dnnl::memory(md, engine_, DNNL_MEMORY_NONE));
+      if (p_.scratch_bytes > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     dnnl::memory(d.scratchpad_desc(), engine_, scratch_.data_ptr()));
+      if (i == kScoresMasked)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                     dnnl::memory(p_.mask_md, engine_, DNNL_MEMORY_NONE));
+    }
+    const dnnl::memory probs(p_.probs_md, engine_, DNNL_MEMORY_NONE);
+    softmax_args_ = {{DNNL_ARG_SRC, probs}, {DNNL_ARG_DST, probs}};  // in place
+    if (with_backward)
+      for (const int arg : {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC})
+        softmax_grad_args_.emplace(arg, dnnl::memory(p_.probs_md, engine_, DNNL_MEMORY_NONE));
+  }
   ~HeadWorker() { stream_.wait(); }
 
   /// Buffer 0, 1 or 2: [seq, kv_seq] float32.
@@ -197,43 +220,42 @@ class HeadWorker {
 
   void product(
       Product which, const float* a, const float* b, float* c, const float* mask = nullptr) {
-    const auto& d = p_.descs[which];
-    const auto memory = [&](const dnnl::memory::desc& md, const float* data) {
-      return dnnl::memory(md, engine_, const_cast<float*>(data));
-    };
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, memory(d.src_desc(), a)},
-                                                  {DNNL_ARG_WEIGHTS, memory(d.weights_desc(), b)},
-                                                  {DNNL_ARG_DST, memory(d.dst_desc(), c)}};
-    if (p_.scratch_bytes > 0)
-      args.emplace(DNNL_ARG_SCRATCHPAD,
-                   dnnl::memory(d.scratchpad_desc(), engine_, scratch_.data_ptr()));
-    if (mask != nullptr)
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(p_.mask_md, mask));
+    auto& args = product_args_[which];
+    point(args, DNNL_ARG_SRC, a);
+    point(args, DNNL_ARG_WEIGHTS, b);
+    point(args, DNNL_ARG_DST, c);
+    if (which == kScoresMasked)
+      point(args, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask);
     p_.products[which].execute(stream_, args);
   }
 
   /// probs = softmax(scale q k^T (+ mask)) for one head, in `probs`.
   void probabilities(const float* q, const float* k, const float* mask, float* probs) {
     product(mask != nullptr ? kScoresMasked : kScores, q, k, probs, mask);
-    const dnnl::memory m(p_.probs_md, engine_, probs);
-    p_.softmax.execute(stream_, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
+    point(softmax_args_, DNNL_ARG_SRC, probs);  // SRC and DST: one memory object
+    p_.softmax.execute(stream_, softmax_args_);
   }
 
   /// grad_scores = the softmax's gradient at probs for grad_probs.
   void softmax_grad(const float* probs, const float* grad_probs, float* grad_scores) {
-    const auto memory = [&](const float* data) {
-      return dnnl::memory(p_.probs_md, engine_, const_cast<float*>(data));
-    };
-    p_.softmax_grad.execute(stream_, {{DNNL_ARG_DST, memory(probs)},
-                                      {DNNL_ARG_DIFF_DST, memory(grad_probs)},
-                                      {DNNL_ARG_DIFF_SRC, memory(grad_scores)}});
+    point(softmax_grad_args_, DNNL_ARG_DST, probs);
+    point(softmax_grad_args_, DNNL_ARG_DIFF_DST, grad_probs);
+    point(softmax_grad_args_, DNNL_ARG_DIFF_SRC, grad_scores);
+    p_.softmax_grad.execute(stream_, softmax_grad_args_);
   }
 
  private:
+  using Args = std::unordered_map<int, dnnl::memory>;
+  static void point(Args& args, int arg, const float* data) {
+    args.at(arg).set_data_handle(const_cast<float*>(data));
+  }
+
   const AttentionPrimitives& p_;
   const dnnl::engine& engine_;
   dnnl::stream stream_;
   torch::Tensor scratch_, buffers_;
+  std::array<Args, kProducts> product_args_;
+  Args softmax_args_, softmax_grad_args_;
 };
 
 /// Where one (batch, head) pair's operands start.
