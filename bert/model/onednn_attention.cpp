@@ -50,7 +50,8 @@ RowMask row_mask(const char* who,
   if (!additive_mask.defined()) return m;
   TORCH_CHECK(additive_mask.numel() == batch * kv_seq && additive_mask.size(-1) == kv_seq, who,
               ": the mask must be [batch, 1, 1, kv_seq], got ", additive_mask.sizes());
-  TORCH_CHECK(!additive_mask.requires_grad(), who, ": the mask takes no gradient");
+  TORCH_CHECK(!(torch::GradMode::is_enabled() && additive_mask.requires_grad()), who,
+              ": the mask takes no gradient");
   m.rows = additive_mask.detach().to(torch::kFloat).reshape({batch, kv_seq}).contiguous();
   const torch::Tensor any = m.rows.ne(0).any(/*dim=*/1);
   const auto rows = any.accessor<bool, 1>();
