@@ -27,9 +27,6 @@ torch::Tensor BertSelfAttentionImpl::split_heads(const torch::Tensor& x) const {
 
 namespace {
 
-/// bf16's lowest finite value: a float32 mask's lowest would round to -inf in bf16.
-constexpr double kBf16Lowest = -3.3895313892515355e38;
-
 /// The additive mask [batch, 1, 1, seq] as baddbmm's input [batch * heads, 1, seq]. Under
 /// autocast baddbmm casts it to the low-precision type, where fp32's lowest would round to -inf
 /// (a fully masked row would then give NaN, not HF's uniform row): clamp to that type's lowest.
@@ -51,47 +48,6 @@ bool exact_scale(int64_t head_dim) {
   const double root = std::sqrt(static_cast<double>(head_dim));
   int exponent = 0;
   return root * root == static_cast<double>(head_dim) && std::frexp(root, &exponent) == 0.5;
-}
-
-/// The attention through oneDNN's batched matmul (fp32, or bf16 under autocast, on CPU): q, k,
-/// v [batch, heads, seq, head_dim] as split_heads gives them, read in place; returns the context
-/// [batch, seq, hidden].
-torch::Tensor attend_onednn(const torch::Tensor& q,
-                            const torch::Tensor& k,
-                            const torch::Tensor& v,
-                            const torch::Tensor& additive_mask,
-                            torch::Tensor* probs_out,
-                            Dropout& dropout) {
-  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), head_dim = q.size(3);
-  const int64_t hidden = heads * head_dim;
-  // oneDNN reads the head views in place: no head is copied out. Scaling q by a power of two is
-  // exact, so (q / root) k^T + mask equals HF's (q k^T) / root + mask up to the GEMM's summation
-  // order, with the mask added in the GEMM's output pass; otherwise HF's order.
-  const double root = std::sqrt(static_cast<double>(head_dim));
-  const bool masked = additive_mask.defined();
-  torch::Tensor scores;  // [batch, heads, seq, seq]
-  // In bf16 (autocast) the scores are bf16, where fp32's lowest would round to -inf: the mask
-  // is clamped to bf16's lowest as mask_for_heads does for the plain path.
-  const torch::Tensor mask = !masked ? torch::Tensor()
-                             : q.scalar_type() == torch::kBFloat16
-                                 ? additive_mask.to(torch::kFloat).clamp_min(kBf16Lowest)
-                                 : additive_mask.to(torch::kFloat);
-  if (exact_scale(head_dim)) {
-    scores = onednn_matmul(q * (1.0 / root), k.transpose(-1, -2), mask);
-  } else {
-    scores = onednn_matmul(q, k.transpose(-1, -2)) / root;
-    if (masked) scores = scores + mask.to(scores.scalar_type());  // in the scores' type
-  }
-  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
-  if (probs_out != nullptr) *probs_out = probs;
-  probs = dropout(probs);
-  // The context is written straight into [batch, seq, heads, head_dim] order, so the
-  // [batch, seq, hidden] result is a view, not a copy.
-  // (Under autocast softmax may give float32 probabilities; the product takes them in v's type,
-  // as autocast's bmm would.)
-  return onednn_matmul(probs.to(v.scalar_type()), v, {}, {seq * hidden, head_dim, hidden, 1})
-      .transpose(1, 2)
-      .reshape({batch, seq, hidden});
 }
 
 }  // namespace
@@ -117,7 +73,9 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
                                      dropout_->active() ? dropout_->p : 0.0);
   }
   if (use_onednn_matmul(q, k.transpose(-1, -2)))
-    return attend_onednn(q, k, v, additive_mask, probs_out, dropout_);
+    return onednn_attention_batched(q, k, v, additive_mask,
+                                    1.0 / std::sqrt(static_cast<double>(head_dim_)),
+                                    dropout_->active() ? dropout_->p : 0.0, probs_out);
 
   // [batch * heads, seq, head_dim]: copies out of the projections' [batch, seq, heads, head_dim].
   const auto flat = [&](const torch::Tensor& x) {

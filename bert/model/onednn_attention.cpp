@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -57,28 +58,6 @@ RowMask row_mask(const char* who,
   const auto rows = any.accessor<bool, 1>();
   for (int64_t b = 0; b < batch; ++b) m.masked[b] = rows[b] ? 1 : 0;
   return m;
-}
-
-/// The batched ops that the head-by-head paths stand for (and fall back on): oneDNN's batched
-/// matmul, LibTorch's softmax, hash_dropout; differentiable. Returns [batch, seq, hidden].
-torch::Tensor attention_batched(const torch::Tensor& q,
-                                const torch::Tensor& k,
-                                const torch::Tensor& v,
-                                const torch::Tensor& rows,
-                                double scale,
-                                double dropout_p) {
-  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
-  const int64_t kv_seq = k.size(2), hidden = heads * dim;
-  if (q.numel() == 0 || kv_seq == 0)  // nothing to attend to: softmax over nothing, as HF's
-    return torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-1, -2)), -1), v)
-        .transpose(1, 2)
-        .reshape({batch, seq, hidden});
-  const torch::Tensor scores = onednn_matmul(
-      q * scale, k.transpose(-1, -2), rows.defined() ? rows.view({batch, 1, 1, kv_seq}) : rows);
-  const torch::Tensor probs = hash_dropout(torch::softmax(scores, -1), dropout_p, true);
-  return onednn_matmul(probs, v, {}, {seq * hidden, dim, hidden, 1})
-      .transpose(1, 2)
-      .reshape({batch, seq, hidden});
 }
 
 #ifdef BERTFT_HAVE_DNNL
@@ -422,7 +401,8 @@ torch::Tensor onednn_attention(const torch::Tensor& q,
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3),
                 kv_seq = k.size(2);
   const RowMask mask = row_mask("onednn_attention", additive_mask, batch, kv_seq);
-  if (q.numel() == 0 || kv_seq == 0) return attention_batched(q, k, v, mask.rows, scale, 0.0);
+  if (q.numel() == 0 || kv_seq == 0)
+    return onednn_attention_batched(q, k, v, additive_mask, scale, 0.0);
 #ifdef BERTFT_HAVE_DNNL
   if (by_head_fits(q, k, v, scale, /*with_backward=*/false)) {
     // [batch, seq, heads, head_dim]: each head's context lands in [batch, seq, hidden] order.
@@ -432,7 +412,50 @@ torch::Tensor onednn_attention(const torch::Tensor& q,
     return out.view({batch, seq, heads * dim});
   }
 #endif
-  return attention_batched(q, k, v, mask.rows, scale, 0.0);
+  return onednn_attention_batched(q, k, v, additive_mask, scale, 0.0);
+}
+
+torch::Tensor onednn_attention_batched(const torch::Tensor& q,
+                                       const torch::Tensor& k,
+                                       const torch::Tensor& v,
+                                       const torch::Tensor& additive_mask,
+                                       double scale,
+                                       double dropout_p,
+                                       torch::Tensor* probs_out) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+  const int64_t kv_seq = k.size(2), hidden = heads * dim;
+  if (q.numel() == 0 || kv_seq == 0) {  // nothing to attend to: softmax over nothing, as HF's
+    const auto probs = torch::softmax(torch::matmul(q, k.transpose(-1, -2)), -1);
+    if (probs_out != nullptr) *probs_out = probs;
+    return torch::matmul(probs, v).transpose(1, 2).reshape({batch, seq, hidden});
+  }
+  // oneDNN reads the head views in place: no head is copied out. Scaling q by a power of two is
+  // exact, so (q scale) k^T + mask equals HF's (q k^T) / root + mask up to the GEMM's summation
+  // order, with the mask added in the GEMM's output pass; otherwise HF's order.
+  const bool masked = additive_mask.defined();
+  // In bf16 (autocast) the scores are bf16, where fp32's lowest would round to -inf: the mask
+  // is clamped to bf16's lowest.
+  const torch::Tensor mask = !masked ? torch::Tensor()
+                             : q.scalar_type() == torch::kBFloat16
+                                 ? additive_mask.to(torch::kFloat).clamp_min(kBf16Lowest)
+                                 : additive_mask.to(torch::kFloat);
+  int exponent = 0;
+  torch::Tensor scores;  // [batch, heads, seq, kv_seq]
+  if (std::frexp(scale, &exponent) == 0.5) {
+    scores = onednn_matmul(q * scale, k.transpose(-1, -2), mask);
+  } else {
+    scores = onednn_matmul(q, k.transpose(-1, -2)) / (1.0 / scale);
+    if (masked) scores = scores + mask.to(scores.scalar_type());  // in the scores' type
+  }
+  torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
+  if (probs_out != nullptr) *probs_out = probs;
+  probs = hash_dropout(probs, dropout_p, /*training=*/true);
+  // The context is written straight into [batch, seq, heads, head_dim] order, so the
+  // [batch, seq, hidden] result is a view, not a copy. (Under autocast softmax may give float32
+  // probabilities; the product takes them in v's type, as autocast's bmm would.)
+  return onednn_matmul(probs.to(v.scalar_type()), v, {}, {seq * hidden, dim, hidden, 1})
+      .transpose(1, 2)
+      .reshape({batch, seq, hidden});
 }
 
 torch::Tensor onednn_attention_training(const torch::Tensor& q,
@@ -454,7 +477,7 @@ torch::Tensor onednn_attention_training(const torch::Tensor& q,
                                   mask.rows.defined() ? mask.rows : torch::empty({0}, q.options()),
                                   scale, dropout_p);
 #endif
-  return attention_batched(q, k, v, mask.rows, scale, dropout_p);
+  return onednn_attention_batched(q, k, v, additive_mask, scale, dropout_p);
 }
 
 }  // namespace bert

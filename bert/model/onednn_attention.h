@@ -23,6 +23,24 @@ torch::Tensor onednn_attention(const torch::Tensor& q,
                                const torch::Tensor& additive_mask,
                                double scale);
 
+/// bf16's lowest finite value: a float32 mask's lowest would round to -inf in bf16 (a fully
+/// masked row would then give NaN, not HF's uniform row).
+inline constexpr double kBf16Lowest = -3.3895313892515355e38;
+
+/// The same attention through the batched ops: oneDNN's batched matmul over every head (float32,
+/// or bf16 under autocast; the mask added in its output pass where `scale` is a power of two,
+/// otherwise HF's order: divided by 1 / scale, then the mask added), LibTorch's softmax (its
+/// probabilities into `probs_out` when given), hash_dropout with `dropout_p` over all of them,
+/// the context written in [batch, seq, hidden] order. Differentiable. The path for bf16 and for
+/// requested attentions, and what the head-by-head paths fall back on.
+torch::Tensor onednn_attention_batched(const torch::Tensor& q,
+                                       const torch::Tensor& k,
+                                       const torch::Tensor& v,
+                                       const torch::Tensor& additive_mask,
+                                       double scale,
+                                       double dropout_p,
+                                       torch::Tensor* probs_out = nullptr);
+
 /// The same for training: dropout(softmax(scale * q k^T + mask), dropout_p) v, differentiable in
 /// q, k and v. The probabilities are dropped exactly as hash_dropout drops the whole
 /// [batch, heads, seq, kv_seq] tensor of them (one draw of keys from the same generator, each
