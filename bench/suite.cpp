@@ -808,11 +808,7 @@ struct Suite {
               .narrow(-1, seq - seq / 4, seq / 4)
               .fill_(std::numeric_limits<float>::lowest());
         const auto batched = [&] {
-          const auto scores = bert::onednn_matmul(q * 0.125, k.transpose(-1, -2), mask);
-          return bert::onednn_matmul(torch::softmax(scores, -1), v, {},
-                                     {seq * hidden, dim, hidden, 1})
-              .transpose(1, 2)
-              .reshape({batch, seq, hidden});
+          return bert::onednn_attention_batched(q, k, v, mask, 0.125, 0.0);
         };
         const auto by_head = [&] { return bert::onednn_attention(q, k, v, mask, 0.125); };
         const double diff = (batched() - by_head()).abs().max().item<double>();
@@ -860,16 +856,9 @@ struct Suite {
         for (const auto* t : {&q_rows, &k_rows, &v_rows}) t->mutable_grad() = torch::Tensor();
         const auto q = heads_of(q_rows), k = heads_of(k_rows), v = heads_of(v_rows);
         torch::manual_seed(3);  // the same dropout keys for both
-        torch::Tensor out;
-        if (by_head) {
-          out = bert::onednn_attention_training(q, k, v, mask, 0.125, 0.1);
-        } else {
-          const auto scores = bert::onednn_matmul(q * 0.125, k.transpose(-1, -2), mask);
-          out = bert::onednn_matmul(bert::hash_dropout(torch::softmax(scores, -1), 0.1, true), v,
-                                    {}, {seq * hidden, dim, hidden, 1})
-                    .transpose(1, 2)
-                    .reshape({batch, seq, hidden});
-        }
+        const torch::Tensor out = by_head
+                                      ? bert::onednn_attention_training(q, k, v, mask, 0.125, 0.1)
+                                      : bert::onednn_attention_batched(q, k, v, mask, 0.125, 0.1);
         out.backward(upstream);
         return q_rows.grad().clone();
       };
