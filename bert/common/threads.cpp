@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "bert/common/cpu_allocator.h"
+
 namespace bert {
 
 int configure_threads(int requested) {
@@ -77,7 +79,10 @@ bool keep_freed_memory() {
   constexpr int kOneGiB = 1 << 30;
   // -1: never trim (mallopt(3)). A finite threshold still let a step that freed more than it at
   // once (bert-base 32x128 fp32 frees ~4 GiB at the end of backward) hand the heap top back.
-  return ::mallopt(M_MMAP_THRESHOLD, kOneGiB) == 1 && ::mallopt(M_TRIM_THRESHOLD, -1) == 1;
+  if (::mallopt(M_MMAP_THRESHOLD, kOneGiB) != 1 || ::mallopt(M_TRIM_THRESHOLD, -1) != 1)
+    return false;
+  use_heap_cpu_allocator();  // so that a kept block fits the next tensor of its size
+  return true;
 }
 
 }  // namespace bert

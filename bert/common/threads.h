@@ -39,8 +39,10 @@ void apply_load_time_settings(char** argv);
 /// activations in again: 120 000 page faults and about 15% of a bert-base 8x128 fp32 step here.
 /// This keeps freed memory in the process for reuse (mmap only above 1 GiB, never a trim: a
 /// 1 GiB threshold still let a 32x128 fp32 step hand back the ~4 GiB it frees at once); the peak
-/// resident size is that of the largest step, as before. BERTFT_MALLOC=system leaves glibc's
-/// defaults (for side-by-side measurements). Returns whether the settings were applied.
+/// resident size is that of the largest step, as before. Tensors then come from
+/// HeapCpuAllocator (cpu_allocator.h), whose freed blocks fit the next tensor of their size.
+/// BERTFT_MALLOC=system leaves glibc's defaults and LibTorch's allocator (for side-by-side
+/// measurements). Returns whether the settings were applied.
 bool keep_freed_memory();
 
 }  // namespace bert
