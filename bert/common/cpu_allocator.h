@@ -10,11 +10,11 @@ namespace bert {
 /// an aligned request of n bytes from a free block only if it holds n + 64 + a header, so a block
 /// freed by one 12 MiB activation cannot take the next 12 MiB activation: with the heap kept
 /// (keep_freed_memory) a bert-base forward at 32x128 grew it by ~240 MiB for ~113 MiB live at
-/// once, and inference's peak RSS was 840 MiB instead of 710. This allocator asks malloc for n + 72
-/// bytes and aligns inside the block (64 bytes, as LibTorch's), so a freed block fits the next
-/// request of its size. The block's own address sits just below the aligned pointer, so
-/// raw_deleter() frees from the data pointer alone (raw_allocate's contract). LibTorch's memory
-/// profiler does not see these blocks (bertft's profiles time ops only).
+/// once, and inference's peak RSS was 840-864 MiB instead of 710. This allocator asks malloc
+/// for n + 72 bytes and aligns inside the block (64 bytes, as LibTorch's), so a freed block fits
+/// the next request of its size. The block's own address sits just below the aligned pointer,
+/// so raw_deleter() frees from the data pointer alone (raw_allocate's contract). LibTorch's
+/// memory profiler does not see these blocks (bertft's profiles time ops only).
 class HeapCpuAllocator final : public c10::Allocator {
  public:
   static constexpr size_t kAlignment = 64;
