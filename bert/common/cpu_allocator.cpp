@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 namespace bert {
 namespace {
@@ -28,6 +29,10 @@ c10::DataPtr HeapCpuAllocator::allocate(size_t bytes) const {
   void* data = reinterpret_cast<void*>((start + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
   static_cast<void**>(data)[-1] = block;
   return {data, data, &free_aligned, cpu};
+}
+
+void HeapCpuAllocator::copy_data(void* dest, const void* src, size_t count) const {
+  if (count > 0) std::memcpy(dest, src, count);
 }
 
 c10::DeleterFnPtr HeapCpuAllocator::raw_deleter() const {

@@ -3,6 +3,7 @@
 #include <c10/core/Allocator.h>
 
 #include <cstddef>
+#include <utility>
 
 namespace bert {
 
@@ -15,10 +16,17 @@ namespace bert {
 /// the next request of its size. The block's own address sits just below the aligned pointer,
 /// so raw_deleter() frees from the data pointer alone (raw_allocate's contract). LibTorch's
 /// memory profiler does not see these blocks (bertft's profiles time ops only).
+///
+/// LibTorch's Allocator changed after 1.13: allocate() lost its const (2.3) and copy_data()
+/// became a pure virtual. Both forms of allocate() and copy_data() are declared here without
+/// `override`, so that whichever the LibTorch in use declares is the one overridden (Debian's
+/// 1.13 here, the CUDA LibTorch 2.x of scripts/device_check.sh).
 class HeapCpuAllocator final : public c10::Allocator {
  public:
   static constexpr size_t kAlignment = 64;
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate(size_t bytes) const;
+  c10::DataPtr allocate(size_t bytes) { return std::as_const(*this).allocate(bytes); }
+  void copy_data(void* dest, const void* src, size_t count) const;
   c10::DeleterFnPtr raw_deleter() const override;
 };
 
