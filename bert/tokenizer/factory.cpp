@@ -147,6 +147,37 @@ void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenize
       s.unk, s.cls, s.sep, s.pad, s.mask));
 }
 
+/// HF's AlbertTokenizer, the class a directory of a SentencePiece model with its own ids names
+/// (and the one bertft writes for it), lower-cases the text and strips its accents before
+/// SentencePiece unless tokenizer_config.json says otherwise (do_lower_case true and keep_accents
+/// false when absent). bertft tokenizes such a model as libsentencepiece does, so a directory that
+/// asks HF for either is refused, naming the key, rather than tokenized unlike HF.
+void refuse_albert_preprocessing(const json& config, const std::string& config_name) {
+  if (config.value("tokenizer_class", std::string()).rfind("Albert", 0) != 0) return;
+  std::vector<std::string> problems;
+  const auto check = [&](const char* key, bool hf_default, bool wanted) {
+    const auto it = config.find(key);
+    const bool given = it != config.end() && !it->is_null();
+    if (given && !it->is_boolean())
+      throw ConfigError(
+          fmt::format("{}: key '{}': expected true, false or null", config_name, key));
+    const bool value = given ? it->get<bool>() : hf_default;
+    if (value == wanted) return;
+    problems.push_back(
+        given ? fmt::format("\"{}\": {}", key, value)
+              : fmt::format("no \"{}\" (AlbertTokenizer's default: {})", key, hf_default));
+  };
+  check("do_lower_case", /*hf_default=*/true, /*wanted=*/false);
+  check("keep_accents", /*hf_default=*/false, /*wanted=*/true);
+  if (problems.empty()) return;
+  throw ConfigError(fmt::format(
+      "{}: {}: Hugging Face's AlbertTokenizer would lower-case the text or strip its accents "
+      "before SentencePiece, and bertft tokenizes a SentencePiece model numbered by its own ids "
+      "as libsentencepiece does (neither), so its ids would differ from HF's. If the model was "
+      "trained on text as it is, set \"do_lower_case\": false and \"keep_accents\": true",
+      config_name, fmt::join(problems, ", ")));
+}
+
 /// The ids a tokenizer gave its added tokens (`assigned`, after `base` vocabulary entries of
 /// `vocab_file`) are the ids their files declare; else the files disagree with HF's numbering
 /// (and the model's embeddings): TokenizerError naming the token.
@@ -239,6 +270,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     const bool fairseq = model_type == "xlm-roberta" ||
                          config.value("tokenizer_class", std::string()).rfind("XLMRoberta", 0) == 0;
     if (!fairseq) {
+      refuse_albert_preprocessing(config, config_name);
       auto tokenizer =
           std::make_unique<SentencePieceTokenizer>(*dir.sentencepiece, SentencePieceIds::kModel);
       refuse_added_tokens(read_added_tokens(dir, tokenizer->special_tokens()), *tokenizer);

@@ -278,7 +278,7 @@ void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
   const bool fairseq = ids_ == SentencePieceIds::kFairseq;
   write_file_atomic(dir / (fairseq ? "sentencepiece.bpe.model" : "spiece.model"),
                     read_file(model_file_));
-  const nlohmann::ordered_json config = {
+  nlohmann::ordered_json config = {
       {"tokenizer_class", fairseq ? "XLMRobertaTokenizer" : "AlbertTokenizer"},
       {"unk_token", special_.unk},
       {"cls_token", special_.cls},
@@ -286,6 +286,11 @@ void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
       {"pad_token", special_.pad},
       {"mask_token", special_.mask},
       {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512}};
+  if (!fairseq) {
+    // AlbertTokenizer lower-cases and strips accents unless told not to; bertft does neither.
+    config["do_lower_case"] = false;
+    config["keep_accents"] = true;
+  }
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
   if (!fairseq) return;
   write_file_atomic(dir / "tokenizer.json", hf_tokenizer_json().dump() + "\n");

@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "tests/support/test_support.h"
 
@@ -100,6 +104,62 @@ TEST(SentencePieceTest, FairseqIdsAsHfXlmRobertaTokenizer) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "sentencepiece.bpe.model"));
   EXPECT_NE(read_file(dir.path() / "tokenizer_config.json").find("XLMRobertaTokenizer"),
             std::string::npos);
+}
+
+// A directory of a SentencePiece model numbered by its own ids names HF's AlbertTokenizer, which
+// lower-cases and strips accents unless tokenizer_config.json says not to (its defaults:
+// do_lower_case true, keep_accents false). bertft tokenizes as libsentencepiece does, so a
+// directory asking HF for either is refused by key, and bertft's own export says neither.
+TEST(SentencePieceTest, OwnIdsDirectoryRefusesAlbertsLowerCasingAndSavesWithoutIt) {
+  const auto model =
+      testing::shared_dir() / "data" / "sentencepiece" / "sentencepiece_test_model.model";
+  BERTFT_REQUIRE_PATH(model);
+  testing::TempDir dir;
+  std::filesystem::copy_file(model, dir.path() / "spiece.model");
+  const auto model_files = [](const std::filesystem::path& d) {
+    write_file_atomic(d / "config.json", R"({"model_type": "bert"})");
+    write_file_atomic(d / "model.safetensors", "");
+  };
+  model_files(dir.path());
+  const auto load = [](const std::filesystem::path& d) {
+    return load_tokenizer(PretrainedDir::find(d), 0);
+  };
+  const auto config = dir.path() / "tokenizer_config.json";
+  const auto refused = [&](const std::string& tokenizer_config, const std::string& expected) {
+    write_file_atomic(config, tokenizer_config);
+    try {
+      load(dir.path());
+      ADD_FAILURE() << tokenizer_config << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(config.string() + ": " + expected), std::string::npos)
+          << e.what();
+    }
+  };
+  EXPECT_NO_THROW(load(dir.path()));  // no tokenizer_config.json: no HF class to follow
+  refused(R"({"tokenizer_class": "AlbertTokenizer"})",
+          "no \"do_lower_case\" (AlbertTokenizer's default: true), no \"keep_accents\" "
+          "(AlbertTokenizer's default: false): Hugging Face's AlbertTokenizer would lower-case");
+  refused(R"({"tokenizer_class": "AlbertTokenizer", "do_lower_case": false})",
+          "no \"keep_accents\" (AlbertTokenizer's default: false): ");
+  refused(R"({"tokenizer_class": "AlbertTokenizer", "do_lower_case": true, "keep_accents": true})",
+          "\"do_lower_case\": true: ");
+  refused(R"({"tokenizer_class": "AlbertTokenizer", "do_lower_case": false, "keep_accents": 1})",
+          "key 'keep_accents': expected true, false or null");
+
+  write_file_atomic(config, R"({"tokenizer_class": "AlbertTokenizer", "do_lower_case": false,
+                                "keep_accents": true})");
+  const auto loaded = load(dir.path());
+  const std::string text = "Hello World, naïve café";
+  const auto ids = SentencePieceTokenizer(model).encode(text).ids;
+  EXPECT_EQ(loaded->encode(text).ids, ids);
+  testing::TempDir out;
+  loaded->save(out.path());
+  model_files(out.path());
+  const auto saved = nlohmann::json::parse(read_file(out.path() / "tokenizer_config.json"));
+  EXPECT_EQ(saved.value("tokenizer_class", ""), "AlbertTokenizer");
+  EXPECT_EQ(saved.value("do_lower_case", true), false);
+  EXPECT_EQ(saved.value("keep_accents", false), true);
+  EXPECT_EQ(load(out.path())->encode(text).ids, ids);
 }
 
 }  // namespace
