@@ -47,18 +47,29 @@ std::string openblas_core_override(const std::string& detected, bool avx2_fma, b
   return avx512 ? "SkylakeX" : "Haswell";
 }
 
+bool openmp_threads_spin(bool avx512, const char* fp32_gemm, bool onednn) {
+  const std::string engine = fp32_gemm != nullptr ? fp32_gemm : "auto";
+  return onednn && (engine == "onednn" || (engine != "blas" && avx512));
+}
+
 void apply_load_time_settings(char** argv) {
   bool changed = false;
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+  // __builtin_cpu_supports also asks whether the kernel saves the registers (XCR0).
+  const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512cd");
+#ifdef BERTFT_HAVE_DNNL
+  constexpr bool kOneDnn = true;
+#else
+  constexpr bool kOneDnn = false;
+#endif
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
+      !openmp_threads_spin(avx512, std::getenv("BERTFT_FP32_GEMM"), kOneDnn)) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
     changed = true;
   }
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    // __builtin_cpu_supports also asks whether the kernel saves the registers (XCR0).
-    const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512cd");
     const std::string core = openblas_core_override(openblas_core(), avx2_fma, avx512);
     if (!core.empty()) {
       ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);

@@ -23,11 +23,20 @@ std::string openblas_core();
 /// 0.034 TF/s against 0.166 with OPENBLAS_CORETYPE=SkylakeX.
 std::string openblas_core_override(const std::string& detected, bool avx2_fma, bool avx512);
 
+/// Whether idle OpenMP threads should keep libgomp's default (they spin a while before they
+/// sleep) rather than sleep at once ("passive"): where fp32 GEMMs go to oneDNN (`onednn`: this
+/// build has it; `fp32_gemm`: $BERTFT_FP32_GEMM, as fp32_gemm() decides: "onednn", or an AVX-512
+/// CPU unless "blas"). There every GEMM runs on the OpenMP threads, and spinning between them made
+/// a bert-base fp32 training step 8x128 ~9% faster (2.59-2.87 s against 2.73-3.06 s in 7
+/// alternated rounds, Intel Xeon with AVX-512, 2026-11-27; inference 32x128 and the quickstart
+/// the same). Where OpenBLAS runs them, its own threads wait on spinning OpenMP threads: there
+/// libgomp's default made a small BERT train 3x slower (184 s vs 61 s for an SST-2 epoch, hidden
+/// 128) and a bert-base fp32 step 1.5x slower (6.0 s vs 3.9 s at 8x128, AMD EPYC with AVX2).
+bool openmp_threads_spin(bool avx512, const char* fp32_gemm, bool onednn);
+
 /// Settings that libraries read once, when they load, so only a fresh process can change them:
-/// - OMP_WAIT_POLICY: libgomp's default lets idle OpenMP threads spin, which here made a small
-///   BERT train 3x slower (184 s vs 61 s for an SST-2 epoch, hidden 128) and a bert-base fp32
-///   train step 1.5x slower (6.0 s vs 3.9 s at 8x128); bert-base bf16 is the one case that may
-///   gain from spinning (within this machine's noise). Unset, it becomes "passive".
+/// - OMP_WAIT_POLICY: unset (and no GOMP_SPINCOUNT), it becomes "passive" unless
+///   openmp_threads_spin() says otherwise.
 /// - OPENBLAS_CORETYPE: unset, it becomes openblas_core_override's answer where there is one.
 /// When either was set here, this re-executes the program with the same arguments; a user's own
 /// setting always wins. Returns when nothing was to be done or the re-execution failed (the

@@ -80,6 +80,18 @@ TEST(OpenBlasCore, OnlyAFallbackToCoresWithoutAvx2IsOverridden) {
     EXPECT_EQ(openblas_core_override(kept, true, true), "") << kept;
 }
 
+// OpenMP threads keep libgomp's spinning only where oneDNN runs the fp32 GEMMs; where OpenBLAS
+// runs them (its own threads then wait on spinning ones) they sleep at once.
+TEST(OpenMpWaitPolicy, ThreadsSpinOnlyWhereOneDnnRunsTheFp32Gemms) {
+  EXPECT_TRUE(openmp_threads_spin(/*avx512=*/true, nullptr, /*onednn=*/true));
+  EXPECT_TRUE(openmp_threads_spin(true, "auto", true));
+  EXPECT_FALSE(openmp_threads_spin(true, "blas", true));
+  EXPECT_FALSE(openmp_threads_spin(false, nullptr, true));  // AVX2 only: OpenBLAS
+  EXPECT_TRUE(openmp_threads_spin(false, "onednn", true));
+  EXPECT_FALSE(openmp_threads_spin(true, nullptr, /*onednn=*/false));  // a build without oneDNN
+  EXPECT_FALSE(openmp_threads_spin(true, "onednn", false));
+}
+
 // The re-execution for the load-time settings runs the file itself: through the /proc/self/exe
 // link every bertft process was named "exe" (in top, and to pgrep bertft).
 TEST(SelfExecutable, IsTheFileNotTheProcLink) {
