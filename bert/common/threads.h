@@ -27,7 +27,7 @@ std::string openblas_core_override(const std::string& detected, bool avx2_fma, b
 /// sleep) rather than sleep at once ("passive"): where fp32 GEMMs go to oneDNN (`onednn`: this
 /// build has it; `fp32_gemm`: $BERTFT_FP32_GEMM, as fp32_gemm() decides: "onednn", or an AVX-512
 /// CPU unless "blas"). There every GEMM runs on the OpenMP threads, and spinning between them made
-/// a bert-base fp32 training step 8x128 ~9% faster (2.59-2.87 s against 2.73-3.06 s in 7
+/// a bert-base fp32 training step 8x128 ~9% faster (2.36-2.87 s against 2.73-3.06 s in 7
 /// alternated rounds, Intel Xeon with AVX-512, 2026-11-27; inference 32x128 and the quickstart
 /// the same). Where OpenBLAS runs them, its own threads wait on spinning OpenMP threads: there
 /// libgomp's default made a small BERT train 3x slower (184 s vs 61 s for an SST-2 epoch, hidden
