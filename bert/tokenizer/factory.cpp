@@ -147,6 +147,18 @@ void refuse_added_tokens(const std::vector<DeclaredToken>& added, const Tokenize
       s.unk, s.cls, s.sep, s.pad, s.mask));
 }
 
+/// tokenizer_config.json's boolean `key`: nullopt where absent or null; ConfigError naming the
+/// file and key where it is something else.
+std::optional<bool> config_bool(const json& config,
+                                const std::string& config_name,
+                                const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean())
+    throw ConfigError(fmt::format("{}: key '{}': expected true, false or null", config_name, key));
+  return it->get<bool>();
+}
+
 /// HF's AlbertTokenizer, the class a directory of a SentencePiece model with its own ids names
 /// (and the one bertft writes for it), lower-cases the text and strips its accents before
 /// SentencePiece unless tokenizer_config.json says otherwise (do_lower_case true and keep_accents
@@ -156,15 +168,10 @@ void refuse_albert_preprocessing(const json& config, const std::string& config_n
   if (config.value("tokenizer_class", std::string()).rfind("Albert", 0) != 0) return;
   std::vector<std::string> problems;
   const auto check = [&](const char* key, bool hf_default, bool wanted) {
-    const auto it = config.find(key);
-    const bool given = it != config.end() && !it->is_null();
-    if (given && !it->is_boolean())
-      throw ConfigError(
-          fmt::format("{}: key '{}': expected true, false or null", config_name, key));
-    const bool value = given ? it->get<bool>() : hf_default;
-    if (value == wanted) return;
+    const auto given = config_bool(config, config_name, key);
+    if (given.value_or(hf_default) == wanted) return;
     problems.push_back(
-        given ? fmt::format("\"{}\": {}", key, value)
+        given ? fmt::format("\"{}\": {}", key, *given)
               : fmt::format("no \"{}\" (AlbertTokenizer's default: {})", key, hf_default));
   };
   check("do_lower_case", /*hf_default=*/true, /*wanted=*/false);
@@ -299,14 +306,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   options.check_casing = !overrides.check_casing ? CasingCheck::kOff
                          : overrides.lowercase   ? CasingCheck::kError
                                                  : CasingCheck::kWarn;
-  auto read_bool = [&](const char* key) -> std::optional<bool> {
-    const auto it = config.find(key);
-    if (it == config.end() || it->is_null()) return std::nullopt;
-    if (!it->is_boolean())
-      throw ConfigError(
-          fmt::format("{}: key '{}': expected true, false or null", config_name, key));
-    return it->get<bool>();
-  };
+  const auto read_bool = [&](const char* key) { return config_bool(config, config_name, key); };
   std::optional<bool> lowercase = overrides.lowercase;
   if (!lowercase && dir.tokenizer_config) lowercase = read_bool("do_lower_case").value_or(true);
   if (!lowercase) {
