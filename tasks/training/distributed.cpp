@@ -82,6 +82,14 @@ bool loopback(const std::string& address) {
 
 // ---- DistributedEnv -------------------------------------------------------------------------
 
+bool cpu_data_parallel_available() {
+#ifdef BERTFT_HAVE_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::string first_slurm_host(const std::string& nodelist) {
   // Up to the first comma outside brackets; within brackets the first value of the first range.
   std::string out;

@@ -47,6 +47,10 @@ struct DistributedEnv {
       const std::function<const char*(const char*)>& getenv = nullptr);
 };
 
+/// Whether this build can train data-parallel on CPU: Gloo's headers were there when it was
+/// compiled (Debian's LibTorch with libgloo-dev; pip's LibTorch ships Gloo without them).
+bool cpu_data_parallel_available();
+
 /// The first host of a Slurm node list: "node[03-05,09],gpu1" -> "node03", "a,b" -> "a".
 std::string first_slurm_host(const std::string& nodelist);
 

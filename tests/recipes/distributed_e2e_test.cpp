@@ -16,6 +16,7 @@
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/new_model.h"
+#include "tasks/training/distributed.h"
 #include "tasks/training/training_dir.h"
 #include "tests/support/test_support.h"
 
@@ -56,6 +57,7 @@ std::vector<int> processes_with(const std::string& text, const std::string& env_
 class DistributedEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (!tasks::cpu_data_parallel_available()) GTEST_SKIP() << "this build has no Gloo";
     BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
     tok::WordPieceOptions options;
     options.normalizer.lowercase = false;

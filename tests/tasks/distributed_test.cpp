@@ -123,6 +123,7 @@ void on_two_ranks(const fs::path& dir,
 // (small buckets, so several are in flight during backward) sums to the whole batch's gradient;
 // a rank with nothing to do still takes part.
 TEST(DataParallelTest, BucketedAllReduceGivesTheWholeBatchsGradients) {
+  if (!cpu_data_parallel_available()) GTEST_SKIP() << "this build has no Gloo";
   testing::TempDir dir;
   torch::manual_seed(1);
   const auto x = torch::randn({6, 5}), y = torch::randn({6, 3});
@@ -183,6 +184,7 @@ TEST(DataParallelTest, BucketedAllReduceGivesTheWholeBatchsGradients) {
 }
 
 TEST(DataParallelTest, GatherAndSumAcrossRanks) {
+  if (!cpu_data_parallel_available()) GTEST_SKIP() << "this build has no Gloo";
   testing::TempDir dir;
   std::vector<std::vector<torch::Tensor>> gathered(2);
   on_two_ranks(dir.path(), [&](int rank, DataParallel& group) {
