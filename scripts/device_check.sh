@@ -3,8 +3,8 @@
 # LibTorch of the machine's Python package (PyTorch 2.x with CUDA; no Debian packages there, so
 # scripts/device_kit.sh's .deb files, carried as .devkit, are unpacked first), then
 #   1. the quickstart's training on CPU with that LibTorch (the first checkpoint included);
-#   2. the tasks' tests on CPU with that LibTorch, then the Trainer's (resume included) and
-#      NCCL's on CUDA (BERTFT_TEST_DEVICE=cuda); stage ctest, not run
+#   2. the tasks' and the encoder's tests on CPU with that LibTorch, then the Trainer's (resume
+#      included) and NCCL's on CUDA (BERTFT_TEST_DEVICE=cuda); stage ctest, not run
 #      by default, runs the whole suite on that LibTorch (BERTFT_DEVICE_TARGETS=all to build it);
 #   3. the quickstart task trained on CUDA in fp32, bf16 and fp16.
 # A crash is rerun under cuda-gdb for its backtrace. Logs go to $OUT (the device tool's folder)
@@ -60,8 +60,10 @@ if has_stage build; then
     exit 1
   }
   grep -E "fmt|oneDNN|Torch|CUDA" "$out/configure.log" | head
-  # BERTFT_DEVICE_TARGETS: what to build (default: the program and the Trainer's tests).
-  ninja -C "$build" -k 0 ${BERTFT_DEVICE_TARGETS:-bertft tasks_tests} >"$out/build.log" 2>&1
+  # BERTFT_DEVICE_TARGETS: what to build (default: the program, the tasks' and the encoder's
+  # tests; ~220 s on the lent H200's 16 cores).
+  ninja -C "$build" -k 0 ${BERTFT_DEVICE_TARGETS:-bertft tasks_tests bert_tests} \
+    >"$out/build.log" 2>&1
   say "build rc=$?"
   grep -B2 -A12 -E "error:|FAILED" "$out/build.log" | head -120
   # pytorch/pytorch#133437: bertft removes trees with nftw (bert::remove_tree) because of these.
@@ -92,6 +94,12 @@ if has_stage tests && [ -x "$build/tests/tasks_tests" ]; then
   say "tasks_tests on CPU: rc=$?"
   grep -E "^\[  (FAILED|PASSED) |Failure|rror" "$out/cpu_tests.log" | head -30
   tail -3 "$out/cpu_tests.log"
+  if [ -x "$build/tests/bert_tests" ]; then  # the encoder's, the allocator's included
+    timeout 200 "$build/tests/bert_tests" --gtest_brief=1 >"$out/bert_tests.log" 2>&1
+    say "bert_tests on CPU: rc=$?"
+    grep -E "^\[  FAILED |Failure" "$out/bert_tests.log" | head -20
+    tail -3 "$out/bert_tests.log"
+  fi
   BERTFT_TEST_DEVICE=cuda timeout 300 "$build/tests/tasks_tests" \
     --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*' >"$out/cuda_tests.log" 2>&1
   rc=$?
