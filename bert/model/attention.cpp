@@ -54,10 +54,13 @@ bool exact_scale(int64_t head_dim) {
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
                                              const torch::Tensor& additive_mask,
-                                             torch::Tensor* probs_out) {
-  const int64_t batch = hidden.size(0), seq = hidden.size(1), heads = num_heads_;
-  // [batch, heads, seq, head_dim] views of the projections' [batch, seq, hidden].
-  const torch::Tensor q = split_heads(query_(hidden));
+                                             torch::Tensor* probs_out,
+                                             const torch::Tensor& queries) {
+  const torch::Tensor& rows = queries.defined() ? queries : hidden;
+  const int64_t batch = hidden.size(0), seq = rows.size(1), kv_seq = hidden.size(1);
+  const int64_t heads = num_heads_;
+  // [batch, heads, seq or kv_seq, head_dim] views of the projections' [batch, seq, hidden].
+  const torch::Tensor q = split_heads(query_(rows));
   const torch::Tensor k = split_heads(key_(hidden));
   const torch::Tensor v = split_heads(value_(hidden));
   // In float32 on oneDNN, unless the probabilities are asked for: head by head, the scores never
@@ -79,7 +82,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
 
   // [batch * heads, seq, head_dim]: copies out of the projections' [batch, seq, heads, head_dim].
   const auto flat = [&](const torch::Tensor& x) {
-    return x.reshape({batch * heads, seq, head_dim_});
+    return x.reshape({batch * heads, x.size(2), head_dim_});
   };
   // HF computes (q k^T) / sqrt(head_dim) + mask in three passes over [batch, heads, seq, seq].
   // Where 1/sqrt(head_dim) is a power of two scaling commutes with rounding, and one baddbmm
@@ -88,7 +91,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   const double root = std::sqrt(static_cast<double>(head_dim_));
   const bool masked = additive_mask.defined();
   const torch::Tensor mask = masked ? mask_for_heads(additive_mask, heads) : torch::Tensor();
-  torch::Tensor scores;  // [batch * heads, seq, seq]
+  torch::Tensor scores;  // [batch * heads, seq, kv_seq]
   if (exact_scale(head_dim_)) {
     const torch::Tensor input = masked ? mask : torch::zeros({1, 1, 1}, q.options());
     scores = torch::baddbmm(input, flat(q), flat(k).transpose(1, 2), /*beta=*/masked ? 1.0 : 0.0,
@@ -98,7 +101,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
     if (masked) scores.add_(mask);
   }
   torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
-  if (probs_out != nullptr) *probs_out = probs.view({batch, heads, seq, seq});
+  if (probs_out != nullptr) *probs_out = probs.view({batch, heads, seq, kv_seq});
   probs = dropout_(probs);
   return torch::bmm(probs, flat(v))  // [batch * heads, seq, head_dim]
       .view({batch, heads, seq, head_dim_})
@@ -131,8 +134,12 @@ BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
 
 torch::Tensor BertAttentionImpl::forward(const torch::Tensor& hidden,
                                          const torch::Tensor& additive_mask,
-                                         torch::Tensor* probs_out) {
-  return output_(self_->forward(hidden, additive_mask, probs_out), hidden);
+                                         torch::Tensor* probs_out,
+                                         bool first_token_only) {
+  if (!first_token_only) return output_(self_->forward(hidden, additive_mask, probs_out), hidden);
+  // The first position's row, contiguous (the output projection may add it in its GEMM).
+  const torch::Tensor first = hidden.narrow(/*dim=*/1, /*start=*/0, /*length=*/1).contiguous();
+  return output_(self_->forward(hidden, additive_mask, probs_out, first), first);
 }
 
 }  // namespace bert

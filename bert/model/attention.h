@@ -16,9 +16,13 @@ class BertSelfAttentionImpl : public torch::nn::Module {
   /// hidden [batch, seq, hidden]; additive_mask [batch, 1, 1, seq] float (0 = attend, very
   /// negative = masked) or undefined. Returns the context [batch, seq, hidden]; when
   /// `probs_out` is non-null it receives the attention probabilities [batch, heads, seq, seq].
+  /// With `queries` [batch, q_seq, hidden] (rows of `hidden`, e.g. the first position alone)
+  /// only those rows attend, to every position of `hidden`: the context is [batch, q_seq,
+  /// hidden] and the probabilities [batch, heads, q_seq, seq].
   torch::Tensor forward(const torch::Tensor& hidden,
                         const torch::Tensor& additive_mask,
-                        torch::Tensor* probs_out = nullptr);
+                        torch::Tensor* probs_out = nullptr,
+                        const torch::Tensor& queries = {});
 
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;
@@ -48,9 +52,12 @@ TORCH_MODULE(BertSelfOutput);
 class BertAttentionImpl : public torch::nn::Module {
  public:
   explicit BertAttentionImpl(const BertConfig& config);
+  /// [batch, seq, hidden] -> [batch, seq, hidden]; with `first_token_only`, the first
+  /// position's output alone, [batch, 1, hidden].
   torch::Tensor forward(const torch::Tensor& hidden,
                         const torch::Tensor& additive_mask,
-                        torch::Tensor* probs_out = nullptr);
+                        torch::Tensor* probs_out = nullptr,
+                        bool first_token_only = false);
 
  private:
   BertSelfAttention self_{nullptr};

@@ -17,16 +17,20 @@ void BertEncoderImpl::forward(torch::Tensor hidden,
   if (options.output_hidden_states) out.hidden_states.push_back(hidden);
   const bool checkpoint =
       checkpointing_ && torch::GradMode::is_enabled() && !options.output_attentions;
-  for (const auto& module : *layers_) {
+  const size_t layers = layers_->size();
+  for (size_t i = 0; i < layers; ++i) {
     torch::Tensor probs;
-    auto* layer = module->as<BertLayer>();
+    auto* layer = (*layers_)[i]->as<BertLayer>();
+    const bool first_only = options.first_token_only && i + 1 == layers;
     if (checkpoint) {
-      hidden =
-          checkpointed([layer, additive_mask](
-                           const torch::Tensor& h) { return layer->forward(h, additive_mask); },
-                       hidden);
+      hidden = checkpointed(
+          [layer, additive_mask, first_only](const torch::Tensor& h) {
+            return layer->forward(h, additive_mask, nullptr, first_only);
+          },
+          hidden);
     } else {
-      hidden = layer->forward(hidden, additive_mask, options.output_attentions ? &probs : nullptr);
+      hidden = layer->forward(hidden, additive_mask, options.output_attentions ? &probs : nullptr,
+                              first_only);
     }
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     if (options.output_attentions) out.attentions.push_back(probs);

@@ -23,6 +23,12 @@ struct BertModelOutput {
 struct ForwardOptions {
   bool output_hidden_states = false;
   bool output_attentions = false;
+  /// The caller reads only the first position of the last layer's output (a sentence head: the
+  /// pooler, or the first token): the last layer then computes that row alone, its keys and
+  /// values still from every position, and last_hidden_state (with the last of hidden_states and
+  /// attentions) holds that one position, [batch, 1, hidden]. Its values are those of the whole
+  /// layer's first row (to rounding); the other rows' work (a twelfth of bert-base's) is skipped.
+  bool first_token_only = false;
 };
 
 /// The stack of encoder layers. Children: layer (ModuleList, "layer.0", "layer.1", ...).

@@ -71,8 +71,10 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c) {
 
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden,
                                      const torch::Tensor& additive_mask,
-                                     torch::Tensor* probs_out) {
-  const torch::Tensor attended = attention_->forward(hidden, additive_mask, probs_out);
+                                     torch::Tensor* probs_out,
+                                     bool first_token_only) {
+  const torch::Tensor attended =
+      attention_->forward(hidden, additive_mask, probs_out, first_token_only);
   return output_(intermediate_(attended), attended);
 }
 

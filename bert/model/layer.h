@@ -44,9 +44,12 @@ TORCH_MODULE(BertOutput);
 class BertLayerImpl : public torch::nn::Module {
  public:
   explicit BertLayerImpl(const BertConfig& config);
+  /// hidden [batch, seq, hidden] -> [batch, seq, hidden], or with `first_token_only` the first
+  /// position's output alone, [batch, 1, hidden] (ForwardOptions::first_token_only).
   torch::Tensor forward(const torch::Tensor& hidden,
                         const torch::Tensor& additive_mask,
-                        torch::Tensor* probs_out = nullptr);
+                        torch::Tensor* probs_out = nullptr,
+                        bool first_token_only = false);
 
  private:
   BertAttention attention_{nullptr};

@@ -106,9 +106,13 @@ torch::Tensor BertTaskModelImpl::sentence_vector(const BertModelOutput& out) {
 }
 
 torch::Tensor BertTaskModelImpl::forward(const Batch& batch) {
+  // A sentence head reads the first position alone: the last layer computes only that row.
+  ForwardOptions first_token;
+  first_token.first_token_only = true;
   switch (kind_) {
     case HeadKind::kPooled: {
-      const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
+      const auto out =
+          bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids, first_token);
       return project(head_, sentence_vector(out));  // [batch, labels]
     }
     case HeadKind::kChoices: {
@@ -117,7 +121,7 @@ torch::Tensor BertTaskModelImpl::forward(const Batch& batch) {
         return t.reshape({-1, t.size(-1)});
       };  // [b*c, seq]
       const auto out = bert->forward(flat(batch.input_ids), flat(batch.attention_mask),
-                                     flat(batch.token_type_ids));
+                                     flat(batch.token_type_ids), first_token);
       return project(head_, sentence_vector(out)).view({b, c});  // [batch, choices]
     }
     case HeadKind::kTokens: {

@@ -234,6 +234,80 @@ TEST_F(BertModelTest, ReturnsEveryHiddenStateAndAttention) {
   EXPECT_EQ(out.pooler_output.sizes(), (std::vector<int64_t>{2, 32}));
 }
 
+// A sentence head's forward (ForwardOptions::first_token_only): the last layer computes the first
+// position alone. Its row, the pooler's output and every parameter's gradient equal the whole
+// layer's within 1e-5 in fp32 (gradients relative to their tensor's largest), on each attention
+// path: head by head (head_dim 64) and batched (head_dim 8), in training (autograd, activation
+// checkpointing too) and inference, with padding; the last layer's attentions are the first row of
+// the whole layer's. Under bf16 autocast (the batched path) within bf16's rounding.
+TEST_F(BertModelTest, FirstTokenOnlyEqualsTheWholeLastLayersFirstRow) {
+  const auto ids = torch::randint(5, 99, {3, 9});
+  const auto keep = torch::tensor(
+      {{1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0, 0, 0, 0}});
+  ForwardOptions first;
+  first.first_token_only = true;
+  for (const int64_t heads : {2, 16})
+    for (const bool checkpoint : {false, true}) {
+      auto config = tiny_config();
+      config.hidden_size(128).num_attention_heads(heads).num_hidden_layers(3);
+      config.hidden_dropout_prob(0.0).attention_probs_dropout_prob(0.0);
+      BertModel model(config);
+      model->train();
+      model->encoder->set_activation_checkpointing(checkpoint);
+      const auto what = fmt::format("heads {} checkpointing {}", heads, checkpoint);
+      const auto weights = torch::randn({128});
+      const auto gradients = [&](const BertModelOutput& out) {
+        model->zero_grad();
+        (out.pooler_output * weights).sum().backward();
+        std::vector<torch::Tensor> grads;
+        for (const auto& p : model->parameters())
+          grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+        return grads;
+      };
+      const auto whole = model->forward(ids, keep);
+      const auto whole_grads = gradients(whole);
+      const auto one = model->forward(ids, keep, {}, first);
+      const auto one_grads = gradients(one);
+      ASSERT_EQ(one.last_hidden_state.sizes(), (std::vector<int64_t>{3, 1, 128})) << what;
+      EXPECT_LT(testing::max_abs_diff(one.last_hidden_state.select(1, 0),
+                                      whole.last_hidden_state.select(1, 0)),
+                1e-5)
+          << what;
+      EXPECT_LT(testing::max_abs_diff(one.pooler_output, whole.pooler_output), 1e-5) << what;
+      // Gradients: within 1e-5 of each tensor's largest (the HF fixture's rule; an embedding's
+      // gradient sums over every token).
+      for (size_t i = 0; i < whole_grads.size(); ++i)
+        EXPECT_LE(testing::max_abs_diff(one_grads[i], whole_grads[i]),
+                  1e-5 * std::max(1.0, whole_grads[i].abs().max().item<double>()))
+            << what << " " << i;
+
+      model->eval();
+      torch::NoGradGuard no_grad;
+      const auto pooled = model->forward(ids, keep).pooler_output;
+      EXPECT_LT(testing::max_abs_diff(model->forward(ids, keep, {}, first).pooler_output, pooled),
+                1e-5)
+          << what;
+      ForwardOptions attentions = first;
+      attentions.output_attentions = true;
+      const auto with = model->forward(ids, keep, {}, attentions);
+      const auto all = model->forward(ids, keep, {}, {false, true});
+      ASSERT_EQ(with.attentions.back().sizes(), (std::vector<int64_t>{3, heads, 1, 9})) << what;
+      EXPECT_LT(
+          testing::max_abs_diff(with.attentions.back(), all.attentions.back().narrow(2, 0, 1)),
+          1e-5)
+          << what;
+      autocast::set_dtype(c10::kCPU, at::kBFloat16);
+      autocast::set_enabled(c10::kCPU, true);
+      const auto bf16_one = model->forward(ids, keep, {}, first).pooler_output;
+      const auto bf16_whole = model->forward(ids, keep).pooler_output;
+      autocast::set_enabled(c10::kCPU, false);
+      at::autocast::clear_cache();
+      EXPECT_LT(testing::max_abs_diff(bf16_one.to(torch::kFloat), bf16_whole.to(torch::kFloat)),
+                2e-2)
+          << what;
+    }
+}
+
 TEST_F(BertModelTest, RejectsSequencesLongerThanPositions) {
   BertModel model(tiny_config());
   EXPECT_THROW(model->forward(torch::zeros({1, 65}, torch::kLong)), c10::Error);

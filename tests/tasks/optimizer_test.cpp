@@ -91,9 +91,25 @@ TEST_P(ThreeAdamWSteps, MatchTheFixturesOptimizer) {
     for (const auto& p : model->named_parameters()) {
       const auto key = prefix + p.key();
       if (!train.count(key)) continue;
-      // The README's tolerance; key.bias has only rounding-noise gradients (update ~ lr * sign).
-      const double tol = p.key().find("key.bias") != std::string::npos ? 1e-4 : 2.5e-7;
-      EXPECT_LT(testing::max_abs_diff(p.value(), train.at(key)), tol) << key;
+      // The README's tolerance, 2.5e-7, except where the step is rounding noise: AdamW's first
+      // update is lr * g / (|g| + eps), so where |g| is within the gradients' own noise (the
+      // README's 1e-5 of the tensor's max |g|; all of key.bias, mathematically 0) a correct
+      // implementation may differ by up to ~lr (README: atol 1e-4 there). The fixture's own
+      // fp32-vs-float64 run differs by 2.05e-7 at such an element of layer.0.output.dense.weight.
+      const auto diff = (p.value() - train.at(key)).abs();
+      torch::Tensor noise = torch::zeros_like(diff, torch::kBool);
+      if (p.key().find("key.bias") != std::string::npos) {
+        noise.fill_(true);
+      } else if (const auto g = train.find("grad." + p.key()); g != train.end()) {
+        const auto magnitude = g->second.abs();
+        noise = magnitude < 1e-5 * magnitude.max();
+      }
+      const auto worst = [&](const torch::Tensor& where) {
+        const auto d = diff.masked_select(where);
+        return d.numel() == 0 ? 0.0 : d.max().item<double>();
+      };
+      EXPECT_LT(worst(noise.logical_not()), 2.5e-7) << key;
+      EXPECT_LT(worst(noise), 1e-4) << key;
       ++compared;
     }
     EXPECT_GT(compared, 0u) << prefix;
