@@ -159,13 +159,24 @@ std::optional<bool> config_bool(const json& config,
   return it->get<bool>();
 }
 
+/// tokenizer_config.json's string `key`: empty where absent or null; ConfigError naming the file
+/// and key where it is something else.
+std::string config_string(const json& config, const std::string& config_name, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return {};
+  if (!it->is_string())
+    throw ConfigError(fmt::format("{}: key '{}': expected a string, got {}", config_name, key,
+                                  it->dump().substr(0, 80)));
+  return it->get<std::string>();
+}
+
 /// HF's AlbertTokenizer, the class a directory of a SentencePiece model with its own ids names
 /// (and the one bertft writes for it), lower-cases the text and strips its accents before
 /// SentencePiece unless tokenizer_config.json says otherwise (do_lower_case true and keep_accents
 /// false when absent). bertft tokenizes such a model as libsentencepiece does, so a directory that
 /// asks HF for either is refused, naming the key, rather than tokenized unlike HF.
 void refuse_albert_preprocessing(const json& config, const std::string& config_name) {
-  if (config.value("tokenizer_class", std::string()).rfind("Albert", 0) != 0) return;
+  if (config_string(config, config_name, "tokenizer_class").rfind("Albert", 0) != 0) return;
   std::vector<std::string> problems;
   const auto check = [&](const char* key, bool hf_default, bool wanted) {
     const auto given = config_bool(config, config_name, key);
@@ -274,8 +285,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   }
   if (!dir.vocab && dir.sentencepiece) {
     // XLM-RoBERTa numbers SentencePiece's pieces as fairseq did (HF XLMRobertaTokenizer).
-    const bool fairseq = model_type == "xlm-roberta" ||
-                         config.value("tokenizer_class", std::string()).rfind("XLMRoberta", 0) == 0;
+    const bool fairseq =
+        model_type == "xlm-roberta" ||
+        config_string(config, config_name, "tokenizer_class").rfind("XLMRoberta", 0) == 0;
     if (!fairseq) {
       refuse_albert_preprocessing(config, config_name);
       auto tokenizer =

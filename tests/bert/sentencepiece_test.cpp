@@ -145,6 +145,8 @@ TEST(SentencePieceTest, OwnIdsDirectoryRefusesAlbertsLowerCasingAndSavesWithoutI
           "\"do_lower_case\": true: ");
   refused(R"({"tokenizer_class": "AlbertTokenizer", "do_lower_case": false, "keep_accents": 1})",
           "key 'keep_accents': expected true, false or null");
+  refused(R"({"tokenizer_class": ["AlbertTokenizer"]})",
+          "key 'tokenizer_class': expected a string, got [\"AlbertTokenizer\"]");
 
   write_file_atomic(config, R"({"tokenizer_class": "AlbertTokenizer", "do_lower_case": false,
                                 "keep_accents": true})");
