@@ -72,15 +72,21 @@ inline int64_t lane_elements(uint64_t first, int64_t n) {
   return std::min<int64_t>(n, static_cast<int64_t>(kLowWord - first)) / 16 * 16;
 }
 
-/// scale's bits in the lanes of the 16 elements from `index` that are kept, else 0.
-__attribute__((always_inline)) inline U32x16 keep_lanes(
-    uint32_t index, uint32_t key0, uint32_t key1, uint32_t threshold, uint32_t scale_bits) {
+/// Into `keep`: scale's bits in the lanes of the 16 elements from `index` that are kept, else 0.
+/// (An out-parameter, not a returned vector: clang refuses a 64-byte vector return in the
+/// clones built without AVX-512, whose calling convention for it would differ.)
+__attribute__((always_inline)) inline void keep_lanes(U32x16& keep,
+                                                      uint32_t index,
+                                                      uint32_t key0,
+                                                      uint32_t key1,
+                                                      uint32_t threshold,
+                                                      uint32_t scale_bits) {
   const U32x16 lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   U32x16 hash = (index + lanes) * 0x9E3779B1u + key0;
   fmix32_in_place(hash);
   hash ^= key1;
   fmix32_in_place(hash);
-  return reinterpret_cast<U32x16>(hash >= threshold) & scale_bits;
+  keep = reinterpret_cast<U32x16>(hash >= threshold) & scale_bits;
 }
 
 }  // namespace
@@ -99,8 +105,9 @@ void dropout_f32(const float* __restrict x,
   for (int64_t j = 0; j < lanes; j += 16) {
     F32x16 in;
     std::memcpy(&in, x + j, sizeof in);
-    const F32x16 out = in * reinterpret_cast<F32x16>(keep_lanes(static_cast<uint32_t>(first + j),
-                                                                k0, k1, threshold, scale_bits));
+    U32x16 keep;
+    keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
+    const F32x16 out = in * reinterpret_cast<F32x16>(keep);
     std::memcpy(y + j, &out, sizeof out);
   }
   for (int64_t j = lanes; j < n; ++j) {
@@ -125,9 +132,9 @@ void dropout_bf16(const uint16_t* __restrict x,
     U16x16 in;
     std::memcpy(&in, x + j, sizeof in);
     const F32x16 wide = reinterpret_cast<F32x16>(__builtin_convertvector(in, U32x16) << 16);
-    const U32x16 u = reinterpret_cast<U32x16>(
-        wide * reinterpret_cast<F32x16>(
-                   keep_lanes(static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits)));
+    U32x16 keep;
+    keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
+    const U32x16 u = reinterpret_cast<U32x16>(wide * reinterpret_cast<F32x16>(keep));
     // round_bf16 on the lanes: nearest even, any NaN as 0x7FC0.
     const U32x16 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
     const U32x16 nan = reinterpret_cast<U32x16>((u & 0x7FFFFFFFu) > 0x7F800000u);
