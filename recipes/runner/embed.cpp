@@ -88,7 +88,10 @@ torch::Tensor SentenceEncoder::encode_ids(const torch::Tensor& input_ids,
   {
     const tasks::AutocastScope autocast(bf16_ ? tasks::Precision::kBf16 : tasks::Precision::kFp32,
                                         device_);
-    hidden = model_->forward(ids, mask, torch::zeros_like(ids)).last_hidden_state;
+    // [CLS] pooling reads the first position alone: the last layer computes only that row.
+    ForwardOptions forward;
+    forward.first_token_only = options.pooling == Pooling::kCls;
+    hidden = model_->forward(ids, mask, torch::zeros_like(ids), forward).last_hidden_state;
   }
   auto vectors = pool(hidden.to(torch::kFloat), mask, options.pooling);
   if (options.normalize)
