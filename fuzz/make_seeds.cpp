@@ -183,6 +183,25 @@ int main(int argc, char** argv) {
     npy.append(reinterpret_cast<const char*>(values), sizeof values);
     write(out / "embeddings_npy", {npy, npy.substr(0, npy.size() - 4)});
   }
+  {
+    // tokenizer_dir: a first byte (bit 0: byte-level BPE, not WordPiece; the high nibble: room
+    // for added tokens), then tokenizer_config.json, tokenizer.json, added_tokens.json and
+    // special_tokens_map.json split at NUL bytes. The WordPiece vocabulary has 199 entries, the
+    // BPE one 264.
+    const std::string nul(1, '\0');
+    write(out / "tokenizer_dir",
+          {std::string("\x20") +
+               R"({"do_lower_case": false, "model_max_length": 512, "cls_token": "[CLS]"})" + nul +
+               R"({"added_tokens": [{"id": 199, "content": "<e>", "special": true},)" +
+               R"( {"id": 200, "content": "<f>", "lstrip": true}]})",
+           std::string("\x21") +
+               R"({"add_prefix_space": false, "mask_token": {"content": "<mask>"}})" + nul +
+               R"({"added_tokens": null})" + nul + R"({"<e>": 264})" + nul +
+               R"({"additional_special_tokens": ["<e>"]})",
+           std::string("\x0a") + nul + R"({"added_tokens": []})",
+           std::string("\x02") + R"({"do_lower_case": true, "strip_accents": null,)" +
+               R"( "tokenize_chinese_chars": false, "tokenizer_class": "BertTokenizer"})"});
+  }
   write(out / "split_words",
         {"Acme Corp. hired Jane O'Neil in New York.", "中文字符 and 😀 emoji\u00a0here",
          "tab\tsep\x01"

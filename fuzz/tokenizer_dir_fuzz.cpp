@@ -1,0 +1,128 @@
+// A model directory's tokenizer files as load_tokenizer reads them: the input, split at NUL
+// bytes, becomes tokenizer_config.json, tokenizer.json, added_tokens.json and
+// special_tokens_map.json (each present as far as the input reaches) beside a fixed vocab.txt
+// (WordPiece) or vocab.json + merges.txt (byte-level BPE); the tokenizer built, if any, then
+// encodes a text with added-token candidates in it.
+#include <stdlib.h>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bert/common/error.h"
+#include "bert/tokenizer/byte_level_bpe.h"
+#include "bert/tokenizer/factory.h"
+#include "fuzz/fuzz_input.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void write(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!out) __builtin_trap();  // the target's own files must be written
+}
+
+/// Two directories written once per process: "wordpiece" (vocab.txt) and "bpe" (vocab.json,
+/// merges.txt), each with a config.json; removed at exit.
+struct Dirs {
+  fs::path root, wordpiece, bpe;
+  int64_t wordpiece_size = 0, bpe_size = 0;
+  Dirs() {
+    std::string pattern = (fs::temp_directory_path() / "bertft-fuzz-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) __builtin_trap();
+    root = pattern;
+    wordpiece = root / "wordpiece";
+    bpe = root / "bpe";
+    fs::create_directory(wordpiece);
+    fs::create_directory(bpe);
+
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    wordpiece_size = 5;
+    for (char c = 33; c < 127; ++c, wordpiece_size += 2)
+      vocab += std::string(1, c) + "\n##" + std::string(1, c) + "\n";
+    for (const char* w : {"the", "tok", "##en", "中", "文", "é"}) {
+      vocab += std::string(w) + "\n";
+      ++wordpiece_size;
+    }
+    write(wordpiece / "vocab.txt", vocab);
+    write(wordpiece / "config.json", R"({"model_type": "bert"})");
+
+    using bert::tok::byte_symbol;
+    nlohmann::json ids = nlohmann::json::object();
+    for (const char* s : {"<s>", "<pad>", "</s>", "<unk>"}) ids[s] = bpe_size++;
+    for (int b = 0; b < 256; ++b) ids[byte_symbol(static_cast<unsigned char>(b))] = bpe_size++;
+    std::string merges = "#version: 0.2\n";
+    for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+             {"t", "h"}, {"th", "e"}, {byte_symbol(' '), "the"}}) {
+      merges += a + " " + b + "\n";
+      ids[a + b] = bpe_size++;
+    }
+    ids["<mask>"] = bpe_size++;
+    write(bpe / "vocab.json", ids.dump());
+    write(bpe / "merges.txt", merges);
+    write(bpe / "config.json", R"({"model_type": "roberta"})");
+  }
+  ~Dirs() {
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+  }
+};
+
+constexpr std::array<const char*, 4> kFiles = {"tokenizer_config.json", "tokenizer.json",
+                                               "added_tokens.json", "special_tokens_map.json"};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  static const Dirs dirs;
+  const bool bpe = data[0] & 1;
+  const fs::path dir = bpe ? dirs.bpe : dirs.wordpiece;
+  // The input after its first byte, cut at NUL bytes into the files in kFiles' order: as many
+  // files as there are parts (an empty first part: no tokenizer_config.json).
+  auto rest = bert::fuzz::as_text(data + 1, size - 1);
+  std::vector<std::string_view> parts;
+  while (parts.size() + 1 < kFiles.size()) {
+    const auto nul = rest.find('\0');
+    if (nul == std::string_view::npos) break;
+    parts.push_back(rest.substr(0, nul));
+    rest = rest.substr(nul + 1);
+  }
+  parts.push_back(rest);
+  const bool has_config = !parts[0].empty();
+  for (size_t i = 0; i < kFiles.size(); ++i) {
+    if (i < parts.size() && (i > 0 || has_config))
+      write(dir / kFiles[i], parts[i]);
+    else
+      fs::remove(dir / kFiles[i]);
+  }
+  bert::PretrainedDir d;
+  d.dir = dir;
+  d.config = dir / "config.json";
+  if (bpe) {
+    d.bpe_vocab = dir / "vocab.json";
+    d.bpe_merges = dir / "merges.txt";
+  } else {
+    d.vocab = dir / "vocab.txt";
+  }
+  if (has_config) d.tokenizer_config = dir / kFiles[0];
+  bert::tok::TokenizerOverrides overrides;
+  if (data[0] & 2) overrides.lowercase = (data[0] & 4) != 0;
+  overrides.check_casing = (data[0] & 8) != 0;
+  // Room for a few added tokens beyond the base vocabulary, or none.
+  const int64_t model_vocab_size = (bpe ? dirs.bpe_size : dirs.wordpiece_size) + (data[0] >> 4);
+  try {
+    const auto tokenizer = bert::tok::load_tokenizer(d, model_vocab_size, overrides);
+    const auto encoding = tokenizer->encode("The token <e> x  中文 é [MASK]<mask> end", "pair");
+    for (const auto id : encoding.ids)
+      if (id < 0 || id >= model_vocab_size) __builtin_trap();  // an id the model cannot embed
+  } catch (const bert::Error&) {
+  }
+  return 0;
+}
