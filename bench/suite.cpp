@@ -13,8 +13,10 @@
 // trainings, about 4 minutes); `--only profile [--profile-fp32 1]` breaks one train step down by
 // operator; `--only real_data [--real-limit N] [--real-tasks mrpc,stsb]` times MRPC and STS-B
 // training against HF run_glue-style (bench/hf_glue_epoch.py); `--only similar` times `bertft
-// similar` over 1 M vectors; `--only retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of
-// SQuAD v1.1 dev questions -> their paragraphs by `embed` + `similar`.
+// similar` over 1 M vectors; `--only pretrain_step` times a bert-base MLM + NSP step with the last
+// layer whole against [CLS] and the masked positions alone; `--only retrieval [--retrieval-models
+// DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their paragraphs by `embed` +
+// `similar`.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/resource.h>
@@ -47,6 +49,7 @@
 #include "recipes/runner/export.h"
 #include "recipes/runner/new_model.h"
 #include "recipes/runner/process.h"
+#include "tasks/pretraining/adapter.h"
 #include "tasks/registry.h"
 #include "tasks/training/distributed.h"
 #include "tasks/training/optimizer.h"
@@ -472,6 +475,54 @@ struct Suite {
     const auto t = Clock::now();
     for (int64_t i = 0; i < n; ++i) once();
     return static_cast<double>(n) * flops / since(t) / 1e12;
+  }
+
+  /// A bert-base pre-training step (MLM + NSP, 8 x 128, 20 masked tokens a row as Google's
+  /// max_predictions_per_seq at 128, fp32, forward + backward + AdamW), the last layer whole (a
+  /// batch without last_layer_rows) against [CLS] and the masked positions alone (as collate
+  /// selects them), alternated in this process.
+  void pretrain_step() {
+    fmt::print("\n== pretrain_step: bert-base MLM + NSP 8x128, 20 masked a row, fp32 ==\n");
+    const auto config = base_config();
+    const auto a = bert::tasks::TaskRegistry::global().create(
+        "pretraining", bert::YamlReader(YAML::Load("{}"), "bench"));
+    torch::manual_seed(0);
+    auto model = a->build_model(config);
+    model->train();
+    auto optimizer = bert::tasks::make_adamw(*model, {});
+    std::vector<torch::Tensor> params;
+    for (const auto& p : model->parameters()) params.push_back(p);
+    Batch whole = random_batch(8, 128, config.vocab_size());
+    std::vector<int64_t> positions;
+    for (int64_t r = 0; r < 8; ++r) {
+      const auto chosen = std::get<0>((torch::randperm(127) + 1).narrow(0, 0, 20).sort());
+      for (int64_t k = 0; k < 20; ++k)
+        positions.insert(positions.end(), {r, chosen[k].item<int64_t>()});
+    }
+    whole.masked_positions = torch::tensor(positions, torch::kLong).view({-1, 2});
+    whole.labels =
+        torch::cat({torch::randint(1000, config.vocab_size(), {160}), torch::randint(0, 2, {8})});
+    Batch rows = whole;
+    bert::tasks::select_last_layer_rows(rows);
+    const auto step = [&](const Batch& b) {
+      const auto t = Clock::now();
+      a->loss(model->forward(b), b).backward();
+      bert::tasks::clip_gradients(*optimizer, params, 1.0);
+      optimizer->step();
+      bert::tasks::release_gradients(params);
+      return since(t);
+    };
+    step(whole);  // warm-up
+    double best_whole = 1e30, best_rows = 1e30;
+    for (int i = 0; i < std::max(3, iters); ++i) {
+      best_whole = std::min(best_whole, step(whole));
+      best_rows = std::min(best_rows, step(rows));
+    }
+    fmt::print("whole last layer {:.3f} s, [CLS] + masked rows ({} a row) {:.3f} s: {:.3f}x\n",
+               best_whole, rows.last_layer_rows.size(1), best_rows, best_whole / best_rows);
+    results["pretrain_step"] = {{"whole_last_layer_s", best_whole},
+                                {"chosen_rows_s", best_rows},
+                                {"speedup", best_whole / best_rows}};
   }
 
   void train_step() {
@@ -1431,9 +1482,10 @@ struct Suite {
 
 constexpr const char* kUsage =
     "usage: bench_suite [--only SECTION,...] [--iters N] [--rounds N] [--threads N] [--json FILE]\n"
-    "  sections (default all but the last five): gemm, train_step, infer, seq_scaling, attention,\n"
+    "  sections (default all but the last six): gemm, train_step, infer, seq_scaling, attention,\n"
     "  tokenizer, load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile\n"
-    "  [--profile-fp32 1], real_data [--real-limit N (0: all)] [--real-tasks mrpc,stsb], similar,\n"
+    "  [--profile-fp32 1], pretrain_step, real_data [--real-limit N (0: all)]\n"
+    "  [--real-tasks mrpc,stsb], similar,\n"
     "  retrieval [--retrieval-models DIR,...]\n"
     "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
     "  [--warmup N] [--steps N] [--checkpoint 0|1]\n";
@@ -1563,6 +1615,7 @@ int main(int argc, char** argv) {
   if (wants("gemm") || wants("train_step") || wants("infer") || wants("vs_hf") || wants("similar"))
     section("gemm", [&] { suite.gemm(); });
   if (wants("train_step")) section("train_step", [&] { suite.train_step(); });
+  if (wants("pretrain_step")) section("pretrain_step", [&] { suite.pretrain_step(); });
   if (wants("infer")) section("infer", [&] { suite.infer(); });
   if (wants("seq_scaling")) section("seq_scaling", [&] { suite.seq_scaling(); });
   if (wants("attention")) section("attention", [&] { suite.attention(); });

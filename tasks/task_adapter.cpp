@@ -25,6 +25,8 @@ Batch Batch::to(const torch::Device& device) const {
   move(b.token_type_ids);
   move(b.labels);
   move(b.masked_positions);
+  move(b.last_layer_rows);
+  move(b.masked_slots);
   return b;
 }
 

@@ -90,6 +90,10 @@ struct Batch {
   torch::Tensor input_ids, attention_mask, token_type_ids, labels;
   /// Pre-training: [masked, 2] int64 (row, position) of the masked tokens; else undefined.
   torch::Tensor masked_positions;
+  /// Pre-training, optional (select_last_layer_rows): [rows, 1 + most masked in a row] int64,
+  /// each row's position 0 ([CLS]) then its masked positions (the rest 0), and [masked] int64,
+  /// each masked token's column there. The last layer then computes those positions alone.
+  torch::Tensor last_layer_rows, masked_slots;
   std::vector<int64_t> feature_indices;  ///< which features, in row order
   std::vector<int64_t> lengths;          ///< real (unpadded) length of each row 0
 

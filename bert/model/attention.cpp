@@ -135,11 +135,9 @@ BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
 torch::Tensor BertAttentionImpl::forward(const torch::Tensor& hidden,
                                          const torch::Tensor& additive_mask,
                                          torch::Tensor* probs_out,
-                                         bool first_token_only) {
-  if (!first_token_only) return output_(self_->forward(hidden, additive_mask, probs_out), hidden);
-  // The first position's row, contiguous (the output projection may add it in its GEMM).
-  const torch::Tensor first = hidden.narrow(/*dim=*/1, /*start=*/0, /*length=*/1).contiguous();
-  return output_(self_->forward(hidden, additive_mask, probs_out, first), first);
+                                         const torch::Tensor& queries) {
+  const torch::Tensor context = self_->forward(hidden, additive_mask, probs_out, queries);
+  return output_(context, queries.defined() ? queries : hidden);
 }
 
 }  // namespace bert

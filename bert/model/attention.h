@@ -52,12 +52,12 @@ TORCH_MODULE(BertSelfOutput);
 class BertAttentionImpl : public torch::nn::Module {
  public:
   explicit BertAttentionImpl(const BertConfig& config);
-  /// [batch, seq, hidden] -> [batch, seq, hidden]; with `first_token_only`, the first
-  /// position's output alone, [batch, 1, hidden].
+  /// [batch, seq, hidden] -> [batch, seq, hidden]; with `queries` [batch, rows, hidden] (rows
+  /// of `hidden`) the output of those rows alone, [batch, rows, hidden].
   torch::Tensor forward(const torch::Tensor& hidden,
                         const torch::Tensor& additive_mask,
                         torch::Tensor* probs_out = nullptr,
-                        bool first_token_only = false);
+                        const torch::Tensor& queries = {});
 
  private:
   BertSelfAttention self_{nullptr};

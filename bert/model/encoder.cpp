@@ -17,20 +17,37 @@ void BertEncoderImpl::forward(torch::Tensor hidden,
   if (options.output_hidden_states) out.hidden_states.push_back(hidden);
   const bool checkpoint =
       checkpointing_ && torch::GradMode::is_enabled() && !options.output_attentions;
+  // The rows of the last layer's input whose output the caller reads (all where undefined): the
+  // first position, contiguous (the output projection may add it in its GEMM), or the
+  // positions last_layer_rows names.
+  const bool first_only = options.first_token_only && !options.last_layer_rows.defined();
+  const torch::Tensor rows = options.last_layer_rows;
+  const auto queries_of = [first_only, rows](const torch::Tensor& h) -> torch::Tensor {
+    if (rows.defined()) {
+      TORCH_CHECK(rows.dim() == 2 && rows.size(0) == h.size(0), "last_layer_rows must be [",
+                  h.size(0), ", rows], got ", rows.sizes());
+      return h.gather(1, rows.unsqueeze(-1).expand({rows.size(0), rows.size(1), h.size(2)}));
+    }
+    if (first_only) return h.narrow(/*dim=*/1, /*start=*/0, /*length=*/1).contiguous();
+    return {};
+  };
   const size_t layers = layers_->size();
   for (size_t i = 0; i < layers; ++i) {
     torch::Tensor probs;
     auto* layer = (*layers_)[i]->as<BertLayer>();
-    const bool first_only = options.first_token_only && i + 1 == layers;
+    const bool last = i + 1 == layers;
     if (checkpoint) {
+      // The rows are taken inside the checkpointed function (kept by value: it runs again in
+      // backward), so that their gradient reaches its input.
       hidden = checkpointed(
-          [layer, additive_mask, first_only](const torch::Tensor& h) {
-            return layer->forward(h, additive_mask, nullptr, first_only);
+          [layer, additive_mask, last, queries_of](const torch::Tensor& h) {
+            return layer->forward(h, additive_mask, nullptr,
+                                  last ? queries_of(h) : torch::Tensor());
           },
           hidden);
     } else {
       hidden = layer->forward(hidden, additive_mask, options.output_attentions ? &probs : nullptr,
-                              first_only);
+                              last ? queries_of(hidden) : torch::Tensor());
     }
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     if (options.output_attentions) out.attentions.push_back(probs);

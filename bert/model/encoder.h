@@ -27,8 +27,14 @@ struct ForwardOptions {
   /// pooler, or the first token): the last layer then computes that row alone, its keys and
   /// values still from every position, and last_hidden_state (with the last of hidden_states and
   /// attentions) holds that one position, [batch, 1, hidden]. Its values are those of the whole
-  /// layer's first row (to rounding); the other rows' work (a twelfth of bert-base's) is skipped.
+  /// layer's first row (to rounding); the other rows' work (7.5% of bert-base's FLOPs at 128
+  /// tokens) is skipped.
   bool first_token_only = false;
+  /// [batch, rows] int64, or undefined: the positions of each sequence whose last-layer output
+  /// the caller reads (pre-training's [CLS] and masked tokens; a row may repeat a position). The
+  /// last layer then computes those rows alone, and last_hidden_state is [batch, rows, hidden],
+  /// its row j of sequence b the output at position last_layer_rows[b][j].
+  torch::Tensor last_layer_rows;
 };
 
 /// The stack of encoder layers. Children: layer (ModuleList, "layer.0", "layer.1", ...).

@@ -72,9 +72,8 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c) {
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden,
                                      const torch::Tensor& additive_mask,
                                      torch::Tensor* probs_out,
-                                     bool first_token_only) {
-  const torch::Tensor attended =
-      attention_->forward(hidden, additive_mask, probs_out, first_token_only);
+                                     const torch::Tensor& queries) {
+  const torch::Tensor attended = attention_->forward(hidden, additive_mask, probs_out, queries);
   return output_(intermediate_(attended), attended);
 }
 

@@ -44,12 +44,13 @@ TORCH_MODULE(BertOutput);
 class BertLayerImpl : public torch::nn::Module {
  public:
   explicit BertLayerImpl(const BertConfig& config);
-  /// hidden [batch, seq, hidden] -> [batch, seq, hidden], or with `first_token_only` the first
-  /// position's output alone, [batch, 1, hidden] (ForwardOptions::first_token_only).
+  /// hidden [batch, seq, hidden] -> [batch, seq, hidden]; with `queries` [batch, rows, hidden]
+  /// (rows of `hidden`: ForwardOptions::first_token_only, last_layer_rows) the output of those
+  /// rows alone, [batch, rows, hidden].
   torch::Tensor forward(const torch::Tensor& hidden,
                         const torch::Tensor& additive_mask,
                         torch::Tensor* probs_out = nullptr,
-                        bool first_token_only = false);
+                        const torch::Tensor& queries = {});
 
  private:
   BertAttention attention_{nullptr};

@@ -79,11 +79,35 @@ PretrainingModelImpl::PretrainingModelImpl(const BertConfig& config) {
   cls = register_module("cls", inner->cls);
 }
 
+void select_last_layer_rows(Batch& batch) {
+  const auto positions = batch.masked_positions.to(torch::kCPU).contiguous();
+  const int64_t rows = batch.input_ids.size(0), masked = positions.size(0);
+  const auto at = positions.accessor<int64_t, 2>();
+  std::vector<int64_t> count(static_cast<size_t>(rows), 0), slots(static_cast<size_t>(masked));
+  for (int64_t k = 0; k < masked; ++k) {
+    const int64_t row = at[k][0];
+    TORCH_CHECK(row >= 0 && row < rows, "masked position ", k, " names row ", row, " of ", rows);
+    slots[static_cast<size_t>(k)] = 1 + count[static_cast<size_t>(row)]++;
+  }
+  const int64_t width = 1 + (rows == 0 ? 0 : *std::max_element(count.begin(), count.end()));
+  auto table = torch::zeros({rows, width}, torch::kLong);  // column 0: [CLS]
+  auto t = table.accessor<int64_t, 2>();
+  for (int64_t k = 0; k < masked; ++k) t[at[k][0]][slots[static_cast<size_t>(k)]] = at[k][1];
+  batch.last_layer_rows = table.to(batch.masked_positions.device());
+  batch.masked_slots = torch::tensor(slots, torch::kLong).to(batch.masked_positions.device());
+}
+
 torch::Tensor PretrainingModelImpl::forward(const Batch& batch) {
-  const auto out = bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids);
+  // With the rows chosen in collate, the last layer computes [CLS] (the pooler's) and the masked
+  // positions alone; the masked tokens are then read at their columns of those rows.
+  const bool rows = batch.last_layer_rows.defined() && batch.masked_slots.defined();
+  ForwardOptions options;
+  if (rows) options.last_layer_rows = batch.last_layer_rows;
+  const auto out =
+      bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids, options);
   const auto& positions = batch.masked_positions;
-  const auto selected =
-      out.last_hidden_state.index({positions.select(1, 0), positions.select(1, 1)});  // [M, H]
+  const auto selected = out.last_hidden_state.index(
+      {positions.select(1, 0), rows ? batch.masked_slots : positions.select(1, 1)});  // [M, H]
   if (lm_head) return lm_head->forward(selected);                                     // [M, V]
   const auto mlm = cls->predictions(selected);                                        // [M, V]
   const auto nsp = cls->seq_relationship(out.pooler_output);                          // [B, 2]
@@ -210,6 +234,7 @@ Batch PretrainingAdapter::collate(const FeatureSet& features,
   batch.token_type_ids = torch::tensor(types, torch::kLong).view({rows, length});
   batch.attention_mask = torch::tensor(mask, torch::kLong).view({rows, length});
   batch.masked_positions = torch::tensor(positions, torch::kLong).view({-1, 2});
+  select_last_layer_rows(batch);
   labels.insert(labels.end(), nsp.begin(), nsp.end());
   batch.labels = torch::tensor(labels, torch::kLong);
   return batch;

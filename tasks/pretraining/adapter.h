@@ -91,7 +91,8 @@ class ShardFeatureSet final : public FeatureSet {
 /// the MLM head of MaskedLMHead; they have no NSP head). forward() returns one tensor of rows:
 /// the MLM logits [masked, vocab] of the masked positions (Batch::masked_positions, in order),
 /// then, for BERT, each row's NSP logits in columns 0-1 (the rest 0). The MLM decoder runs only
-/// on masked positions, as Google's implementation does.
+/// on masked positions, as Google's implementation does; with Batch::last_layer_rows (collate
+/// sets them) the last encoder layer too computes only [CLS] and the masked positions.
 class PretrainingModelImpl : public TaskModelImpl {
  public:
   explicit PretrainingModelImpl(const BertConfig& config);
@@ -101,6 +102,10 @@ class PretrainingModelImpl : public TaskModelImpl {
   BertPreTrainingHeads cls{nullptr};    ///< BERT
   std::optional<MaskedLMHead> lm_head;  ///< the other families
 };
+
+/// Sets batch.last_layer_rows and batch.masked_slots from batch.masked_positions (on the CPU:
+/// collate calls it, so that a GPU step needs no host round trip).
+void select_last_layer_rows(Batch& batch);
 
 /// Pre-training over instance shards (`bertft pretrain-data`), through the same Trainer,
 /// checkpoints, logs and export as fine-tuning: BERT's MLM + NSP (loss as HF

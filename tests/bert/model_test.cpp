@@ -235,12 +235,13 @@ TEST_F(BertModelTest, ReturnsEveryHiddenStateAndAttention) {
 }
 
 // A sentence head's forward (ForwardOptions::first_token_only): the last layer computes the first
-// position alone. Its row, the pooler's output and every parameter's gradient equal the whole
-// layer's within 1e-5 in fp32 (gradients relative to their tensor's largest), on each attention
-// path: head by head (head_dim 64) and batched (head_dim 8), in training (autograd, activation
-// checkpointing too) and inference, with padding; the last layer's attentions are the first row of
-// the whole layer's. Under bf16 autocast (the batched path) within bf16's rounding.
-TEST_F(BertModelTest, FirstTokenOnlyEqualsTheWholeLastLayersFirstRow) {
+// position alone; with last_layer_rows (pre-training), the positions named. The rows, the pooler's
+// output and every parameter's gradient equal the whole layer's within 1e-5 in fp32 (gradients
+// relative to their tensor's largest), on each attention path: head by head (head_dim 64) and
+// batched (head_dim 8), in training (autograd, activation checkpointing too) and inference, with
+// padding; the last layer's attentions are the first row of the whole layer's. Under bf16
+// autocast (the batched path) within bf16's rounding.
+TEST_F(BertModelTest, FirstTokenOnlyAndChosenRowsEqualTheWholeLastLayer) {
   const auto ids = torch::randint(5, 99, {3, 9});
   const auto keep = torch::tensor(
       {{1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0, 0, 0, 0}});
@@ -280,6 +281,30 @@ TEST_F(BertModelTest, FirstTokenOnlyEqualsTheWholeLastLayersFirstRow) {
         EXPECT_LE(testing::max_abs_diff(one_grads[i], whole_grads[i]),
                   1e-5 * std::max(1.0, whole_grads[i].abs().max().item<double>()))
             << what << " " << i;
+
+      // Chosen rows (pre-training's [CLS] and masked positions; a row may repeat one): their
+      // outputs and the gradients of a loss on them.
+      ForwardOptions chosen;
+      chosen.last_layer_rows = torch::tensor({{0, 3, 8}, {0, 2, 0}, {0, 1, 1}}, torch::kLong);
+      const auto index = chosen.last_layer_rows.unsqueeze(-1).expand({3, 3, 128});
+      const auto row_gradients = [&](const torch::Tensor& selected) {
+        model->zero_grad();
+        (selected * weights).sum().backward();
+        std::vector<torch::Tensor> grads;
+        for (const auto& p : model->parameters())
+          grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+        return grads;
+      };
+      const auto whole_rows = model->forward(ids, keep).last_hidden_state.gather(1, index);
+      const auto whole_row_grads = row_gradients(whole_rows);
+      const auto rows = model->forward(ids, keep, {}, chosen).last_hidden_state;
+      ASSERT_EQ(rows.sizes(), whole_rows.sizes()) << what;
+      EXPECT_LT(testing::max_abs_diff(rows, whole_rows), 1e-5) << what;
+      const auto row_grads = row_gradients(rows);
+      for (size_t i = 0; i < whole_row_grads.size(); ++i)
+        EXPECT_LE(testing::max_abs_diff(row_grads[i], whole_row_grads[i]),
+                  1e-5 * std::max(1.0, whole_row_grads[i].abs().max().item<double>()))
+            << what << " rows " << i;
 
       model->eval();
       torch::NoGradGuard no_grad;

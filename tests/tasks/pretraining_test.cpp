@@ -442,16 +442,43 @@ TEST(PretrainingParity, LossAndMaskedLogitsMatchHf) {
   const int64_t rows = batch.input_ids.size(0), masked = batch.masked_positions.size(0);
   for (int64_t r = 0; r < rows; ++r) batch.feature_indices.push_back(r);
   ASSERT_GT(masked, 0);
-  torch::NoGradGuard no_grad;
-  const auto logits = model->forward(batch);
-  const auto expected_mlm =
-      outputs.at("prediction_logits")
-          .index({batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
-  EXPECT_LT(testing::max_abs_diff(logits.narrow(0, 0, masked), expected_mlm), 1e-5);
-  EXPECT_LT(testing::max_abs_diff(logits.narrow(0, masked, rows).narrow(1, 0, 2),
-                                  outputs.at("seq_relationship_logits")),
-            1e-5);
-  EXPECT_NEAR(adapter->loss(logits, batch).item<double>(), outputs.at("loss").item<double>(), 1e-5);
+  // The whole last layer, then (as collate selects them) only [CLS] and the masked positions.
+  std::vector<std::vector<torch::Tensor>> grads;
+  for (const bool selected : {false, true}) {
+    if (selected) {
+      select_last_layer_rows(batch);
+      ASSERT_EQ(batch.last_layer_rows.size(0), rows);
+      EXPECT_LT(batch.last_layer_rows.size(1), batch.input_ids.size(1));
+      EXPECT_TRUE(
+          torch::equal(batch.last_layer_rows.select(1, 0), torch::zeros({rows}, torch::kLong)));
+    }
+    const auto what = selected ? "masked rows alone" : "whole last layer";
+    {
+      torch::NoGradGuard no_grad;
+      const auto logits = model->forward(batch);
+      const auto expected_mlm =
+          outputs.at("prediction_logits")
+              .index({batch.masked_positions.select(1, 0), batch.masked_positions.select(1, 1)});
+      EXPECT_LT(testing::max_abs_diff(logits.narrow(0, 0, masked), expected_mlm), 1e-5) << what;
+      EXPECT_LT(testing::max_abs_diff(logits.narrow(0, masked, rows).narrow(1, 0, 2),
+                                      outputs.at("seq_relationship_logits")),
+                1e-5)
+          << what;
+      EXPECT_NEAR(adapter->loss(logits, batch).item<double>(), outputs.at("loss").item<double>(),
+                  1e-5)
+          << what;
+    }
+    // Gradients (eval mode: no dropout): the same within 1e-5 of each tensor's largest.
+    model->zero_grad();
+    adapter->loss(model->forward(batch), batch).backward();
+    grads.emplace_back();
+    for (const auto& p : model->parameters())
+      grads.back().push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_LE(testing::max_abs_diff(grads[1][i], grads[0][i]),
+              1e-5 * std::max(1e-3, grads[0][i].abs().max().item<double>()))
+        << i;
 }
 
 }  // namespace
