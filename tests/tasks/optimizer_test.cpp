@@ -95,7 +95,8 @@ TEST_P(ThreeAdamWSteps, MatchTheFixturesOptimizer) {
       // update is lr * g / (|g| + eps), so where |g| is within the gradients' own noise (the
       // README's 1e-5 of the tensor's max |g|; all of key.bias, mathematically 0) a correct
       // implementation may differ by up to ~lr (README: atol 1e-4 there). The fixture's own
-      // fp32-vs-float64 run differs by 2.05e-7 at such an element of layer.0.output.dense.weight.
+      // fp32-vs-float64 run differs by 2.05e-7 in layer.0.output.dense.weight, where such elements
+      // are.
       const auto diff = (p.value() - train.at(key)).abs();
       torch::Tensor noise = torch::zeros_like(diff, torch::kBool);
       if (p.key().find("key.bias") != std::string::npos) {
