@@ -8,12 +8,12 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/factory.h"
 #include "fuzz/fuzz_input.h"
@@ -21,12 +21,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-void write(const fs::path& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!out) __builtin_trap();  // the target's own files must be written
-}
 
 /// Two directories written once per process: "wordpiece" (vocab.txt) and "bpe" (vocab.json,
 /// merges.txt), each with a config.json; removed at exit.
@@ -50,8 +44,8 @@ struct Dirs {
       vocab += std::string(w) + "\n";
       ++wordpiece_size;
     }
-    write(wordpiece / "vocab.txt", vocab);
-    write(wordpiece / "config.json", R"({"model_type": "bert"})");
+    bert::write_file_atomic(wordpiece / "vocab.txt", vocab);
+    bert::write_file_atomic(wordpiece / "config.json", R"({"model_type": "bert"})");
 
     using bert::tok::byte_symbol;
     nlohmann::json ids = nlohmann::json::object();
@@ -64,13 +58,13 @@ struct Dirs {
       ids[a + b] = bpe_size++;
     }
     ids["<mask>"] = bpe_size++;
-    write(bpe / "vocab.json", ids.dump());
-    write(bpe / "merges.txt", merges);
-    write(bpe / "config.json", R"({"model_type": "roberta"})");
+    bert::write_file_atomic(bpe / "vocab.json", ids.dump());
+    bert::write_file_atomic(bpe / "merges.txt", merges);
+    bert::write_file_atomic(bpe / "config.json", R"({"model_type": "roberta"})");
   }
   ~Dirs() {
     std::error_code ignored;
-    fs::remove_all(root, ignored);
+    bert::remove_tree(root, ignored);
   }
 };
 
@@ -98,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool has_config = !parts[0].empty();
   for (size_t i = 0; i < kFiles.size(); ++i) {
     if (i < parts.size() && (i > 0 || has_config))
-      write(dir / kFiles[i], parts[i]);
+      bert::write_file_atomic(dir / kFiles[i], parts[i]);
     else
       fs::remove(dir / kFiles[i]);
   }

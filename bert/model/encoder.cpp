@@ -20,8 +20,8 @@ void BertEncoderImpl::forward(torch::Tensor hidden,
   // The rows of the last layer's input whose output the caller reads (all where undefined): the
   // first position, contiguous (the output projection may add it in its GEMM), or the
   // positions last_layer_rows names.
-  const bool first_only = options.first_token_only && !options.last_layer_rows.defined();
-  const torch::Tensor rows = options.last_layer_rows;
+  const bool first_only = options.first_token_only;
+  const torch::Tensor rows = options.last_layer_rows;  // taken first where both are set
   const auto queries_of = [first_only, rows](const torch::Tensor& h) -> torch::Tensor {
     if (rows.defined()) {
       TORCH_CHECK(rows.dim() == 2 && rows.size(0) == h.size(0), "last_layer_rows must be [",
