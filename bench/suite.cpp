@@ -882,26 +882,56 @@ struct Suite {
             {"batched_ms", t_batched * 1e3}, {"by_head_ms", t_by_head * 1e3}, {"max_diff", diff}};
       }
     }
-    attention_training();
+    const double fp32_ms = attention_training(torch::kFloat);
+    // bf16 (autocast's projections give bf16 q, k, v): where bf16 is fast, or at least not far
+    // slower than fp32 (both paths are bf16; a CPU without bf16 instructions would take minutes).
+    const double bf16_ms = bf16_fast ? 0.0 : attention_training_ms(torch::kBFloat16, 8, 128);
+    if (bf16_fast || bf16_ms < 4 * fp32_ms)
+      attention_training(torch::kBFloat16);
+    else
+      fmt::print("\n(bf16 training attention skipped: one 8x128 call {:.0f} ms, fp32 {:.0f} ms)\n",
+                 bf16_ms, fp32_ms);
+  }
+
+  /// One head-by-head training attention call (forward + backward) of `type` at batch x seq, ms.
+  double attention_training_ms(torch::ScalarType type, int64_t batch, int64_t seq) {
+    const torch::AutoGradMode grad(true);
+    const auto leaf = [&] { return torch::randn({batch, seq, 768}).to(type).requires_grad_(true); };
+    const auto q = leaf(), k = leaf(), v = leaf();
+    const auto heads = [&](const torch::Tensor& x) {
+      return x.view({batch, seq, 12, 64}).transpose(1, 2);
+    };
+    return 1e3 * best_time(1, [&] {
+             bert::onednn_attention_training(heads(q), heads(k), heads(v), {}, 0.125, 0.1)
+                 .sum()
+                 .backward();
+           });
   }
 
   /// The same layer's training attention, forward + backward with attention dropout 0.1: the
   /// batched ops (the differentiable batched products, LibTorch's softmax, hash_dropout over the
   /// whole probabilities: the path with BERTFT_ATTENTION=batched) against
   /// onednn_attention_training (head by head, the probabilities recomputed in backward), alternated
-  /// in this process, padded as above; the max diff is the gradient of q's.
-  void attention_training() {
+  /// in this process, padded as above; the max diff is the gradient of q's. In float32, or with
+  /// bf16 q, k and v as autocast's projections give them (the batched ops then round the scores
+  /// and probabilities to bf16; by head they stay float32). Returns the by-head 8x128 time, ms.
+  double attention_training(torch::ScalarType type) {
+    const bool bf16 = type == torch::kBFloat16;
     fmt::print(
-        "\n== attention: the same in training, forward + backward, dropout 0.1 (ms, best of {}) "
-        "==\n{:<8} {:<8} {:>9} {:>9} {:>7} {:>10}\n",
-        3 * iters, "shape", "padding", "batched", "by head", "ratio", "max diff");
+        "\n== attention: the same in training, {}, forward + backward, dropout 0.1 (ms, best of "
+        "{}) ==\n{:<8} {:<8} {:>9} {:>9} {:>7} {:>10}\n",
+        bf16 ? "bf16" : "fp32", 3 * iters, "shape", "padding", "batched", "by head", "ratio",
+        "max diff");
     const torch::AutoGradMode grad(true);  // (attention() runs without)
     const int64_t heads = 12, dim = 64, hidden = heads * dim;
+    double by_head_8x128 = 0;
     for (const auto& [batch, seq] :
          std::vector<std::pair<int64_t, int64_t>>{{8, 48}, {8, 128}, {32, 128}, {8, 384}}) {
-      const auto leaf = [&] { return torch::randn({batch, seq, hidden}).requires_grad_(true); };
+      const auto leaf = [&] {
+        return torch::randn({batch, seq, hidden}).to(type).requires_grad_(true);
+      };
       const auto q_rows = leaf(), k_rows = leaf(), v_rows = leaf();
-      const auto upstream = torch::randn({batch, seq, hidden});
+      const auto upstream = torch::randn({batch, seq, hidden}).to(type);
       const auto heads_of = [&](const torch::Tensor& x) {
         return x.view({batch, seq, heads, dim}).transpose(1, 2);
       };
@@ -928,9 +958,11 @@ struct Suite {
       const auto shape = fmt::format("{}x{}", batch, seq);
       fmt::print("{:<8} {:<8} {:>9.2f} {:>9.2f} {:>6.2f}x {:>10.1e}\n", shape, "yes",
                  t_batched * 1e3, t_by_head * 1e3, t_batched / t_by_head, diff);
-      results["attention_training"][shape] = {
+      results[bf16 ? "attention_training_bf16" : "attention_training"][shape] = {
           {"batched_ms", t_batched * 1e3}, {"by_head_ms", t_by_head * 1e3}, {"max_diff", diff}};
+      if (batch == 8 && seq == 128) by_head_8x128 = t_by_head * 1e3;
     }
+    return by_head_8x128;
   }
 
   /// `bertft similar`'s search (cosine_top_k) over 1 M bert-base-sized vectors (3 GiB, unit rows

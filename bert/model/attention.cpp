@@ -63,10 +63,10 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   const torch::Tensor q = split_heads(query_(rows));
   const torch::Tensor k = split_heads(key_(hidden));
   const torch::Tensor v = split_heads(value_(hidden));
-  // In float32 on oneDNN, unless the probabilities are asked for: head by head, the scores never
-  // written out whole (in training, each head's probabilities recomputed for backward). (Where
-  // 1/sqrt(head_dim) is not a power of two, its product differs from HF's quotient by at most an
-  // ulp of each score.)
+  // In float32 or bf16 on oneDNN, unless the probabilities are asked for: head by head, the scores
+  // never written out whole (in training, each head's probabilities recomputed for backward).
+  // (Where 1/sqrt(head_dim) is not a power of two, its product differs from HF's quotient by at
+  // most an ulp of each score.)
   if (probs_out == nullptr && use_onednn_attention(q, k.transpose(-1, -2))) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     const bool grad = torch::GradMode::is_enabled() &&

@@ -89,6 +89,13 @@ __attribute__((always_inline)) inline void keep_lanes(U32x16& keep,
   keep = reinterpret_cast<U32x16>(hash >= threshold) & scale_bits;
 }
 
+/// round_bf16 on 16 lanes of float32 bits: nearest even, any NaN as 0x7FC0.
+__attribute__((always_inline)) inline void round_lanes(U16x16& out, const U32x16& u) {
+  const U32x16 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const U32x16 nan = reinterpret_cast<U32x16>((u & 0x7FFFFFFFu) > 0x7F800000u);
+  out = __builtin_convertvector((rounded & ~nan) | (0x7FC0u & nan), U16x16);
+}
+
 }  // namespace
 
 BERTFT_CLONES
@@ -134,11 +141,8 @@ void dropout_bf16(const uint16_t* __restrict x,
     const F32x16 wide = reinterpret_cast<F32x16>(__builtin_convertvector(in, U32x16) << 16);
     U32x16 keep;
     keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
-    const U32x16 u = reinterpret_cast<U32x16>(wide * reinterpret_cast<F32x16>(keep));
-    // round_bf16 on the lanes: nearest even, any NaN as 0x7FC0.
-    const U32x16 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const U32x16 nan = reinterpret_cast<U32x16>((u & 0x7FFFFFFFu) > 0x7F800000u);
-    const U16x16 out = __builtin_convertvector((rounded & ~nan) | (0x7FC0u & nan), U16x16);
+    U16x16 out;
+    round_lanes(out, reinterpret_cast<U32x16>(wide * reinterpret_cast<F32x16>(keep)));
     std::memcpy(y + j, &out, sizeof out);
   }
   for (int64_t j = lanes; j < n; ++j) {
@@ -146,6 +150,46 @@ void dropout_bf16(const uint16_t* __restrict x,
         mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
     y[j] = round_bf16(widen_bf16(x[j]) * keep);
   }
+}
+
+BERTFT_CLONES
+void dropout_f32_to_bf16(const float* __restrict x,
+                         uint16_t* __restrict y,
+                         int64_t n,
+                         int64_t offset,
+                         const DropoutMask& mask) {
+  const uint32_t k0 = mask.key0, k1 = mask.key1, threshold = mask.threshold;
+  const float scale = mask.scale;
+  const uint32_t scale_bits = float_bits(scale);
+  const uint64_t first = static_cast<uint64_t>(offset);
+  const int64_t lanes = lane_elements(first, n);
+  for (int64_t j = 0; j < lanes; j += 16) {
+    F32x16 in;
+    std::memcpy(&in, x + j, sizeof in);
+    U32x16 keep;
+    keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
+    U16x16 out;
+    round_lanes(out, reinterpret_cast<U32x16>(in * reinterpret_cast<F32x16>(keep)));
+    std::memcpy(y + j, &out, sizeof out);
+  }
+  for (int64_t j = lanes; j < n; ++j) {
+    const float keep =
+        mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
+    y[j] = round_bf16(x[j] * keep);
+  }
+}
+
+BERTFT_CLONES
+void f32_to_bf16(const float* __restrict x, uint16_t* __restrict y, int64_t n) {
+  const int64_t lanes = n / 16 * 16;
+  for (int64_t j = 0; j < lanes; j += 16) {
+    U32x16 in;
+    std::memcpy(&in, x + j, sizeof in);
+    U16x16 out;
+    round_lanes(out, in);
+    std::memcpy(y + j, &out, sizeof out);
+  }
+  for (int64_t j = lanes; j < n; ++j) y[j] = round_bf16(x[j]);
 }
 
 }  // namespace bert::kernels

@@ -20,5 +20,11 @@ void dropout_f32(const float* x, float* y, int64_t n, int64_t offset, const Drop
 /// The same on bfloat16 (computed in float32, rounded once to nearest even).
 void dropout_bf16(
     const uint16_t* x, uint16_t* y, int64_t n, int64_t offset, const DropoutMask& mask);
+/// The float32 dropout written as bfloat16: y[j] = bf16(x[j] * (keep(offset + j) ? scale : 0)),
+/// rounded once to nearest even (the attention's float32 probabilities into a bf16 product).
+void dropout_f32_to_bf16(
+    const float* x, uint16_t* y, int64_t n, int64_t offset, const DropoutMask& mask);
+/// y[j] = bf16(x[j]), rounded to nearest even (any NaN as 0x7FC0), as LibTorch's conversion.
+void f32_to_bf16(const float* x, uint16_t* y, int64_t n);
 
 }  // namespace bert::kernels

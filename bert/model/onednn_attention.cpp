@@ -31,8 +31,9 @@ void check_operands(const char* who,
               ": q [batch, heads, seq, head_dim] and k, v [batch, heads, kv_seq, head_dim], got ",
               q.sizes(), ", ", k.sizes(), ", ", v.sizes());
   for (const auto* t : {&q, &k, &v})
-    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == torch::kFloat, who,
-                ": float32 CPU tensors only");
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == q.scalar_type() &&
+                    (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kBFloat16),
+                who, ": float32 or bf16 CPU tensors of one type only");
 }
 
 /// The additive mask [batch, 1, 1, kv_seq] as float32 rows [batch, kv_seq] (undefined without a
@@ -68,7 +69,10 @@ RowMask row_mask(const char* who,
 enum Product { kScores, kScoresMasked, kContext, kGradV, kGradProbs, kGradQ, kGradK, kProducts };
 
 /// The oneDNN primitives of one attention shape, forward (the first three products and the
-/// softmax) and, when asked for, backward.
+/// softmax) and, when asked for, backward. q, k, v, the context and their gradients are float32
+/// or bf16 (the operands' type); the scores, probabilities and their gradients are float32
+/// (softmax in float32 also in bf16, as a cache-sized buffer costs nothing to keep wide) and enter
+/// a bf16 product rounded to bf16, as autocast's product would take them.
 struct AttentionPrimitives {
   std::array<dnnl::matmul::primitive_desc, kProducts> descs;
   std::array<dnnl::matmul, kProducts> products;
@@ -89,26 +93,30 @@ const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
                                                 double scale,
                                                 bool with_backward) {
   const int64_t seq = q.size(2), dim = q.size(3), kv_seq = k.size(2), row = q.size(1) * dim;
+  const bool bf16 = q.scalar_type() == torch::kBFloat16;
   float scale_f = static_cast<float>(scale);
   int32_t scale_bits = 0;
   std::memcpy(&scale_bits, &scale_f, sizeof scale_bits);
-  const std::vector<int64_t> key = {seq,         dim,         kv_seq,      q.stride(2),
-                                    q.stride(3), k.stride(2), k.stride(3), v.stride(2),
-                                    v.stride(3), row,         scale_bits,  with_backward};
+  const std::vector<int64_t> key = {
+      seq,         dim,         kv_seq, q.stride(2), q.stride(3),   k.stride(2), k.stride(3),
+      v.stride(2), v.stride(3), row,    scale_bits,  with_backward, bf16};
   thread_local std::map<std::vector<int64_t>, AttentionPrimitives> made;
   if (const auto it = made.find(key); it != made.end()) return it->second;
   if (made.size() >= 256) made.clear();  // dynamic padding makes many lengths; keep it bounded
   const auto f32 = dnnl::memory::data_type::f32;
+  const auto dt = bf16 ? dnnl::memory::data_type::bf16 : f32;  // the operands' type
   using dims = dnnl::memory::dims;
   // One head's operands as oneDNN reads them in place (a transpose is a column-major view).
-  const dnnl::memory::desc q_md{dims{seq, dim}, f32, dims{q.stride(2), q.stride(3)}};
-  const dnnl::memory::desc k_md{dims{kv_seq, dim}, f32, dims{k.stride(2), k.stride(3)}};
-  const dnnl::memory::desc kt_md{dims{dim, kv_seq}, f32, dims{k.stride(3), k.stride(2)}};
-  const dnnl::memory::desc v_md{dims{kv_seq, dim}, f32, dims{v.stride(2), v.stride(3)}};
-  const dnnl::memory::desc vt_md{dims{dim, kv_seq}, f32, dims{v.stride(3), v.stride(2)}};
-  const dnnl::memory::desc probs_t_md{dims{kv_seq, seq}, f32, dims{1, kv_seq}};
-  const dnnl::memory::desc rows_md{dims{seq, dim}, f32, dims{row, 1}};
-  const dnnl::memory::desc kv_rows_md{dims{kv_seq, dim}, f32, dims{row, 1}};
+  const dnnl::memory::desc q_md{dims{seq, dim}, dt, dims{q.stride(2), q.stride(3)}};
+  const dnnl::memory::desc k_md{dims{kv_seq, dim}, dt, dims{k.stride(2), k.stride(3)}};
+  const dnnl::memory::desc kt_md{dims{dim, kv_seq}, dt, dims{k.stride(3), k.stride(2)}};
+  const dnnl::memory::desc v_md{dims{kv_seq, dim}, dt, dims{v.stride(2), v.stride(3)}};
+  const dnnl::memory::desc vt_md{dims{dim, kv_seq}, dt, dims{v.stride(3), v.stride(2)}};
+  // The probabilities (or the scores' gradient) as a product's operand, in the operands' type.
+  const dnnl::memory::desc probs_in_md{dims{seq, kv_seq}, dt, dims{kv_seq, 1}};
+  const dnnl::memory::desc probs_t_md{dims{kv_seq, seq}, dt, dims{1, kv_seq}};
+  const dnnl::memory::desc rows_md{dims{seq, dim}, dt, dims{row, 1}};
+  const dnnl::memory::desc kv_rows_md{dims{kv_seq, dim}, dt, dims{row, 1}};
   AttentionPrimitives p;
   p.probs_md = {dims{seq, kv_seq}, f32, dims{kv_seq, 1}};
   p.mask_md = {dims{1, kv_seq}, f32, dims{kv_seq, 1}};
@@ -129,11 +137,11 @@ const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
   };
   p.descs[kScores] = make(q_md, kt_md, p.probs_md, true, false);
   p.descs[kScoresMasked] = make(q_md, kt_md, p.probs_md, true, true);
-  p.descs[kContext] = make(p.probs_md, v_md, rows_md, false, false);
+  p.descs[kContext] = make(probs_in_md, v_md, rows_md, false, false);
   if (with_backward) {
     p.descs[kGradV] = make(probs_t_md, rows_md, kv_rows_md, false, false);
     p.descs[kGradProbs] = make(rows_md, vt_md, p.probs_md, false, false);
-    p.descs[kGradQ] = make(p.probs_md, k_md, rows_md, true, false);
+    p.descs[kGradQ] = make(probs_in_md, k_md, rows_md, true, false);
     p.descs[kGradK] = make(probs_t_md, q_md, kv_rows_md, true, false);
   }
   const int count = with_backward ? kProducts : kGradV;
@@ -154,11 +162,12 @@ const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
   return made.emplace(key, std::move(p)).first->second;
 }
 
-/// One thread's run of (batch, head) pairs: its primitives, stream, scratchpad and three
-/// [seq, kv_seq] buffers, which stay in its core's cache between one head's products (the
-/// batched path writes every head's scores to memory and reads them back several times). Each
-/// primitive's arguments are made once and pointed at each head's operands (a short head's
-/// products take microseconds: making oneDNN's memory objects per call cost a tenth of that).
+/// One thread's run of (batch, head) pairs: its primitives, stream, scratchpad and three float32
+/// [seq, kv_seq] buffers (a fourth, bf16, for a bf16 product's operand), which stay in its core's
+/// cache between one head's products (the batched path writes every head's scores to memory and
+/// reads them back several times). Each primitive's arguments are made once and pointed at each
+/// head's operands (a short head's products take microseconds: making oneDNN's memory objects per
+/// call cost a tenth of that).
 class HeadWorker {
  public:
   HeadWorker(const torch::Tensor& q,
@@ -171,7 +180,9 @@ class HeadWorker {
         stream_(engine_),
         scratch_(torch::empty({std::max<int64_t>(p_.scratch_bytes, 1)},
                               q.options().dtype(torch::kByte))),
-        buffers_(torch::empty({3, q.size(2), k.size(2)}, q.options())) {
+        buffers_(torch::empty({3, q.size(2), k.size(2)}, q.options().dtype(torch::kFloat))),
+        low_(q.scalar_type() == torch::kBFloat16 ? torch::empty({q.size(2), k.size(2)}, q.options())
+                                                 : torch::Tensor()) {
     const int count = with_backward ? kProducts : kGradV;
     for (int i = 0; i < count; ++i) {
       const auto& d = p_.descs[i];
@@ -197,9 +208,24 @@ class HeadWorker {
 
   /// Buffer 0, 1 or 2: [seq, kv_seq] float32.
   float* buffer(int i) { return buffers_[i].data_ptr<float>(); }
+  /// Where a float32 buffer enters a product: itself in float32; for bf16 operands, the bf16
+  /// buffer, into which `drop` (a dropout, or none) writes it rounded.
+  const void* operand(
+      float* from, int64_t n, int64_t offset, const kernels::DropoutMask* drop, float* dropped) {
+    if (!low_.defined()) {
+      if (drop == nullptr) return from;
+      kernels::dropout_f32(from, dropped, n, offset, *drop);
+      return dropped;
+    }
+    auto* low = static_cast<uint16_t*>(low_.data_ptr());
+    if (drop == nullptr)
+      kernels::f32_to_bf16(from, low, n);
+    else
+      kernels::dropout_f32_to_bf16(from, low, n, offset, *drop);
+    return low;
+  }
 
-  void product(
-      Product which, const float* a, const float* b, float* c, const float* mask = nullptr) {
+  void product(Product which, const void* a, const void* b, void* c, const float* mask = nullptr) {
     auto& args = product_args_[which];
     point(args, DNNL_ARG_SRC, a);
     point(args, DNNL_ARG_WEIGHTS, b);
@@ -210,7 +236,7 @@ class HeadWorker {
   }
 
   /// probs = softmax(scale q k^T (+ mask)) for one head, in `probs`.
-  void probabilities(const float* q, const float* k, const float* mask, float* probs) {
+  void probabilities(const void* q, const void* k, const float* mask, float* probs) {
     product(mask != nullptr ? kScoresMasked : kScores, q, k, probs, mask);
     point(softmax_args_, DNNL_ARG_SRC, probs);  // SRC and DST: one memory object
     p_.softmax.execute(stream_, softmax_args_);
@@ -226,14 +252,14 @@ class HeadWorker {
 
  private:
   using Args = std::unordered_map<int, dnnl::memory>;
-  static void point(Args& args, int arg, const float* data) {
-    args.at(arg).set_data_handle(const_cast<float*>(data));
+  static void point(Args& args, int arg, const void* data) {
+    args.at(arg).set_data_handle(const_cast<void*>(data));
   }
 
   const AttentionPrimitives& p_;
   const dnnl::engine& engine_;
   dnnl::stream stream_;
-  torch::Tensor scratch_, buffers_;
+  torch::Tensor scratch_, buffers_, low_;
   std::array<Args, kProducts> product_args_;
   Args softmax_args_, softmax_grad_args_;
 };
@@ -244,20 +270,22 @@ struct HeadOperands {
   const RowMask& mask;
   int64_t heads, row;  ///< heads; the stride between rows of the [batch, seq, heads, dim] results
 
-  const float* q_at(int64_t b, int64_t h) const { return at(q, b, h); }
-  const float* k_at(int64_t b, int64_t h) const { return at(k, b, h); }
-  const float* v_at(int64_t b, int64_t h) const { return at(v, b, h); }
+  const void* q_at(int64_t b, int64_t h) const { return at(q, b, h); }
+  const void* k_at(int64_t b, int64_t h) const { return at(k, b, h); }
+  const void* v_at(int64_t b, int64_t h) const { return at(v, b, h); }
   const float* mask_at(int64_t b) const {
     return mask.masked[b] != 0 ? mask.rows.data_ptr<float>() + b * mask.rows.size(1) : nullptr;
   }
-  /// Head h of batch row b in a [batch, len, heads, dim] result.
-  float* rows_at(const torch::Tensor& t, int64_t b, int64_t h) const {
-    return t.data_ptr<float>() + b * t.size(1) * row + h * q.size(3);
+  /// Head h of batch row b in a [batch, len, heads, dim] result (of the operands' type).
+  void* rows_at(const torch::Tensor& t, int64_t b, int64_t h) const {
+    return static_cast<char*>(t.data_ptr()) +
+           (b * t.size(1) * row + h * q.size(3)) * static_cast<int64_t>(t.element_size());
   }
 
  private:
-  static const float* at(const torch::Tensor& t, int64_t b, int64_t h) {
-    return t.data_ptr<float>() + b * t.stride(0) + h * t.stride(1);
+  static const void* at(const torch::Tensor& t, int64_t b, int64_t h) {
+    return static_cast<const char*>(t.data_ptr()) +
+           (b * t.stride(0) + h * t.stride(1)) * static_cast<int64_t>(t.element_size());
   }
 };
 
@@ -288,8 +316,8 @@ void forward_by_head(const HeadOperands& o,
       const int64_t b = i / o.heads, h = i % o.heads;
       w.probabilities(o.q_at(b, h), o.k_at(b, h), o.mask_at(b), probs);
       // Element (i, r, c) of [batch * heads, seq, kv_seq]: hash_dropout's index for it.
-      if (dropout_p > 0) kernels::dropout_f32(probs, dropped, n, i * n, drop);
-      w.product(kContext, dropout_p > 0 ? dropped : probs, o.v_at(b, h), o.rows_at(out, b, h));
+      const void* p = w.operand(probs, n, i * n, dropout_p > 0 ? &drop : nullptr, dropped);
+      w.product(kContext, p, o.v_at(b, h), o.rows_at(out, b, h));
     }
   });
 }
@@ -312,16 +340,17 @@ void backward_by_head(const HeadOperands& o,
     float *probs = w.buffer(0), *a = w.buffer(1), *b_buf = w.buffer(2);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b = i / o.heads, h = i % o.heads;
-      const float* dout = o.rows_at(grad_out, b, h);
+      const void* dout = o.rows_at(grad_out, b, h);
       w.probabilities(o.q_at(b, h), o.k_at(b, h), o.mask_at(b), probs);
-      if (dropped_out) kernels::dropout_f32(probs, a, n, i * n, drop);
-      w.product(kGradV, dropped_out ? a : probs, dout, o.rows_at(grad_v, b, h));
+      const void* p = w.operand(probs, n, i * n, dropped_out ? &drop : nullptr, a);
+      w.product(kGradV, p, dout, o.rows_at(grad_v, b, h));
       w.product(kGradProbs, dout, o.v_at(b, h), a);  // the gradient of the dropped probabilities
       if (dropped_out) kernels::dropout_f32(a, b_buf, n, i * n, drop);
       float* grad_scores = dropped_out ? a : b_buf;
       w.softmax_grad(probs, dropped_out ? b_buf : a, grad_scores);
-      w.product(kGradQ, grad_scores, o.k_at(b, h), o.rows_at(grad_q, b, h));
-      w.product(kGradK, grad_scores, o.q_at(b, h), o.rows_at(grad_k, b, h));
+      const void* ds = w.operand(grad_scores, n, 0, nullptr, nullptr);
+      w.product(kGradQ, ds, o.k_at(b, h), o.rows_at(grad_q, b, h));
+      w.product(kGradK, ds, o.q_at(b, h), o.rows_at(grad_k, b, h));
     }
   });
 }
@@ -385,7 +414,8 @@ struct AttentionByHead : torch::autograd::Function<AttentionByHead> {
 
 bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t) {
   static const bool by_head = !detail::env_is("BERTFT_ATTENTION", "batched");
-  return by_head && q.scalar_type() == torch::kFloat && use_onednn_matmul(q, k_t);
+  return by_head && (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kBFloat16) &&
+         use_onednn_matmul(q, k_t);
 }
 
 torch::Tensor onednn_attention(const torch::Tensor& q,

@@ -85,6 +85,56 @@ TEST(DropoutKernel, LanesGiveTheElementByElementResult) {
   }
 }
 
+/// Whether two bf16 tensors hold the same bits, any NaN matching any NaN (LibTorch's vector
+/// conversion keeps a NaN's sign, its scalar one and the kernels give 0x7FC0).
+bool same_bf16(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto nan = torch::isnan(a);
+  return torch::equal(nan, torch::isnan(b)) &&
+         torch::equal(a.view(torch::kShort).masked_select(~nan),
+                      b.view(torch::kShort).masked_select(~nan));
+}
+
+TEST(DropoutKernel, Float32ToBf16IsTheFloat32DropoutRoundedOnce) {
+  // The attention's bf16 path drops float32 probabilities into bf16: the same decisions as
+  // dropout_f32, each product rounded to nearest even as LibTorch's conversion rounds, in the
+  // lanes and in the scalar loop alike (also across 2^32 and for NaN, infinity, signed zero).
+  kernels::DropoutMask mask;
+  mask.key0 = 0x0BADF00Du;
+  mask.key1 = 0xFEEDBEEFu;
+  mask.threshold = 0x4CCCCCCDu;  // p = 0.3
+  mask.scale = 1.0f / 0.7f;
+  const int64_t n = 203;
+  torch::manual_seed(3);
+  auto x = torch::randn({n});
+  x[5] = std::nanf("");
+  x[6] = INFINITY;
+  x[7] = -0.0f;
+  x[8] = 1.00390625f;  // halfway between two bf16 values: rounds to the even one
+  const float* xs = x.data_ptr<float>();
+  for (const int64_t offset : {int64_t{0}, int64_t{7}, (int64_t{1} << 32) - 37}) {
+    SCOPED_TRACE(offset);
+    auto dropped = torch::empty({n});
+    kernels::dropout_f32(xs, dropped.data_ptr<float>(), n, offset, mask);
+    const auto want = dropped.to(torch::kBFloat16);
+    auto have = torch::empty({n}, torch::kBFloat16), one = torch::empty({n}, torch::kBFloat16);
+    auto* out = reinterpret_cast<uint16_t*>(have.data_ptr());
+    kernels::dropout_f32_to_bf16(xs, out, n, offset, mask);
+    for (int64_t i = 0; i < n; ++i)
+      kernels::dropout_f32_to_bf16(xs + i, reinterpret_cast<uint16_t*>(one.data_ptr()) + i, 1,
+                                   offset + i, mask);
+    // Bit for bit (NaN as NaN).
+    EXPECT_TRUE(same_bf16(have, want));
+    EXPECT_TRUE(same_bf16(one, want));
+    const int64_t dropped_count = (have == 0).sum().item<int64_t>();
+    EXPECT_GT(dropped_count, n / 10);  // about 3 in 10
+    EXPECT_LT(dropped_count, n / 2);
+  }
+  auto plain = torch::empty({n}, torch::kBFloat16);
+  kernels::f32_to_bf16(xs, reinterpret_cast<uint16_t*>(plain.data_ptr()), n);
+  EXPECT_TRUE(same_bf16(plain, x.to(torch::kBFloat16)));
+  EXPECT_EQ(plain[8].item<float>(), 1.0f);
+}
+
 TEST(Dropout, MasksAreIndependentAcrossElementsAndCalls) {
   torch::manual_seed(5);
   const auto ones = torch::ones({1 << 20});

@@ -395,6 +395,88 @@ TEST(OneDnnAttention, TrainingMatchesTheBatchedOpsWithTheirDropoutAndGradients) 
             0.0);
 }
 
+TEST(OneDnnAttention, Bf16ByHeadIsTheFloat32AttentionOfItsBf16Operands) {
+  // bf16 q, k, v (autocast's projections) go head by head too, the scores, softmax, dropout and
+  // the softmax's gradient in float32: output and gradients within bf16 rounding of the float32
+  // attention of the same (bf16) values, with the same dropout masks as the batched bf16 ops.
+  REQUIRE_ONEDNN();
+  const int64_t batch = 3, seq = 10, heads = 2, dim = 16, hidden = heads * dim;
+  const double scale = 0.25;
+  torch::manual_seed(4);
+  const auto leaf = [&] {
+    return torch::randn({batch, seq, hidden}).to(torch::kBFloat16).requires_grad_(true);
+  };
+  const auto q_rows = leaf(), k_rows = leaf(), v_rows = leaf();
+  const auto upstream = torch::randn({batch, seq, hidden}).to(torch::kBFloat16);
+  auto mask = torch::zeros({batch, 1, 1, seq});
+  const float lowest = std::numeric_limits<float>::lowest();
+  mask.index_put_({1, 0, 0, torch::indexing::Slice(6, seq)}, lowest);
+  mask.index_put_({2}, lowest);  // every position masked: uniform, not NaN
+  const auto heads_of = [&](const torch::Tensor& x) {
+    return x.view({batch, seq, heads, dim}).transpose(1, 2);
+  };
+  // Which way: 0 head by head, 1 the batched bf16 ops, 2 float32 on the same values.
+  const auto outputs_and_grads = [&](int way, double p) {
+    for (const auto* t : {&q_rows, &k_rows, &v_rows}) t->mutable_grad() = torch::Tensor();
+    const auto wide = [&](const torch::Tensor& x) {
+      return way == 2 ? heads_of(x).to(torch::kFloat) : heads_of(x);
+    };
+    torch::manual_seed(12);  // the same dropout keys every way
+    const auto q = wide(q_rows), k = wide(k_rows), v = wide(v_rows);
+    const auto out = way == 0 ? onednn_attention_training(q, k, v, mask, scale, p)
+                              : onednn_attention_batched(q, k, v, mask, scale, p);
+    (out.to(torch::kFloat) * upstream.to(torch::kFloat)).sum().backward();
+    std::vector<torch::Tensor> result = {out.detach()};
+    for (const auto* t : {&q_rows, &k_rows, &v_rows}) result.push_back(t->grad().clone());
+    return result;
+  };
+  const bool jit = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  for (const double p : {0.0, 0.3}) {
+    SCOPED_TRACE(p);
+    std::vector<torch::Tensor> by_head;
+    const int backwards = records_during("bertft::onednn_attention_backward",
+                                         [&] { by_head = outputs_and_grads(0, p); });
+    // oneDNN has bf16 kernels for AVX-512 CPUs; elsewhere the batched ops take it.
+    if (jit) {
+      EXPECT_EQ(backwards, 1);
+    }
+    const auto batched = outputs_and_grads(1, p), wide = outputs_and_grads(2, p);
+    EXPECT_EQ(by_head[0].scalar_type(), torch::kBFloat16);
+    for (size_t i = 0; i < by_head.size(); ++i) {
+      SCOPED_TRACE(fmt::format("output/q/k/v {}", i));
+      const double size = wide[i].abs().max().item<double>();
+      EXPECT_EQ(by_head[i].scalar_type(), torch::kBFloat16);
+      EXPECT_TRUE(torch::isfinite(by_head[i].to(torch::kFloat)).all().item<bool>());
+      EXPECT_LT(testing::max_abs_diff(by_head[i].to(torch::kFloat), wide[i]), 2e-2 * size);
+      EXPECT_LT(testing::max_abs_diff(batched[i].to(torch::kFloat), wide[i]), 4e-2 * size);
+    }
+    if (p == 0) {  // the fully masked row attends to every position alike: the mean of v
+      const auto mean_v = v_rows[2].to(torch::kFloat).mean(0);
+      EXPECT_LT(testing::max_abs_diff(by_head[0][2][0].to(torch::kFloat), mean_v), 2e-2);
+    } else {  // the dropout did drop
+      const auto undropped = outputs_and_grads(0, 0.0);
+      EXPECT_GT(testing::max_abs_diff(by_head[0].to(torch::kFloat), undropped[0].to(torch::kFloat)),
+                0.1);
+    }
+  }
+  // Without autograd (inference) the same forward.
+  {
+    torch::NoGradGuard no_grad;
+    const auto out =
+        onednn_attention(heads_of(q_rows), heads_of(k_rows), heads_of(v_rows), mask, scale);
+    const auto want = onednn_attention_batched(
+        heads_of(q_rows).to(torch::kFloat), heads_of(k_rows).to(torch::kFloat),
+        heads_of(v_rows).to(torch::kFloat), mask, scale, 0.0);
+    EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
+    EXPECT_LT(testing::max_abs_diff(out.to(torch::kFloat), want),
+              2e-2 * want.abs().max().item<double>());
+  }
+  // Mixed types are refused.
+  EXPECT_THROW(onednn_attention_training(heads_of(q_rows), heads_of(k_rows).to(torch::kFloat),
+                                         heads_of(v_rows), mask, scale, 0.0),
+               c10::Error);
+}
+
 TEST(OneDnnAttention, TrainingOfTheModelTakesItAndMatchesTheBatchedOps) {
   // A layer in training mode (attention dropout on) with autograd: the head-by-head training
   // path, once forward and once backward per layer; with the attentions requested, the batched
