@@ -184,10 +184,11 @@ int main(int argc, char** argv) {
     write(out / "embeddings_npy", {npy, npy.substr(0, npy.size() - 4)});
   }
   {
-    // tokenizer_dir: a first byte (bit 0: byte-level BPE, not WordPiece; the high nibble: room
-    // for added tokens), then tokenizer_config.json, tokenizer.json, added_tokens.json and
-    // special_tokens_map.json split at NUL bytes. The WordPiece vocabulary has 199 entries, the
-    // BPE one 264.
+    // tokenizer_dir: a first byte (bit 0 clear: WordPiece; set: bits 1-2 pick byte-level BPE
+    // (0), a SentencePiece model with its own ids (1) or XLM-R's numbering of it (2); the high
+    // nibble: room for added tokens), then tokenizer_config.json, tokenizer.json,
+    // added_tokens.json and special_tokens_map.json split at NUL bytes. The WordPiece
+    // vocabulary has 199 entries, the BPE one 264.
     const std::string nul(1, '\0');
     write(out / "tokenizer_dir",
           {std::string("\x20") +
@@ -200,7 +201,12 @@ int main(int argc, char** argv) {
                R"({"additional_special_tokens": ["<e>"]})",
            std::string("\x0a") + nul + R"({"added_tokens": []})",
            std::string("\x02") + R"({"do_lower_case": true, "strip_accents": null,)" +
-               R"( "tokenize_chinese_chars": false, "tokenizer_class": "BertTokenizer"})"});
+               R"( "tokenize_chinese_chars": false, "tokenizer_class": "BertTokenizer"})",
+           std::string("\x13") + R"({"do_lower_case": false, "keep_accents": true,)" +
+               R"( "tokenizer_class": "AlbertTokenizer", "model_max_length": 512})",
+           std::string("\x35") + R"({"tokenizer_class": "XLMRobertaTokenizer"})" + nul +
+               R"({"added_tokens": [{"id": 35, "content": "<e>", "lstrip": true}]})" + nul +
+               R"({"<f>": 36})"});
   }
   write(out / "split_words",
         {"Acme Corp. hired Jane O'Neil in New York.", "中文字符 and 😀 emoji\u00a0here",

@@ -1,8 +1,9 @@
 // A model directory's tokenizer files as load_tokenizer reads them: the input, split at NUL
 // bytes, becomes tokenizer_config.json, tokenizer.json, added_tokens.json and
 // special_tokens_map.json (each present as far as the input reaches) beside a fixed vocab.txt
-// (WordPiece) or vocab.json + merges.txt (byte-level BPE); the tokenizer built, if any, then
-// encodes a text with added-token candidates in it.
+// (WordPiece), vocab.json + merges.txt (byte-level BPE) or SentencePiece model (numbered by its
+// own ids, or XLM-R's fairseq ids); the tokenizer built, if any, then encodes a text with
+// added-token candidates in it.
 #include <stdlib.h>
 
 #include <array>
@@ -16,17 +17,38 @@
 #include "bert/common/file_util.h"
 #include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/sentencepiece_model.h"
+#include "bert/tokenizer/vocab_trainer.h"
 #include "fuzz/fuzz_input.h"
+
+// libsentencepiece is reached through a module dlopen()ed with RTLD_DEEPBIND (spm_shim.h), which
+// AddressSanitizer's runtime refuses: under ASan the SentencePiece kinds are skipped, and they
+// are fuzzed in a build without it (BERTFT_FUZZ_SANITIZERS=undefined scripts/fuzz.sh) and
+// replayed by the ordinary build's tests.
+#if defined(__SANITIZE_ADDRESS__)
+#define BERTFT_FUZZ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BERTFT_FUZZ_ASAN 1
+#endif
+#endif
+#ifndef BERTFT_FUZZ_ASAN
+#define BERTFT_FUZZ_ASAN 0
+#endif
 
 namespace {
 
 namespace fs = std::filesystem;
 
-/// Two directories written once per process: "wordpiece" (vocab.txt) and "bpe" (vocab.json,
-/// merges.txt), each with a config.json; removed at exit.
+enum Kind { kWordPiece, kBpe, kSentencePiece, kXlmR };
+
+/// Four directories written once per process: "wordpiece" (vocab.txt), "bpe" (vocab.json,
+/// merges.txt), "spm" (a unigram model trained here, its own ids: an ALBERT-style directory) and
+/// "xlmr" (the same model as XLM-R's sentencepiece.bpe.model), each with a config.json; removed
+/// at exit.
 struct Dirs {
-  fs::path root, wordpiece, bpe;
-  int64_t wordpiece_size = 0, bpe_size = 0;
+  fs::path root, wordpiece, bpe, spm, xlmr;
+  int64_t wordpiece_size = 0, bpe_size = 0, spm_size = 0, xlmr_size = 0;
   Dirs() {
     std::string pattern = (fs::temp_directory_path() / "bertft-fuzz-XXXXXX").string();
     if (!::mkdtemp(pattern.data())) __builtin_trap();
@@ -61,6 +83,38 @@ struct Dirs {
     bert::write_file_atomic(bpe / "vocab.json", ids.dump());
     bert::write_file_atomic(bpe / "merges.txt", merges);
     bert::write_file_atomic(bpe / "config.json", R"({"model_type": "roberta"})");
+
+    if (BERTFT_FUZZ_ASAN) return;
+    // A small unigram model from generated sentences (libsentencepiece's trainer).
+    spm = root / "spm";
+    xlmr = root / "xlmr";
+    fs::create_directory(spm);
+    fs::create_directory(xlmr);
+    std::string corpus;
+    const char* words[] = {"the", "token", "end", "x", "alpha", "beta", "é", "中文", "mask"};
+    for (int i = 0; i < 600; ++i)
+      corpus += std::string(words[i % 9]) + " " + words[(i * 5 + 2) % 9] + " " +
+                words[(i * 7 + 1) % 9] + ".\n";
+    bert::write_file_atomic(root / "corpus.txt", corpus);
+    bert::tok::train_sentencepiece({root / "corpus.txt"}, (root / "model").string(), 48, "unigram");
+    const std::string model = bert::read_file(root / "model.model");
+    bert::write_file_atomic(spm / "spiece.model", model);
+    bert::write_file_atomic(spm / "config.json", R"({"model_type": "albert"})");
+    bert::write_file_atomic(xlmr / "sentencepiece.bpe.model", model);
+    bert::write_file_atomic(xlmr / "config.json", R"({"model_type": "xlm-roberta"})");
+    spm_size = bert::tok::SentencePieceTokenizer(spm / "spiece.model").vocab_size();
+    xlmr_size = bert::tok::SentencePieceTokenizer(xlmr / "sentencepiece.bpe.model",
+                                                  bert::tok::SentencePieceIds::kFairseq)
+                    .vocab_size();
+  }
+  const fs::path& dir(Kind kind) const {
+    return kind == kBpe ? bpe : kind == kSentencePiece ? spm : kind == kXlmR ? xlmr : wordpiece;
+  }
+  int64_t size(Kind kind) const {
+    return kind == kBpe             ? bpe_size
+           : kind == kSentencePiece ? spm_size
+           : kind == kXlmR          ? xlmr_size
+                                    : wordpiece_size;
   }
   ~Dirs() {
     std::error_code ignored;
@@ -76,8 +130,15 @@ constexpr std::array<const char*, 4> kFiles = {"tokenizer_config.json", "tokeniz
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   static const Dirs dirs;
-  const bool bpe = data[0] & 1;
-  const fs::path dir = bpe ? dirs.bpe : dirs.wordpiece;
+  // Bit 0 clear: WordPiece; set: bits 1-2 pick byte-level BPE (0 or 3), own-id SentencePiece
+  // (1) or XLM-R's (2).
+  const int pick = (data[0] >> 1) & 3;
+  const Kind kind = !(data[0] & 1) ? kWordPiece
+                    : pick == 1    ? kSentencePiece
+                    : pick == 2    ? kXlmR
+                                   : kBpe;
+  if (BERTFT_FUZZ_ASAN && (kind == kSentencePiece || kind == kXlmR)) return 0;
+  const fs::path dir = dirs.dir(kind);
   // The input after its first byte, cut at NUL bytes into the files in kFiles' order: as many
   // files as there are parts (an empty first part: no tokenizer_config.json).
   auto rest = bert::fuzz::as_text(data + 1, size - 1);
@@ -99,9 +160,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bert::PretrainedDir d;
   d.dir = dir;
   d.config = dir / "config.json";
-  if (bpe) {
+  if (kind == kBpe) {
     d.bpe_vocab = dir / "vocab.json";
     d.bpe_merges = dir / "merges.txt";
+  } else if (kind == kSentencePiece) {
+    d.sentencepiece = dir / "spiece.model";
+  } else if (kind == kXlmR) {
+    d.sentencepiece = dir / "sentencepiece.bpe.model";
   } else {
     d.vocab = dir / "vocab.txt";
   }
@@ -110,7 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] & 2) overrides.lowercase = (data[0] & 4) != 0;
   overrides.check_casing = (data[0] & 8) != 0;
   // Room for a few added tokens beyond the base vocabulary, or none.
-  const int64_t model_vocab_size = (bpe ? dirs.bpe_size : dirs.wordpiece_size) + (data[0] >> 4);
+  const int64_t model_vocab_size = dirs.size(kind) + (data[0] >> 4);
   try {
     const auto tokenizer = bert::tok::load_tokenizer(d, model_vocab_size, overrides);
     const auto encoding = tokenizer->encode("The token <e> x  中文 é [MASK]<mask> end", "pair");

@@ -3,6 +3,9 @@
 #   scripts/fuzz.sh                    every target, 60 s each
 #   scripts/fuzz.sh torch_pickle 1800  one target for 30 minutes
 #   scripts/fuzz.sh all 600 -runs=1000000   extra arguments go to libFuzzer
+#   BERTFT_FUZZ_SANITIZERS=undefined scripts/fuzz.sh tokenizer_dir 300
+#                                      UBSan alone, in build-fuzz-undefined/ (ASan's runtime
+#                                      refuses the SentencePiece module's RTLD_DEEPBIND dlopen)
 # Builds with clang in build-fuzz/ (installing clang and its fuzzer runtime from Debian when
 # missing), writes the seed corpora, and keeps each target's growing corpus in
 # build-fuzz/corpus/<target>. Crashes land in build-fuzz/findings/<target>/; the summary line
@@ -12,7 +15,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 target="${1:-all}"
 seconds="${2:-60}"
 shift $(( $# > 2 ? 2 : $# ))
+sanitizers="${BERTFT_FUZZ_SANITIZERS:-address,undefined}"
 build="$root/build-fuzz"
+[ "$sanitizers" = "address,undefined" ] || build="$root/build-fuzz-${sanitizers//,/-}"
 
 missing=()
 for pkg in clang-14 libclang-rt-14-dev; do
@@ -26,7 +31,8 @@ fi
 
 if [ ! -f "$build/build.ninja" ]; then
   CXX=clang++-14 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DBERTFT_FUZZ=ON -DBERTFT_BUILD_TESTS=OFF -DBERTFT_BUILD_BENCH=OFF >&2
+    -DBERTFT_FUZZ=ON -DBERTFT_FUZZ_SANITIZERS="$sanitizers" -DBERTFT_BUILD_TESTS=OFF \
+    -DBERTFT_BUILD_BENCH=OFF >&2
 fi
 targets=$(sed -n '/^set(BERTFT_FUZZ_TARGETS/,/PARENT_SCOPE)/p' "$root/fuzz/CMakeLists.txt" |
   grep -v 'set(\|PARENT_SCOPE' | tr -s ' \n' ' ')
