@@ -34,7 +34,7 @@ struct ForwardOptions {
   /// the caller reads (pre-training's [CLS] and masked tokens; a row may repeat a position). The
   /// last layer then computes those rows alone, and last_hidden_state is [batch, rows, hidden],
   /// its row j of sequence b the output at position last_layer_rows[b][j].
-  torch::Tensor last_layer_rows;
+  torch::Tensor last_layer_rows{};
 };
 
 /// The stack of encoder layers. Children: layer (ModuleList, "layer.0", "layer.1", ...).

@@ -720,7 +720,9 @@ TEST(OneDnnLinear, Bf16InferenceKeepsTheWeightCastWhileTheWeightIsUnchanged) {
 TEST(OneDnnLinear, TheEngineIsAFixedRuleOfTheCpu) {
   const auto& first = fp32_gemm();
   EXPECT_EQ(&first, &fp32_gemm());  // decided once
-  if (!onednn_built()) EXPECT_EQ(first.engine, Fp32Gemm::kBlas);
+  if (!onednn_built()) {
+    EXPECT_EQ(first.engine, Fp32Gemm::kBlas);
+  }
   EXPECT_NE(first.reason.find(first.engine == Fp32Gemm::kOneDnn ? "oneDNN" : "BLAS"),
             std::string::npos)
       << first.reason;

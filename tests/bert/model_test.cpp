@@ -213,10 +213,12 @@ TEST_F(BertModelTest, InitialisationFollowsBert) {
   EXPECT_NEAR(w.slice(0, 1).std().item<double>(), 0.02, 0.001);
   EXPECT_EQ(w[0].abs().sum().item<double>(), 0.0);  // padding row
   for (const auto& [name, t] : state_dict(*model)) {
-    if (name.find("LayerNorm.weight") != std::string::npos)
+    if (name.find("LayerNorm.weight") != std::string::npos) {
       EXPECT_TRUE(torch::all(t == 1).item<bool>()) << name;
-    if (name.find("bias") != std::string::npos)
+    }
+    if (name.find("bias") != std::string::npos) {
       EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
+    }
   }
 }
 

@@ -105,8 +105,9 @@ TEST_P(FamilyParityTest, BaseModelHiddenStates) {
   EXPECT_LT(testing::max_abs_diff(out.last_hidden_state, outputs_.at("base.last_hidden_state")),
             kAtol);
   EXPECT_EQ(out.pooler_output.defined(), outputs_.count("base.pooler_output") == 1);
-  if (out.pooler_output.defined())
+  if (out.pooler_output.defined()) {
     EXPECT_LT(testing::max_abs_diff(out.pooler_output, outputs_.at("base.pooler_output")), kAtol);
+  }
 }
 
 TEST_P(FamilyParityTest, SequenceClassification) {
