@@ -96,6 +96,61 @@ __attribute__((always_inline)) inline void round_lanes(U16x16& out, const U32x16
   out = __builtin_convertvector((rounded & ~nan) | (0x7FC0u & nan), U16x16);
 }
 
+/// 16 lanes or one element of float32 or of bf16 (raw bits), as float32 and back (bf16 rounded
+/// once to nearest even).
+__attribute__((always_inline)) inline void load_lanes(F32x16& v, const float* x) {
+  std::memcpy(&v, x, sizeof v);
+}
+__attribute__((always_inline)) inline void load_lanes(F32x16& v, const uint16_t* x) {
+  U16x16 in;
+  std::memcpy(&in, x, sizeof in);
+  v = reinterpret_cast<F32x16>(__builtin_convertvector(in, U32x16) << 16);
+}
+__attribute__((always_inline)) inline void store_lanes(float* y, const F32x16& v) {
+  std::memcpy(y, &v, sizeof v);
+}
+__attribute__((always_inline)) inline void store_lanes(uint16_t* y, const F32x16& v) {
+  U16x16 out;
+  round_lanes(out, reinterpret_cast<const U32x16&>(v));
+  std::memcpy(y, &out, sizeof out);
+}
+inline float widen(float f) {
+  return f;
+}
+inline float widen(uint16_t h) {
+  return widen_bf16(h);
+}
+inline void narrow(float f, float* y) {
+  *y = f;
+}
+inline void narrow(float f, uint16_t* y) {
+  *y = round_bf16(f);
+}
+
+/// y[j] = x[j] * (keep(offset + j) ? scale : 0), computed in float32, for each pair of types;
+/// inlined into each exported kernel's ISA clones.
+template <class In, class Out>
+__attribute__((always_inline)) inline void dropout_loop(
+    const In* __restrict x, Out* __restrict y, int64_t n, int64_t offset, const DropoutMask& mask) {
+  const uint32_t k0 = mask.key0, k1 = mask.key1, threshold = mask.threshold;
+  const float scale = mask.scale;
+  const uint32_t scale_bits = float_bits(scale);
+  const uint64_t first = static_cast<uint64_t>(offset);
+  const int64_t lanes = lane_elements(first, n);
+  for (int64_t j = 0; j < lanes; j += 16) {
+    F32x16 in;
+    load_lanes(in, x + j);
+    U32x16 keep;
+    keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
+    store_lanes(y + j, in * reinterpret_cast<F32x16>(keep));
+  }
+  for (int64_t j = lanes; j < n; ++j) {
+    const float keep =
+        mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
+    narrow(widen(x[j]) * keep, y + j);
+  }
+}
+
 }  // namespace
 
 BERTFT_CLONES
@@ -104,24 +159,7 @@ void dropout_f32(const float* __restrict x,
                  int64_t n,
                  int64_t offset,
                  const DropoutMask& mask) {
-  const uint32_t k0 = mask.key0, k1 = mask.key1, threshold = mask.threshold;
-  const float scale = mask.scale;
-  const uint32_t scale_bits = float_bits(scale);
-  const uint64_t first = static_cast<uint64_t>(offset);
-  const int64_t lanes = lane_elements(first, n);
-  for (int64_t j = 0; j < lanes; j += 16) {
-    F32x16 in;
-    std::memcpy(&in, x + j, sizeof in);
-    U32x16 keep;
-    keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
-    const F32x16 out = in * reinterpret_cast<F32x16>(keep);
-    std::memcpy(y + j, &out, sizeof out);
-  }
-  for (int64_t j = lanes; j < n; ++j) {
-    const float keep =
-        mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
-    y[j] = x[j] * keep;
-  }
+  dropout_loop(x, y, n, offset, mask);
 }
 
 BERTFT_CLONES
@@ -130,26 +168,7 @@ void dropout_bf16(const uint16_t* __restrict x,
                   int64_t n,
                   int64_t offset,
                   const DropoutMask& mask) {
-  const uint32_t k0 = mask.key0, k1 = mask.key1, threshold = mask.threshold;
-  const float scale = mask.scale;
-  const uint32_t scale_bits = float_bits(scale);
-  const uint64_t first = static_cast<uint64_t>(offset);
-  const int64_t lanes = lane_elements(first, n);
-  for (int64_t j = 0; j < lanes; j += 16) {
-    U16x16 in;
-    std::memcpy(&in, x + j, sizeof in);
-    const F32x16 wide = reinterpret_cast<F32x16>(__builtin_convertvector(in, U32x16) << 16);
-    U32x16 keep;
-    keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
-    U16x16 out;
-    round_lanes(out, reinterpret_cast<U32x16>(wide * reinterpret_cast<F32x16>(keep)));
-    std::memcpy(y + j, &out, sizeof out);
-  }
-  for (int64_t j = lanes; j < n; ++j) {
-    const float keep =
-        mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
-    y[j] = round_bf16(widen_bf16(x[j]) * keep);
-  }
+  dropout_loop(x, y, n, offset, mask);
 }
 
 BERTFT_CLONES
@@ -158,38 +177,18 @@ void dropout_f32_to_bf16(const float* __restrict x,
                          int64_t n,
                          int64_t offset,
                          const DropoutMask& mask) {
-  const uint32_t k0 = mask.key0, k1 = mask.key1, threshold = mask.threshold;
-  const float scale = mask.scale;
-  const uint32_t scale_bits = float_bits(scale);
-  const uint64_t first = static_cast<uint64_t>(offset);
-  const int64_t lanes = lane_elements(first, n);
-  for (int64_t j = 0; j < lanes; j += 16) {
-    F32x16 in;
-    std::memcpy(&in, x + j, sizeof in);
-    U32x16 keep;
-    keep_lanes(keep, static_cast<uint32_t>(first + j), k0, k1, threshold, scale_bits);
-    U16x16 out;
-    round_lanes(out, reinterpret_cast<U32x16>(in * reinterpret_cast<F32x16>(keep)));
-    std::memcpy(y + j, &out, sizeof out);
-  }
-  for (int64_t j = lanes; j < n; ++j) {
-    const float keep =
-        mask_hash(first + static_cast<uint64_t>(j), k0, k1) >= threshold ? scale : 0.0f;
-    y[j] = round_bf16(x[j] * keep);
-  }
+  dropout_loop(x, y, n, offset, mask);
 }
 
 BERTFT_CLONES
 void f32_to_bf16(const float* __restrict x, uint16_t* __restrict y, int64_t n) {
   const int64_t lanes = n / 16 * 16;
   for (int64_t j = 0; j < lanes; j += 16) {
-    U32x16 in;
-    std::memcpy(&in, x + j, sizeof in);
-    U16x16 out;
-    round_lanes(out, in);
-    std::memcpy(y + j, &out, sizeof out);
+    F32x16 in;
+    load_lanes(in, x + j);
+    store_lanes(y + j, in);
   }
-  for (int64_t j = lanes; j < n; ++j) y[j] = round_bf16(x[j]);
+  for (int64_t j = lanes; j < n; ++j) narrow(x[j], y + j);
 }
 
 }  // namespace bert::kernels
