@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -52,6 +53,13 @@ bool openmp_threads_spin(bool avx512, const char* fp32_gemm, bool onednn) {
   return onednn && (engine == "onednn" || (engine != "blas" && avx512));
 }
 
+bool onednn_isa_cap_allows_avx512(const char* cap) {
+  if (cap == nullptr) return true;
+  std::string value = cap;
+  for (char& c : value) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return !(value == "SSE41" || value == "AVX" || value == "AVX2" || value == "AVX2_VNNI");
+}
+
 void apply_load_time_settings(char** argv) {
   bool changed = false;
   // __builtin_cpu_supports also asks whether the kernel saves the registers (XCR0).
@@ -64,8 +72,11 @@ void apply_load_time_settings(char** argv) {
 #else
   constexpr bool kOneDnn = false;
 #endif
+  const char* isa_cap = std::getenv("ONEDNN_MAX_CPU_ISA");  // an empty one counts as unset
+  if (isa_cap == nullptr || *isa_cap == '\0') isa_cap = std::getenv("DNNL_MAX_CPU_ISA");
+  const bool onednn_avx512 = avx512 && onednn_isa_cap_allows_avx512(isa_cap);
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
-      !openmp_threads_spin(avx512, std::getenv("BERTFT_FP32_GEMM"), kOneDnn)) {
+      !openmp_threads_spin(onednn_avx512, std::getenv("BERTFT_FP32_GEMM"), kOneDnn)) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
     changed = true;
   }

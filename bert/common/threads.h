@@ -34,6 +34,15 @@ std::string openblas_core_override(const std::string& detected, bool avx2_fma, b
 /// 128) and a bert-base fp32 step 1.5x slower (6.0 s vs 3.9 s at 8x128, AMD EPYC with AVX2).
 bool openmp_threads_spin(bool avx512, const char* fp32_gemm, bool onednn);
 
+/// Whether oneDNN's ISA cap leaves it AVX-512 (avx512_core): `cap` is $ONEDNN_MAX_CPU_ISA, or
+/// $DNNL_MAX_CPU_ISA where that is unset or empty (null: neither). As oneDNN 2.6 reads it
+/// (checked against its get_effective_cpu_isa()): case-insensitive; SSE41, AVX, AVX2 and
+/// AVX2_VNNI cap below AVX-512; ALL, the AVX512 ones, an empty or unknown value (AVX2_VNNI_2,
+/// which 2.6 does not know) do not. The spin rule, which runs
+/// before oneDNN starts, takes the CPU's AVX-512 only where this holds, so that it agrees with
+/// fp32_gemm(), which asks oneDNN for its effective ISA.
+bool onednn_isa_cap_allows_avx512(const char* cap);
+
 /// Settings that libraries read once, when they load, so only a fresh process can change them:
 /// - OMP_WAIT_POLICY: unset (and no GOMP_SPINCOUNT), it becomes "passive" unless
 ///   openmp_threads_spin() says otherwise.

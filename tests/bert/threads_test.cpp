@@ -92,6 +92,17 @@ TEST(OpenMpWaitPolicy, ThreadsSpinOnlyWhereOneDnnRunsTheFp32Gemms) {
   EXPECT_FALSE(openmp_threads_spin(true, "onednn", false));
 }
 
+// oneDNN's ISA cap as oneDNN 2.6 reads it (each value checked against get_effective_cpu_isa() on
+// an AVX-512 CPU): the spin rule must not take AVX-512 where the cap keeps oneDNN's GEMMs off it.
+TEST(OpenMpWaitPolicy, OneDnnIsaCapIsReadAsOneDnnReadsIt) {
+  for (const char* below : {"SSE41", "AVX", "AVX2", "avx2", "Avx2", "AVX2_VNNI"})
+    EXPECT_FALSE(onednn_isa_cap_allows_avx512(below)) << below;
+  for (const char* allows : {"ALL", "all", "AVX512_CORE", "avx512_core", "AVX512_CORE_BF16",
+                             "AVX512_CORE_AMX", "AVX512_MIC", "AVX2_VNNI_2", "", "bogus"})
+    EXPECT_TRUE(onednn_isa_cap_allows_avx512(allows)) << allows;
+  EXPECT_TRUE(onednn_isa_cap_allows_avx512(nullptr));
+}
+
 // The re-execution for the load-time settings runs the file itself: through the /proc/self/exe
 // link every bertft process was named "exe" (in top, and to pgrep bertft).
 TEST(SelfExecutable, IsTheFileNotTheProcLink) {
