@@ -885,6 +885,10 @@ struct Suite {
     const double fp32_ms = attention_training(torch::kFloat);
     // bf16 (autocast's projections give bf16 q, k, v): where bf16 is fast, or at least not far
     // slower than fp32 (both paths are bf16; a CPU without bf16 instructions would take minutes).
+    if (!bert::onednn_bf16_available()) {
+      fmt::print("\n(bf16 training attention skipped: this CPU's oneDNN has no bf16 products)\n");
+      return;
+    }
     const double bf16_ms = bf16_fast ? 0.0 : attention_training_ms(torch::kBFloat16, 8, 128);
     if (bf16_fast || bf16_ms < 4 * fp32_ms)
       attention_training(torch::kBFloat16);

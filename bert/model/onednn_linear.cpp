@@ -462,6 +462,24 @@ bool onednn_built() {
 #endif
 }
 
+bool onednn_bf16_available() {
+#ifdef BERTFT_HAVE_DNNL
+  static const bool available = [] {
+    const auto bf16 = dnnl::memory::data_type::bf16;
+    const dnnl::memory::desc md{{16, 16}, bf16, dnnl::memory::format_tag::ab};
+    try {
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), detail::onednn_cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;  // "could not create a primitive descriptor iterator"
+    }
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
 const Fp32GemmChoice& fp32_gemm() {
   static const Fp32GemmChoice choice = decide();
   return choice;
@@ -500,7 +518,7 @@ bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64
 /// unless BERTFT_BF16_LINEAR=autocast, at least 2^20 multiply-adds; a ScopedFp32Gemm decides
 /// for every size (kOneDnn: directly, kBlas: through autocast).
 bool bf16_wanted(const torch::Tensor& input, int64_t multiply_adds) {
-  if (!onednn_built() || !input.device().is_cpu()) return false;
+  if (!onednn_built() || !input.device().is_cpu() || !onednn_bf16_available()) return false;
   if (const int forced = forced_engine.load(); forced >= 0)
     return forced == static_cast<int>(Fp32Gemm::kOneDnn);
   return bf16_direct() && multiply_adds >= (int64_t{1} << 20);

@@ -21,6 +21,11 @@ struct Fp32GemmChoice {
 /// Whether this build has the oneDNN path (libdnnl-dev was found at configure time).
 bool onednn_built();
 
+/// Whether oneDNN runs bf16 products on this CPU (tried once: oneDNN 2.6 has none below
+/// AVX-512, e.g. on an AVX2-only CPU or under ONEDNN_MAX_CPU_ISA=AVX2). Where it does not, bf16
+/// work stays on LibTorch's own paths (autocast), ScopedFp32Gemm(kOneDnn) included.
+bool onednn_bf16_available();
+
 /// Whether input x weight^T + bias must be recorded for autograd: grad mode on and any of the
 /// three (bias may be undefined) requiring a gradient. onednn_linear_gelu needs it false.
 bool linear_needs_autograd(const torch::Tensor& input,

@@ -576,6 +576,18 @@ TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {
     }
 }
 
+TEST(OneDnnLinear, Bf16GoesToOneDnnOnlyWhereItHasBf16Products) {
+  // oneDNN 2.6 has bf16 products on AVX-512 CPUs only; elsewhere (an AVX2-only CPU) a direct
+  // bf16 call would throw, so bf16 stays on LibTorch's paths there, even under ScopedFp32Gemm.
+  REQUIRE_ONEDNN();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  EXPECT_EQ(onednn_bf16_available(), avx512);
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);
+  const auto a = torch::ones({4, 8}, torch::kBFloat16), b = torch::ones({8, 4}, torch::kBFloat16);
+  EXPECT_EQ(use_onednn_matmul(a, b), onednn_bf16_available());
+}
+
 TEST(OneDnnLinear, Bf16IsWhatAutocastComputesWithFloat32Gradients) {
   REQUIRE_ONEDNN();
   torch::manual_seed(3);
