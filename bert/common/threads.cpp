@@ -60,6 +60,11 @@ bool onednn_isa_cap_allows_avx512(const char* cap) {
   return !(value == "SSE41" || value == "AVX" || value == "AVX2" || value == "AVX2_VNNI");
 }
 
+const char* onednn_isa_cap() {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  return cap != nullptr && *cap != '\0' ? cap : std::getenv("DNNL_MAX_CPU_ISA");
+}
+
 void apply_load_time_settings(char** argv) {
   bool changed = false;
   // __builtin_cpu_supports also asks whether the kernel saves the registers (XCR0).
@@ -72,9 +77,7 @@ void apply_load_time_settings(char** argv) {
 #else
   constexpr bool kOneDnn = false;
 #endif
-  const char* isa_cap = std::getenv("ONEDNN_MAX_CPU_ISA");  // an empty one counts as unset
-  if (isa_cap == nullptr || *isa_cap == '\0') isa_cap = std::getenv("DNNL_MAX_CPU_ISA");
-  const bool onednn_avx512 = avx512 && onednn_isa_cap_allows_avx512(isa_cap);
+  const bool onednn_avx512 = avx512 && onednn_isa_cap_allows_avx512(onednn_isa_cap());
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
       !openmp_threads_spin(onednn_avx512, std::getenv("BERTFT_FP32_GEMM"), kOneDnn)) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);

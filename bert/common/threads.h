@@ -43,6 +43,10 @@ bool openmp_threads_spin(bool avx512, const char* fp32_gemm, bool onednn);
 /// fp32_gemm(), which asks oneDNN for its effective ISA.
 bool onednn_isa_cap_allows_avx512(const char* cap);
 
+/// oneDNN's ISA cap as it reads it: $ONEDNN_MAX_CPU_ISA, or $DNNL_MAX_CPU_ISA where that is
+/// unset or empty; null for neither.
+const char* onednn_isa_cap();
+
 /// Settings that libraries read once, when they load, so only a fresh process can change them:
 /// - OMP_WAIT_POLICY: unset (and no GOMP_SPINCOUNT), it becomes "passive" unless
 ///   openmp_threads_spin() says otherwise.
