@@ -16,20 +16,7 @@ namespace {
 
 using testing::max_abs_diff;
 
-/// CPU autocast to bf16 for a scope (what the Trainer's AutocastScope does on the CPU).
-struct Bf16Autocast {
-  explicit Bf16Autocast(bool on) : on_(on) {
-    if (!on_) return;
-    autocast::set_dtype(c10::kCPU, at::kBFloat16);
-    autocast::set_enabled(c10::kCPU, true);
-  }
-  ~Bf16Autocast() {
-    if (!on_) return;
-    autocast::set_enabled(c10::kCPU, false);
-    at::autocast::clear_cache();
-  }
-  bool on_;
-};
+using Bf16Autocast = testing::CpuBf16Autocast;
 
 struct Run {
   torch::Tensor output;

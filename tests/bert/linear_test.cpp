@@ -223,17 +223,7 @@ TEST(OneDnnMatmul, WritesTheResultInTheLayoutAsked) {
   EXPECT_THROW(onednn_matmul(a, b, torch::zeros({4, 5, 1})), c10::Error);
 }
 
-/// Turns CPU bf16 autocast on for its scope.
-struct Bf16Autocast {
-  Bf16Autocast() {
-    autocast::set_enabled(c10::kCPU, true);
-    autocast::set_dtype(c10::kCPU, at::kBFloat16);
-  }
-  ~Bf16Autocast() {
-    at::autocast::clear_cache();
-    autocast::set_enabled(c10::kCPU, false);
-  }
-};
+using Bf16Autocast = testing::CpuBf16Autocast;
 
 /// How many record_function scopes named `first` and named `second` (may be null) ran while
 /// `work` did.
@@ -752,16 +742,14 @@ TEST(OneDnnLinear, LinearTakesItForLargeFp32GemmsOutsideAutocast) {
     const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
     EXPECT_TRUE(use_onednn_linear(torch::randn({2, 64}), w));  // forced: every size
     EXPECT_FALSE(use_onednn_linear(big.to(torch::kBFloat16), w));
-    autocast::set_enabled(c10::kCPU, true);
-    autocast::set_dtype(c10::kCPU, at::kBFloat16);
-    EXPECT_FALSE(use_onednn_linear(big, w));
-    // autocast's bf16 projection, directly (where oneDNN has bf16 products)
-    EXPECT_EQ(use_onednn_bf16_linear(big, w), onednn_bf16_available());
     {
+      const Bf16Autocast bf16;
+      EXPECT_FALSE(use_onednn_linear(big, w));
+      // autocast's bf16 projection, directly (where oneDNN has bf16 products)
+      EXPECT_EQ(use_onednn_bf16_linear(big, w), onednn_bf16_available());
       const ScopedFp32Gemm through_autocast(Fp32Gemm::kBlas);
       EXPECT_FALSE(use_onednn_bf16_linear(big, w));
     }
-    autocast::set_enabled(c10::kCPU, false);
     EXPECT_FALSE(use_onednn_bf16_linear(big, w));  // no autocast
     const ScopedFp32Gemm blas(Fp32Gemm::kBlas);
     EXPECT_FALSE(use_onednn_linear(big, w));

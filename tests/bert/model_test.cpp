@@ -67,14 +67,8 @@ TEST_F(BertModelTest, InferenceWithoutAutogradGivesTheSameOutputs) {
       const auto ids = torch::tensor({{2, 17, 29, 3}, {2, 40, 3, 0}}, torch::kLong);
       const auto mask = torch::tensor({{1, 1, 1, 1}, {1, 1, 1, 0}}, torch::kLong);
       const auto run = [&] {
-        if (bf16) {
-          autocast::set_dtype(c10::kCPU, at::kBFloat16);
-          autocast::set_enabled(c10::kCPU, true);
-        }
-        auto out = model->forward(ids, mask, torch::zeros_like(ids)).last_hidden_state;
-        autocast::set_enabled(c10::kCPU, false);
-        at::autocast::clear_cache();
-        return out;
+        const testing::CpuBf16Autocast autocast(bf16);
+        return model->forward(ids, mask, torch::zeros_like(ids)).last_hidden_state;
       };
       const auto with_grad = run();
       ASSERT_TRUE(with_grad.requires_grad());
@@ -110,17 +104,11 @@ TEST_F(BertModelTest, PreTrainingHeadsRunUnderBf16Autocast) {
   model->eval();
   const auto ids = torch::tensor({{2, 17, 29, 3}}, torch::kLong);
   const auto fp32 = model->forward(ids).prediction_logits;
-  autocast::set_enabled(c10::kCPU, true);
-  autocast::set_dtype(c10::kCPU, at::kBFloat16);
   torch::Tensor bf16;
-  try {
+  {
+    const testing::CpuBf16Autocast autocast;
     bf16 = model->forward(ids).prediction_logits.to(torch::kFloat);
-  } catch (...) {
-    autocast::set_enabled(c10::kCPU, false);
-    throw;
   }
-  at::autocast::clear_cache();
-  autocast::set_enabled(c10::kCPU, false);
   EXPECT_TRUE(torch::isfinite(bf16).all().item<bool>());
   EXPECT_LT(testing::max_abs_diff(bf16, fp32), 0.05 * fp32.abs().max().item<double>());
 }
@@ -196,12 +184,12 @@ TEST_F(BertModelTest, FullyMaskedRowStaysFiniteUnderBf16Autocast) {
   BertSelfAttention attention(config);
   attention->eval();
   const auto keep = torch::tensor({{1, 1, 1, 0}, {0, 0, 0, 0}});
-  autocast::set_enabled(c10::kCPU, true);
-  autocast::set_dtype(c10::kCPU, torch::kBFloat16);
-  const auto out =
-      attention->forward(torch::randn({2, 4, 128}), additive_attention_mask(keep, torch::kFloat));
-  at::autocast::clear_cache();
-  autocast::set_enabled(c10::kCPU, false);
+  torch::Tensor out;
+  {
+    const testing::CpuBf16Autocast autocast;
+    out =
+        attention->forward(torch::randn({2, 4, 128}), additive_attention_mask(keep, torch::kFloat));
+  }
   EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
 }
 
@@ -323,12 +311,12 @@ TEST_F(BertModelTest, FirstTokenOnlyAndChosenRowsEqualTheWholeLastLayer) {
           testing::max_abs_diff(with.attentions.back(), all.attentions.back().narrow(2, 0, 1)),
           1e-5)
           << what;
-      autocast::set_dtype(c10::kCPU, at::kBFloat16);
-      autocast::set_enabled(c10::kCPU, true);
-      const auto bf16_one = model->forward(ids, keep, {}, first).pooler_output;
-      const auto bf16_whole = model->forward(ids, keep).pooler_output;
-      autocast::set_enabled(c10::kCPU, false);
-      at::autocast::clear_cache();
+      torch::Tensor bf16_one, bf16_whole;
+      {
+        const testing::CpuBf16Autocast autocast;
+        bf16_one = model->forward(ids, keep, {}, first).pooler_output;
+        bf16_whole = model->forward(ids, keep).pooler_output;
+      }
       EXPECT_LT(testing::max_abs_diff(bf16_one.to(torch::kFloat), bf16_whole.to(torch::kFloat)),
                 2e-2)
           << what;

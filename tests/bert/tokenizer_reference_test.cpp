@@ -41,7 +41,7 @@ std::string utf8(char32_t c) {
 
 struct Input {
   std::string text;
-  std::optional<std::string> pair;
+  std::optional<std::string> pair = std::nullopt;
 };
 
 std::vector<Input> adversarial_inputs() {
@@ -540,8 +540,11 @@ TEST(XlmRobertaReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
   // vocabulary in order.
   const auto base = tokenizer.base_vocab_size();
   int64_t next = base;
-  for (const auto& t : tokenizer.added_tokens())
-    if (t.id >= base) EXPECT_EQ(t.id, next++) << t.content;
+  for (const auto& t : tokenizer.added_tokens()) {
+    if (t.id >= base) {
+      EXPECT_EQ(t.id, next++) << t.content;
+    }
+  }
   json reference = xlmr_tokenizer_json(read_spm_proto(model));
   for (const auto& entry : hf_added_tokens({}, -1, tokenizer.added_tokens()))
     reference["added_tokens"].push_back(entry);  // after the converter's five special ones

@@ -119,8 +119,9 @@ TEST_P(FamilyEndToEndTest, TrainExportPredict) {
   for (const auto& [k, v] : hf) hf_keys.push_back(k);
   for (const auto& [k, v] : ours) {
     our_keys.push_back(k);
-    if (hf.count(k) && k.find("classifier") == std::string::npos)
+    if (hf.count(k) && k.find("classifier") == std::string::npos) {
       EXPECT_EQ(v.sizes(), hf.at(k).sizes()) << k;
+    }
   }
   EXPECT_EQ(our_keys, hf_keys);
 

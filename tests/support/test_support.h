@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "bert/common/autocast.h"
 #include "bert/model/bert_config.h"
 
 namespace bert::testing {
@@ -38,6 +39,28 @@ size_t fixture_model_keys(const std::string& name, const std::string& prefix = "
 class SeededTest : public ::testing::Test {
  protected:
   SeededTest() { torch::manual_seed(0); }
+};
+
+/// CPU autocast to bf16 for a scope, where `on` (what the Trainer's AutocastScope does on the
+/// CPU): off again, and its cast cache cleared, however the scope is left, so that a failed
+/// assertion or a throw does not leave autocast on for the tests after it.
+class CpuBf16Autocast {
+ public:
+  explicit CpuBf16Autocast(bool on = true) : on_(on) {
+    if (!on_) return;
+    autocast::set_dtype(c10::kCPU, at::kBFloat16);
+    autocast::set_enabled(c10::kCPU, true);
+  }
+  ~CpuBf16Autocast() {
+    if (!on_) return;
+    autocast::set_enabled(c10::kCPU, false);
+    at::autocast::clear_cache();
+  }
+  CpuBf16Autocast(const CpuBf16Autocast&) = delete;
+  CpuBf16Autocast& operator=(const CpuBf16Autocast&) = delete;
+
+ private:
+  bool on_;
 };
 
 /// The device the training tests run on: $BERTFT_TEST_DEVICE ("cuda" on a GPU machine,
