@@ -14,9 +14,10 @@
 // operator; `--only real_data [--real-limit N] [--real-tasks mrpc,stsb]` times MRPC and STS-B
 // training against HF run_glue-style (bench/hf_glue_epoch.py); `--only similar` times `bertft
 // similar` over 1 M vectors; `--only pretrain_step` times a bert-base MLM + NSP step with the last
-// layer whole against [CLS] and the masked positions alone; `--only retrieval [--retrieval-models
-// DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their paragraphs by `embed` +
-// `similar`.
+// layer whole against [CLS] and the masked positions alone; `--only bf16_shadows` times a bf16
+// step with the weights' bf16 copies kept against cast in every forward; `--only retrieval
+// [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their paragraphs
+// by `embed` + `similar`.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/resource.h>
@@ -674,6 +675,87 @@ struct Suite {
         dual[1]["allreduce_alone_s"].get<double>());
     results["data_parallel"]["single"] = {{"step_s", single}, {"tokens_per_s", tokens / single}};
     results["data_parallel"]["gradient_mib"] = dual[1]["gradient_mib"];
+  }
+
+  /// bf16 training's weight copies kept between steps (bert::bf16_shadow) against casting every
+  /// weight in every forward: a bert-base 8x128 bf16 step's forward, backward and optimizer
+  /// (clipping + AdamW) times with and without them, alternated in this process, and what
+  /// casting the encoder's 72 weights costs alone (what a forward saves; the optimizer pays for
+  /// writing the copies). Run wherever oneDNN has bf16 products, fast or not: the parts that do
+  /// not depend on the GEMMs transfer. Not in the default set (about 90 s on 2 cores).
+  void bf16_shadows() {
+    fmt::print(
+        "\n== bf16_shadows: bert-base 8x128 bf16 train step, weight copies kept vs cast ==\n");
+    if (!bert::onednn_bf16_available()) {
+      fmt::print("(skipped: this CPU's oneDNN has no bf16 products)\n");
+      return;
+    }
+    const auto config = base_config();
+    const auto a = adapter();
+    auto [model, optimizer, params] = start_training(*a);
+    const auto b = random_batch(8, 128, config.vocab_size());
+    std::array<std::array<std::vector<double>, 3>, 2> parts;  // [kept][fwd, bwd, opt]
+    const auto step = [&](bool kept, bool timed) {
+      const bert::ScopedBf16Shadows shadows(kept);
+      const auto t0 = Clock::now();
+      torch::Tensor loss;
+      {
+        const bert::tasks::AutocastScope autocast(Precision::kBf16, torch::kCPU);
+        loss = a->loss(model->forward(b), b);
+      }
+      const auto t1 = Clock::now();
+      loss.backward();
+      const auto t2 = Clock::now();
+      bert::tasks::clip_gradients(*optimizer, params, 1.0);  // as the Trainer does
+      optimizer->step();
+      bert::tasks::release_gradients(params);
+      const auto t3 = Clock::now();
+      if (!timed) return;
+      const auto d = [](Clock::time_point x, Clock::time_point y) {
+        return std::chrono::duration<double>(y - x).count();
+      };
+      const std::array<double, 3> took = {d(t0, t1), d(t1, t2), d(t2, t3)};
+      for (size_t k = 0; k < 3; ++k) parts[kept][k].push_back(took[k]);
+    };
+    step(false, false);  // warm-up, both ways
+    step(true, false);
+    const int rounds = std::max(iters, 6);
+    for (int r = 0; r < rounds; ++r)
+      for (const bool kept : {r % 2 == 0, r % 2 != 0}) step(kept, true);
+    std::vector<torch::Tensor> weights;
+    for (const auto& p : model->named_parameters())
+      if (p.key().find("encoder.") != std::string::npos && p.value().dim() == 2)
+        weights.push_back(p.value());
+    std::vector<double> casts;
+    {
+      const torch::NoGradGuard no_grad;
+      for (int r = 0; r < 15; ++r) {
+        const auto t = Clock::now();
+        for (const auto& w : weights) w.to(torch::kBFloat16);
+        casts.push_back(since(t));
+      }
+    }
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    fmt::print("{:<28} {:>9} {:>9} {:>9} {:>9}\n", "median of " + std::to_string(rounds) + " steps",
+               "fwd s", "bwd s", "opt s", "step s");
+    for (const bool kept : {false, true}) {
+      const auto& p = parts[kept];
+      std::vector<double> total(p[0].size());
+      for (size_t i = 0; i < total.size(); ++i) total[i] = p[0][i] + p[1][i] + p[2][i];
+      fmt::print("{:<28} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f}\n",
+                 kept ? "copies kept (default)" : "cast every forward", median(p[0]), median(p[1]),
+                 median(p[2]), median(total));
+      results["bf16_shadows"][kept ? "kept" : "cast"] = {{"forward_s", median(p[0])},
+                                                         {"backward_s", median(p[1])},
+                                                         {"optimizer_s", median(p[2])},
+                                                         {"step_s", median(total)}};
+    }
+    fmt::print("casting the {} encoder weights alone: {:.4f} s (median of 15)\n", weights.size(),
+               median(casts));
+    results["bf16_shadows"]["cast_weights_s"] = median(casts);
   }
 
   /// Where one train step (8 x 128, the fastest precision) spends its time, by operator self time
@@ -1518,9 +1600,10 @@ struct Suite {
 
 constexpr const char* kUsage =
     "usage: bench_suite [--only SECTION,...] [--iters N] [--rounds N] [--threads N] [--json FILE]\n"
-    "  sections (default all but the last six): gemm, train_step, infer, seq_scaling, attention,\n"
+    "  sections (default all but the last seven): gemm, train_step, infer, seq_scaling, "
+    "attention,\n"
     "  tokenizer, load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile\n"
-    "  [--profile-fp32 1], pretrain_step, real_data [--real-limit N (0: all)]\n"
+    "  [--profile-fp32 1], pretrain_step, bf16_shadows, real_data [--real-limit N (0: all)]\n"
     "  [--real-tasks mrpc,stsb], similar,\n"
     "  retrieval [--retrieval-models DIR,...]\n"
     "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
@@ -1656,6 +1739,7 @@ int main(int argc, char** argv) {
   if (wants("seq_scaling")) section("seq_scaling", [&] { suite.seq_scaling(); });
   if (wants("attention")) section("attention", [&] { suite.attention(); });
   if (wants("profile")) section("profile", [&] { suite.profile(); });
+  if (wants("bf16_shadows")) section("bf16_shadows", [&] { suite.bf16_shadows(); });
   if (wants("data_parallel")) section("data_parallel", [&] { suite.data_parallel(tmp); });
   if (wants("tokenizer")) section("tokenizer", [&] { suite.tokenizer(shared); });
   if (wants("load")) section("load", [&] { suite.load(tmp); });

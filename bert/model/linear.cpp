@@ -4,7 +4,11 @@
 #include <ATen/core/stack.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
 
+#include "bert/model/onednn_detail.h"
 #include "bert/model/onednn_linear.h"
 
 namespace bert {
@@ -34,6 +38,120 @@ torch::jit::Stack call(const char* op, torch::jit::Stack stack) {
 
 }  // namespace
 
+namespace bf16_shadow {
+namespace {
+
+struct Shadow {
+  /// The weight's TensorImpl, held weakly: its address is not reused while the entry lives.
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner;
+  torch::Tensor copy = {};
+  const void* data = nullptr;  ///< the weight's data the copy was made from
+  int64_t version = -1;        ///< and its version then
+};
+
+/// A ScopedBf16Shadows' choice (0 off, 1 on), or -1.
+std::atomic<int> forced{-1};
+
+std::mutex table_mutex;
+
+std::unordered_map<const c10::TensorImpl*, Shadow>& table() {
+  static std::unordered_map<const c10::TensorImpl*, Shadow> shadows;
+  return shadows;
+}
+
+void drop_orphans() {
+  for (auto it = table().begin(); it != table().end();)
+    it = it->second.owner.expired() ? table().erase(it) : std::next(it);
+}
+
+/// `weight`'s entry, or null; table_mutex held.
+Shadow* entry(const torch::Tensor& weight) {
+  const auto it = table().find(weight.unsafeGetTensorImpl());
+  if (it == table().end()) return nullptr;
+  if (it->second.owner.expired()) {
+    table().erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+bool matches(const Shadow& s, const torch::Tensor& weight) {
+  return s.copy.defined() && s.data == weight.data_ptr() && s.version == weight._version() &&
+         s.copy.sizes() == weight.sizes();
+}
+
+}  // namespace
+
+bool enabled() {
+  if (const int f = forced.load(); f >= 0) return f == 1;
+  static const bool on = !detail::env_is("BERTFT_BF16_SHADOW", "off");
+  return on;
+}
+
+torch::Tensor current(const torch::Tensor& weight) {
+  TORCH_CHECK(weight.scalar_type() == torch::kFloat && weight.device().is_cpu(),
+              "bf16_shadow: float32 CPU weights only, got ", weight.scalar_type(), " on ",
+              weight.device());
+  const std::lock_guard<std::mutex> lock(table_mutex);
+  Shadow* s = entry(weight);
+  if (s != nullptr && matches(*s, weight)) return s->copy;
+  if (s == nullptr) {
+    drop_orphans();
+    s = &table()
+             .emplace(weight.unsafeGetTensorImpl(),
+                      Shadow{c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
+                          weight.getIntrusivePtr())})
+             .first->second;
+  }
+  s->copy = torch::Tensor();  // the old copy's memory first (unless a graph still holds it)
+  const torch::NoGradGuard no_grad;
+  s->copy = weight.detach().to(torch::kBFloat16).contiguous();
+  s->data = weight.data_ptr();
+  s->version = weight._version();
+  return s->copy;
+}
+
+torch::Tensor find_current(const torch::Tensor& weight) {
+  const std::lock_guard<std::mutex> lock(table_mutex);
+  const Shadow* s = entry(weight);
+  return s != nullptr && matches(*s, weight) ? s->copy : torch::Tensor();
+}
+
+torch::Tensor writable(const torch::Tensor& weight) {
+  const std::lock_guard<std::mutex> lock(table_mutex);
+  const Shadow* s = entry(weight);
+  return s != nullptr ? s->copy : torch::Tensor();
+}
+
+void written(const torch::Tensor& weight) {
+  const std::lock_guard<std::mutex> lock(table_mutex);
+  Shadow* s = entry(weight);
+  if (s == nullptr || !s->copy.defined()) return;
+  s->data = weight.data_ptr();
+  s->version = weight._version();
+  torch::autograd::impl::bump_version(s->copy);
+}
+
+void drop(const torch::Tensor& weight) {
+  const std::lock_guard<std::mutex> lock(table_mutex);
+  table().erase(weight.unsafeGetTensorImpl());
+}
+
+size_t count() {
+  const std::lock_guard<std::mutex> lock(table_mutex);
+  drop_orphans();
+  return table().size();
+}
+
+}  // namespace bf16_shadow
+
+ScopedBf16Shadows::ScopedBf16Shadows(bool on)
+    : previous_(bf16_shadow::forced.exchange(on ? 1 : 0)) {}
+
+ScopedBf16Shadows::~ScopedBf16Shadows() {
+  bf16_shadow::forced.store(previous_);
+}
+
 std::string int8_engine() {
   const auto e = select_engine();
   return e == at::kNoQEngine ? "" : c10::toString(e);
@@ -58,7 +176,9 @@ const torch::Tensor& LinearImpl::bf16_weight() {
       bf16_version_ != weight._version()) {
     bf16_weight_ = torch::Tensor();  // the old cast's memory first
     const torch::NoGradGuard no_grad;
-    bf16_weight_ = weight.to(torch::kBFloat16);
+    // A bf16 training step's copy, where it matches the weight (no second copy in evaluation).
+    const torch::Tensor kept = bf16_shadow::find_current(weight);
+    bf16_weight_ = kept.defined() ? kept : weight.to(torch::kBFloat16);
     bf16_source_ = weight.data_ptr();
     bf16_version_ = weight._version();
   }
@@ -67,10 +187,14 @@ const torch::Tensor& LinearImpl::bf16_weight() {
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
   if (packed_.isNone()) {
-    if (linear_needs_autograd(input, weight, bias))
+    if (linear_needs_autograd(input, weight, bias)) {
       drop_bf16_weight();
-    else if (use_onednn_bf16_linear(input, weight))
+      if (bf16_shadow::enabled() && use_onednn_bf16_linear(input, weight))
+        return onednn_linear_bf16(input, weight, bias, bf16_shadow::current(weight));
+      bf16_shadow::drop(weight);  // training without bf16 holds no copy
+    } else if (use_onednn_bf16_linear(input, weight)) {
       return onednn_linear_bf16_cast(input, bf16_weight(), bias, /*gelu=*/false);
+    }
     return fast_linear(input, weight, bias);
   }
   TORCH_CHECK(input.device().is_cpu(), "int8 linear: CPU only, got ", input.device());

@@ -24,9 +24,10 @@ class LinearImpl : public torch::nn::LinearImpl {
 
   /// The weight cast to bf16, for forwards without autograd under CPU bf16 autocast (what
   /// autocast would cast it to): cast once and kept while the weight is the same tensor at the
-  /// same version, instead of once per batch. A forward that records autograd drops it, so that
-  /// training holds no second copy. Forwards update it: one module's bf16 inference is not for
-  /// concurrent threads.
+  /// same version, instead of once per batch (bf16 training's copy, see bf16_shadow below, where
+  /// one matches the weight). A forward that records autograd drops it, so that training holds
+  /// no second copy. Forwards update it: one module's bf16 inference is not for concurrent
+  /// threads.
   const torch::Tensor& bf16_weight();
   /// Whether a bf16 cast of the weight is kept now.
   bool keeps_bf16_weight() const { return bf16_weight_.defined(); }
@@ -40,6 +41,58 @@ class LinearImpl : public torch::nn::LinearImpl {
   int64_t bf16_version_ = -1;          ///< and its version then
 };
 TORCH_MODULE(Linear);
+
+/// bf16 copies of float32 weights kept from one training step to the next under CPU bf16
+/// autocast ("shadows"). Without them every projection casts its weight to bf16 in every
+/// forward (bert-base: 85M weights read and written each step, and again for each micro-batch
+/// of an accumulated step); with them bert::Linear's forwards that record autograd take the kept
+/// copy, and the fused AdamW (tasks/training/optimizer.cpp) writes the copy in the pass in
+/// which it updates the weight, rounded as the cast rounds. A copy is used only while it
+/// matches its weight (the same data, the same version), so any other change to a weight is
+/// seen and the weight cast anew: the values are always the cast's. The copies live in one
+/// table keyed by the weight, dropped when the weight goes or trains without bf16.
+namespace bf16_shadow {
+
+/// Whether bf16 training forwards keep shadows: unless a ScopedBf16Shadows says otherwise or
+/// BERTFT_BF16_SHADOW=off (for side-by-side measurements).
+bool enabled();
+
+/// The bf16 copy of float32 `weight` as its values are now: the kept one where it matches,
+/// else `weight` cast now and kept (into the old copy's memory where there is one).
+torch::Tensor current(const torch::Tensor& weight);
+
+/// The kept copy matching `weight` now, or undefined (nothing is cast).
+torch::Tensor find_current(const torch::Tensor& weight);
+
+/// The kept copy of `weight`, whatever its version (undefined when none), for a writer that
+/// updates the weight and writes its copy in one pass; it then bumps the weight's version and
+/// calls written(weight).
+torch::Tensor writable(const torch::Tensor& weight);
+
+/// Says that `weight`'s copy was written from its values as they are now (and bumps the copy's
+/// version, so that an autograd graph that saved the old copy refuses to run backward, as it
+/// would after any in-place change).
+void written(const torch::Tensor& weight);
+
+/// Drops `weight`'s copy, if any.
+void drop(const torch::Tensor& weight);
+
+/// How many copies are kept (those of weights that are gone are dropped first).
+size_t count();
+
+}  // namespace bf16_shadow
+
+/// Turns bf16 shadows on or off while in scope (tests and measurements alternate both).
+class ScopedBf16Shadows {
+ public:
+  explicit ScopedBf16Shadows(bool on);
+  ~ScopedBf16Shadows();
+  ScopedBf16Shadows(const ScopedBf16Shadows&) = delete;
+  ScopedBf16Shadows& operator=(const ScopedBf16Shadows&) = delete;
+
+ private:
+  int previous_;
+};
 
 /// dense(input) + residual with the residual added in the GEMM's own output pass, where that is
 /// what dense would compute anyway (float32 through oneDNN, not int8) and nothing records

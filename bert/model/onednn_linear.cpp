@@ -344,9 +344,11 @@ struct OneDnnLinearFunction : public torch::autograd::Function<OneDnnLinearFunct
                                const torch::Tensor& x,
                                const torch::Tensor& weight,
                                const c10::optional<torch::Tensor>& bias,
-                               bool bf16) {
+                               bool bf16,
+                               const c10::optional<torch::Tensor>& weight_cast) {
     const auto compute = bf16 ? torch::kBFloat16 : torch::kFloat;
-    const torch::Tensor xc = x.to(compute), wc = weight.to(compute);
+    const torch::Tensor xc = x.to(compute);
+    const torch::Tensor wc = weight_cast.has_value() ? *weight_cast : weight.to(compute);
     const torch::Tensor bc = bias.has_value() ? bias->to(compute) : torch::Tensor();
     ctx->save_for_backward({xc, wc});
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
@@ -360,7 +362,7 @@ struct OneDnnLinearFunction : public torch::autograd::Function<OneDnnLinearFunct
     const torch::Tensor &x = saved[0], &weight = saved[1];
     const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const torch::Tensor dy = plain(grads[0]).to(x.scalar_type());
-    torch::autograd::variable_list out(4);
+    torch::autograd::variable_list out(5);
     if (ctx->needs_input_grad(0)) out[0] = gemm(dy, weight, {}, false, x_dtype);  // [M,N] [N,K]
     if (ctx->needs_input_grad(1))
       out[1] = gemm(dy.t(), x, {}, false, torch::kFloat);  // [N,M] [M,K]
@@ -405,12 +407,15 @@ torch::Tensor linear_gemm(const torch::Tensor& input,
 torch::Tensor linear_through_onednn(const torch::Tensor& input,
                                     const torch::Tensor& weight,
                                     const torch::Tensor& bias,
-                                    bool bf16) {
+                                    bool bf16,
+                                    const torch::Tensor& weight_cast = {}) {
   if (!linear_needs_autograd(input, weight, bias))
-    return linear_gemm(input, weight, bias, bf16, /*gelu=*/false);
+    return linear_gemm(input, weight_cast.defined() ? weight_cast : weight, bias, bf16,
+                       /*gelu=*/false);
   return OneDnnLinearFunction::apply(
              rows_of(input), weight,
-             bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, bf16)
+             bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, bf16,
+             weight_cast.defined() ? c10::optional<torch::Tensor>(weight_cast) : c10::nullopt)
       .view(output_sizes(input, weight.size(0)));
 }
 
@@ -550,9 +555,15 @@ bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& wei
 
 torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
                                  const torch::Tensor& weight,
-                                 const torch::Tensor& bias) {
+                                 const torch::Tensor& bias,
+                                 const torch::Tensor& weight_bf16) {
   check_operands(input, weight, bias, /*bf16_input=*/true);
-  return linear_through_onednn(input, weight, bias, /*bf16=*/true);
+  TORCH_CHECK(!weight_bf16.defined() ||
+                  (weight_bf16.scalar_type() == torch::kBFloat16 &&
+                   weight_bf16.sizes() == weight.sizes() && !weight_bf16.requires_grad()),
+              "onednn_linear_bf16: weight_bf16 must be a bf16 tensor of the weight's shape "
+              "that needs no gradient");
+  return linear_through_onednn(input, weight, bias, /*bf16=*/true, weight_bf16);
 }
 
 torch::Tensor onednn_linear_bf16_cast(const torch::Tensor& input,

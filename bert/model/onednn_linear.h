@@ -84,9 +84,12 @@ bool use_onednn_bf16_linear(const torch::Tensor& input, const torch::Tensor& wei
 /// What bf16 autocast's torch::linear computes (input, weight and bias cast to bf16, a bf16
 /// result), through oneDNN; its backward gives the weight's (and a float32 input's) gradient
 /// straight out of the GEMM in float32, where autocast rounds it to bf16 and casts it back.
+/// `weight_bf16`, where given, is the weight already cast (a bf16 shadow, see linear.h): it is
+/// used instead of casting the weight again.
 torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
                                  const torch::Tensor& weight,
-                                 const torch::Tensor& bias);
+                                 const torch::Tensor& bias,
+                                 const torch::Tensor& weight_bf16 = {});
 
 /// Whether a batched matmul a [..., M, K] x b [..., K, N] goes through onednn_matmul: fp32 as
 /// for bert::Linear (CPU, no autocast, at least 2^20 multiply-adds, the engine oneDNN); bf16

@@ -10,6 +10,8 @@
 #include "bert/common/error.h"
 #include "bert/common/parallel.h"
 #include "bert/common/strings.h"
+#include "bert/model/dropout_kernel.h"
+#include "bert/model/linear.h"
 #include "tasks/training/adamw_kernel.h"
 
 namespace bert::tasks {
@@ -99,21 +101,34 @@ class FusedAdamW final : public torch::optim::AdamW {
         const float* gp = grad.data_ptr<float>();
         float* mp = m.data_ptr<float>();
         float* vp = v.data_ptr<float>();
+        const int64_t n = p.numel();
+        // The weight's bf16 copy for bf16 training (bert::bf16_shadow), where it keeps one:
+        // rounded from each piece of the new weights while they are in cache.
+        const torch::Tensor shadow = bert::bf16_shadow::writable(p);
+        uint16_t* sp = shadow.defined() && shadow.scalar_type() == torch::kBFloat16 &&
+                               shadow.is_contiguous() && shadow.numel() == n
+                           ? reinterpret_cast<uint16_t*>(shadow.data_ptr<at::BFloat16>())
+                           : nullptr;
         // Across threads in chunks that start at multiples of kBlock elements: the compiler's
         // vector loop and its scalar tail round differently (a multiply-add may be fused in one
         // and not the other), and so each element takes the path it takes in a single call,
-        // and the weights are the same bits on any number of threads.
-        constexpr int64_t kBlock = 64;
-        const int64_t n = p.numel();
+        // and the weights are the same bits on any number of threads (and with a bf16 copy,
+        // whose pieces are multiples of kBlock too).
+        constexpr int64_t kBlock = 64, kPiece = 64 * kBlock;
         bert::parallel_for(
             0, (n + kBlock - 1) / kBlock, 16384 / kBlock, [&](int64_t first, int64_t last) {
               const int64_t begin = first * kBlock, end = std::min(n, last * kBlock);
-              adamw_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, decay, b1,
-                           one_minus_b1, b2, one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
+              for (int64_t at = begin; at < end; at += sp != nullptr ? kPiece : end - begin) {
+                const int64_t count = sp != nullptr ? std::min(kPiece, end - at) : end - begin;
+                adamw_update(pp + at, gp + at, mp + at, vp + at, count, decay, b1, one_minus_b1, b2,
+                             one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
+                if (sp != nullptr) bert::kernels::f32_to_bf16(pp + at, sp + at, count);
+              }
             });
         // Written through its pointer, as no in-place op would be: say so to whoever keeps
         // something made from the weight (bert::Linear's bf16 cast for inference).
         torch::autograd::impl::bump_version(p);
+        if (sp != nullptr) bert::bf16_shadow::written(p);
       }
     }
     return {};

@@ -723,6 +723,81 @@ TEST(OneDnnLinear, Bf16InferenceKeepsTheWeightCastWhileTheWeightIsUnchanged) {
                c10::Error);  // a float32 weight is not a kept cast
 }
 
+// bf16 training's shadows (linear.h): a forward under bf16 autocast that records autograd keeps
+// the weight's bf16 copy, and the next takes it without casting; a weight changed in place is
+// cast again; outputs and gradients are those of the forward that casts, bit for bit; a
+// training forward without bf16 drops the copy, and a copy goes with its weight.
+TEST(Bf16Shadows, TrainingForwardsKeepTheCastWhileItMatchesTheWeight) {
+  REQUIRE_ONEDNN_BF16();
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);  // the small GEMM through oneDNN
+  torch::manual_seed(6);
+  const auto x = torch::randn({5, 7, 48}), upstream = torch::randn({5, 7, 40});
+  const auto run = [&](Linear& linear, bool shadows) {
+    const ScopedBf16Shadows scoped(shadows);
+    const auto input = x.clone().requires_grad_(true);
+    torch::Tensor y;
+    {
+      const Bf16Autocast autocast;
+      y = linear->forward(input);
+    }
+    EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+    y.backward(upstream.to(y.scalar_type()));
+    std::vector<torch::Tensor> out = {y.detach().to(torch::kFloat), input.grad(),
+                                      linear->weight.grad(), linear->bias.grad()};
+    linear->weight.mutable_grad() = torch::Tensor();
+    linear->bias.mutable_grad() = torch::Tensor();
+    return out;
+  };
+  const auto expect_equal = [](const std::vector<torch::Tensor>& a,
+                               const std::vector<torch::Tensor>& b, const char* what) {
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << what << i;
+  };
+  const auto cast = [](const torch::Tensor& w) { return w.detach().to(torch::kBFloat16); };
+  Linear linear(48, 40);
+  const size_t before = bf16_shadow::count();
+  const auto plain = run(linear, false);
+  EXPECT_EQ(bf16_shadow::count(), before);  // off: nothing kept
+  const auto kept = run(linear, true);
+  ASSERT_EQ(bf16_shadow::count(), before + 1);
+  const auto copy = bf16_shadow::find_current(linear->weight);
+  ASSERT_TRUE(copy.defined());
+  EXPECT_TRUE(torch::equal(copy, cast(linear->weight)));
+  expect_equal(plain, kept, "kept copy, tensor ");
+  expect_equal(run(linear, true), kept, "again, tensor ");
+  EXPECT_EQ(bf16_shadow::find_current(linear->weight).data_ptr(), copy.data_ptr());  // no cast
+  {
+    const torch::NoGradGuard no_grad;
+    linear->weight.mul_(1.5);
+  }
+  EXPECT_FALSE(bf16_shadow::find_current(linear->weight).defined());  // stale: not used
+  const auto changed = run(linear, true);
+  EXPECT_TRUE(torch::equal(bf16_shadow::find_current(linear->weight), cast(linear->weight)));
+  expect_equal(changed, run(linear, false), "changed weight, tensor ");
+  EXPECT_FALSE(torch::equal(changed[0], kept[0]));
+  EXPECT_EQ(bf16_shadow::count(), before);  // a forward with shadows off dropped the copy
+  run(linear, true);
+  // A writer's protocol (the fused AdamW's): the copy written with the weight, then written().
+  {
+    const torch::NoGradGuard no_grad;
+    linear->weight.add_(0.25);
+    bf16_shadow::writable(linear->weight).copy_(cast(linear->weight));
+    bf16_shadow::written(linear->weight);
+  }
+  const auto written = bf16_shadow::find_current(linear->weight);
+  ASSERT_TRUE(written.defined());
+  EXPECT_TRUE(torch::equal(written, cast(linear->weight)));
+  expect_equal(run(linear, true), run(linear, false), "written copy, tensor ");
+  // Training without bf16 autocast holds no copy; a copy goes with its weight.
+  linear->forward(x.clone().requires_grad_(true));
+  EXPECT_EQ(bf16_shadow::count(), before);
+  {
+    Linear other(48, 40);
+    run(other, true);
+    EXPECT_EQ(bf16_shadow::count(), before + 1);
+  }
+  EXPECT_EQ(bf16_shadow::count(), before);
+}
+
 TEST(OneDnnLinear, TheEngineIsAFixedRuleOfTheCpu) {
   const auto& first = fp32_gemm();
   EXPECT_EQ(&first, &fp32_gemm());  // decided once

@@ -5,11 +5,15 @@
 
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/checkpoint/safetensors.h"
+#include "bert/model/bert_model.h"
+#include "bert/model/linear.h"
+#include "bert/model/onednn_linear.h"
 #include "tasks/registry.h"
 #include "tasks/training/loss_scaler.h"
 #include "tasks/training/schedule.h"
@@ -225,6 +229,63 @@ TEST(FusedAdamW, BumpsTheVersionOfTheWeightsItWrites) {
   const auto before = a->weight._version();
   fused->step();
   EXPECT_GT(a->weight._version(), before);
+}
+
+// bf16 training with shadows (bert/model/linear.h): the fused step writes each weight's kept bf16
+// copy in its pass, rounded as the cast rounds, so that the next forward casts nothing; the
+// weights, the losses and the copies are those of training that casts every weight every step,
+// bit for bit (two threads: the copy is written piece by piece within each thread's chunk).
+TEST(FusedAdamW, WritesTheBf16CopiesOfTheWeightsItUpdates) {
+  if (!onednn_bf16_available()) GTEST_SKIP() << "this CPU's oneDNN has no bf16 products";
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);  // the tiny model's GEMMs through oneDNN
+  const auto ids = torch::randint(5, 99, {3, 12}, torch::kLong);
+  const auto train = [&](bool shadows) {
+    const ScopedBf16Shadows scoped(shadows);
+    torch::manual_seed(8);
+    BertModel model(testing::tiny_config());
+    model->train();
+    auto optimizer = make_adamw(*model, {1e-2, 0.01, 0.9, 0.999, 1e-8});
+    const auto params = model->parameters();
+    std::vector<torch::Tensor> out;  // losses, then the weights
+    std::map<std::string, const void*> first_copy;
+    for (int step = 0; step < 3; ++step) {
+      torch::Tensor loss;
+      {
+        const testing::CpuBf16Autocast autocast;
+        loss = model->forward(ids).last_hidden_state.to(torch::kFloat).pow(2).mean();
+      }
+      loss.backward();
+      clip_gradients(*optimizer, params, 0.5);
+      optimizer->step();
+      release_gradients(params);
+      out.push_back(loss.detach());
+      for (const auto& p : model->named_parameters()) {
+        const auto copy = bf16_shadow::find_current(p.value());
+        const auto& name = p.key();  // the encoder's bert::Linear weights (the pooler's is not)
+        const bool projection = name.rfind("encoder.", 0) == 0 && name.size() > 7 &&
+                                name.compare(name.size() - 7, 7, ".weight") == 0 &&
+                                name.find("LayerNorm") == std::string::npos;
+        if (!shadows || !projection) {
+          EXPECT_FALSE(copy.defined()) << p.key();
+          continue;
+        }
+        EXPECT_TRUE(copy.defined()) << p.key() << " after step " << step;
+        if (!copy.defined()) continue;
+        EXPECT_TRUE(torch::equal(copy, p.value().detach().to(torch::kBFloat16))) << p.key();
+        // Written in place, not cast anew by the next forward.
+        if (step == 0) first_copy[p.key()] = copy.data_ptr();
+        EXPECT_EQ(copy.data_ptr(), first_copy[p.key()]) << p.key();
+      }
+    }
+    for (const auto& p : params) out.push_back(p.detach().clone());
+    return out;
+  };
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(2);
+  const auto cast = train(false), kept = train(true);
+  torch::set_num_threads(before);
+  ASSERT_EQ(cast.size(), kept.size());
+  for (size_t i = 0; i < cast.size(); ++i) EXPECT_TRUE(torch::equal(cast[i], kept[i])) << i;
 }
 
 // The fused step splits each weight's elements across LibTorch's threads (bert::parallel_for)
