@@ -208,6 +208,33 @@ Training start_training(const bert::tasks::TaskAdapter& a) {
   return t;
 }
 
+/// One training step as the Trainer takes it: the forward under `bf16`'s autocast, backward,
+/// clipping at 1.0, AdamW, the gradients released. Returns the seconds of the forward, the
+/// backward and the optimizer.
+std::array<double, 3> timed_train_step(const bert::tasks::TaskAdapter& a,
+                                       Training& t,
+                                       const Batch& b,
+                                       bool bf16) {
+  const auto t0 = Clock::now();
+  torch::Tensor loss;
+  {
+    const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32,
+                                              torch::kCPU);
+    loss = a.loss(t.model->forward(b), b);
+  }
+  const auto t1 = Clock::now();
+  loss.backward();
+  const auto t2 = Clock::now();
+  bert::tasks::clip_gradients(*t.optimizer, t.params, 1.0);
+  t.optimizer->step();
+  bert::tasks::release_gradients(t.params);
+  const auto t3 = Clock::now();
+  const auto d = [](Clock::time_point x, Clock::time_point y) {
+    return std::chrono::duration<double>(y - x).count();
+  };
+  return {d(t0, t1), d(t1, t2), d(t2, t3)};
+}
+
 /// One worker of the data_parallel section (a child process): bert-base, this rank's part of an
 /// 8 x 128 fp32 batch, gradients all-reduced in buckets (during backward with `overlap`, else
 /// after it); rank 0 writes its best step's timings to `out`.
@@ -536,34 +563,18 @@ struct Suite {
     const auto a = adapter();
     for (const int64_t batch : {8, 32})
       for (const bool bf16 : precisions()) {
-        auto [model, optimizer, params] = start_training(*a);
+        auto training = start_training(*a);
         const auto b = random_batch(batch, 128, config.vocab_size());
         reset_peak_rss();
         double fwd = 1e30, bwd = 1e30, opt = 1e30, step = 1e30, adjacent = 0;
         for (int i = 0; i <= iters; ++i) {
-          const auto t0 = Clock::now();
-          torch::Tensor loss;
-          {
-            const bert::tasks::AutocastScope autocast(bf16 ? Precision::kBf16 : Precision::kFp32,
-                                                      torch::kCPU);
-            loss = a->loss(model->forward(b), b);
-          }
-          const auto t1 = Clock::now();
-          loss.backward();
-          const auto t2 = Clock::now();
-          bert::tasks::clip_gradients(*optimizer, params, 1.0);  // as the Trainer does
-          optimizer->step();
-          bert::tasks::release_gradients(params);  // as the Trainer does
-          const auto t3 = Clock::now();
+          const auto [f, w, o] = timed_train_step(*a, training, b, bf16);
           if (i == 0) continue;  // warm-up
-          const auto d = [](auto x, auto y) {
-            return std::chrono::duration<double>(y - x).count();
-          };
-          fwd = std::min(fwd, d(t0, t1));
-          bwd = std::min(bwd, d(t1, t2));
-          opt = std::min(opt, d(t2, t3));
-          step = std::min(step, d(t0, t3));
-          adjacent = std::max(adjacent, ceiling_over(bf16, d(t0, t3)));
+          fwd = std::min(fwd, f);
+          bwd = std::min(bwd, w);
+          opt = std::min(opt, o);
+          step = std::min(step, f + w + o);
+          adjacent = std::max(adjacent, ceiling_over(bf16, f + w + o));
         }
         const double tokens = static_cast<double>(batch * 128);
         const double flops = 3 * forward_flops(config, static_cast<double>(batch), 128);
@@ -692,30 +703,14 @@ struct Suite {
     }
     const auto config = base_config();
     const auto a = adapter();
-    auto [model, optimizer, params] = start_training(*a);
+    auto training = start_training(*a);
     const auto b = random_batch(8, 128, config.vocab_size());
     std::array<std::array<std::vector<double>, 3>, 2> parts;  // [kept][fwd, bwd, opt]
     const auto step = [&](bool kept, bool timed) {
       const bert::ScopedBf16Shadows shadows(kept);
-      const auto t0 = Clock::now();
-      torch::Tensor loss;
-      {
-        const bert::tasks::AutocastScope autocast(Precision::kBf16, torch::kCPU);
-        loss = a->loss(model->forward(b), b);
-      }
-      const auto t1 = Clock::now();
-      loss.backward();
-      const auto t2 = Clock::now();
-      bert::tasks::clip_gradients(*optimizer, params, 1.0);  // as the Trainer does
-      optimizer->step();
-      bert::tasks::release_gradients(params);
-      const auto t3 = Clock::now();
-      if (!timed) return;
-      const auto d = [](Clock::time_point x, Clock::time_point y) {
-        return std::chrono::duration<double>(y - x).count();
-      };
-      const std::array<double, 3> took = {d(t0, t1), d(t1, t2), d(t2, t3)};
-      for (size_t k = 0; k < 3; ++k) parts[kept][k].push_back(took[k]);
+      const auto took = timed_train_step(*a, training, b, /*bf16=*/true);
+      if (timed)
+        for (size_t k = 0; k < 3; ++k) parts[kept][k].push_back(took[k]);
     };
     step(false, false);  // warm-up, both ways
     step(true, false);
@@ -723,7 +718,7 @@ struct Suite {
     for (int r = 0; r < rounds; ++r)
       for (const bool kept : {r % 2 == 0, r % 2 != 0}) step(kept, true);
     std::vector<torch::Tensor> weights;
-    for (const auto& p : model->named_parameters())
+    for (const auto& p : training.model->named_parameters())
       if (p.key().find("encoder.") != std::string::npos && p.value().dim() == 2)
         weights.push_back(p.value());
     std::vector<double> casts;
