@@ -11,6 +11,8 @@
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/file_util.h"
+#include "bert/model/linear.h"
+#include "bert/model/onednn_linear.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "tasks/registry.h"
 #include "tests/support/test_support.h"
@@ -211,6 +213,41 @@ TEST_F(TrainerTest, AResumedAutoRunKeepsThePrecisionItStartedIn) {
   newest.erase(newest.find_last_not_of(" \n") + 1);
   const auto state = nlohmann::json::parse(read_file(out / "checkpoints" / newest / "state.json"));
   EXPECT_EQ(state["precision"], "bf16");
+}
+
+// bf16 training on oneDNN keeps each weight's bf16 copy between steps (bert::bf16_shadow): a
+// run with the copies ends with the weights of one that casts every forward, bit for bit,
+// micro-batches and evaluations included, and so does a run stopped and resumed (which starts
+// without copies and makes them again).
+TEST_F(TrainerTest, Bf16WithKeptWeightCopiesEqualsCastingAndResumesBitForBit) {
+  if (testing::test_device() != "cpu" || !onednn_bf16_available())
+    GTEST_SKIP() << "bf16 on oneDNN: a CPU whose oneDNN has bf16 products";
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);  // the tiny model's GEMMs through oneDNN
+  auto options = fast();
+  options.epochs = 1;
+  options.precision = Precision::kBf16;
+  options.gradient_accumulation_steps = 2;
+  options.eval_every = 4;
+  options.save_every = 3;
+  const auto run = [&](bool kept, const std::string& name,
+                       const std::function<bool(int64_t)>& stop = {}) {
+    const ScopedBf16Shadows shadows(kept);
+    return train(options, dir_.path() / name, stop);
+  };
+  const auto cast = run(false, "cast");
+  const auto kept = run(true, "kept");
+  EXPECT_GT(bf16_shadow::count(), 0u);  // the kept run's model has its copies
+  const auto first = run(true, "resumed", [](int64_t step) { return step >= 5; });
+  ASSERT_TRUE(first.result.interrupted);
+  const auto second = run(true, "resumed");
+  EXPECT_GT(second.result.resumed_from, 0);
+  for (const auto* other : {&kept, &second}) {
+    EXPECT_EQ(other->result.steps, cast.result.steps);
+    EXPECT_DOUBLE_EQ(other->result.best.main(), cast.result.best.main());
+    for (const auto& [name, tensor] : state_dict(*cast.model))
+      EXPECT_TRUE(torch::equal(tensor, state_dict(*other->model).at(name)))
+          << name << (other == &kept ? " (copies kept)" : " (resumed)");
+  }
 }
 
 TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
