@@ -58,7 +58,8 @@ namespace bf16_shadow {
 bool enabled();
 
 /// The bf16 copy of float32 `weight` as its values are now: the kept one where it matches,
-/// else `weight` cast now and kept (into the old copy's memory where there is one).
+/// else `weight` cast now and kept (the stale copy released first, so that its memory can be
+/// reused unless a graph still holds it).
 torch::Tensor current(const torch::Tensor& weight);
 
 /// The kept copy matching `weight` now, or undefined (nothing is cast).
