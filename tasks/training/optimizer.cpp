@@ -118,8 +118,9 @@ class FusedAdamW final : public torch::optim::AdamW {
         bert::parallel_for(
             0, (n + kBlock - 1) / kBlock, 16384 / kBlock, [&](int64_t first, int64_t last) {
               const int64_t begin = first * kBlock, end = std::min(n, last * kBlock);
-              for (int64_t at = begin; at < end; at += sp != nullptr ? kPiece : end - begin) {
-                const int64_t count = sp != nullptr ? std::min(kPiece, end - at) : end - begin;
+              const int64_t piece = sp != nullptr ? kPiece : end - begin;  // else one call
+              for (int64_t at = begin; at < end; at += piece) {
+                const int64_t count = std::min(piece, end - at);
                 adamw_update(pp + at, gp + at, mp + at, vp + at, count, decay, b1, one_minus_b1, b2,
                              one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
                 if (sp != nullptr) bert::kernels::f32_to_bf16(pp + at, sp + at, count);
