@@ -10,12 +10,14 @@
 // probe decides), and say so otherwise.
 // Usage: bench_suite [--only gemm,train_step,...] [--iters N] [--rounds N] [--json FILE].
 // Not in the default set: `--only precision` (bf16 vs fp32 dev accuracy on SST-2: six small
-// trainings, about 4 minutes); `--only profile [--profile-fp32 1]` breaks one train step down by
-// operator; `--only real_data [--real-limit N] [--real-tasks mrpc,stsb]` times MRPC and STS-B
-// training against HF run_glue-style (bench/hf_glue_epoch.py); `--only similar` times `bertft
-// similar` over 1 M vectors; `--only pretrain_step` times a bert-base MLM + NSP step with the last
-// layer whole against [CLS] and the masked positions alone; `--only bf16_shadows` times a bf16
-// step with the weights' bf16 copies kept against cast in every forward; `--only retrieval
+// trainings, about 4 minutes); `--only profile [--profile-precision fp32|bf16]` breaks one train
+// step down by operator (bf16 also where its GEMMs are slow: the work outside them is what
+// carries over to a CPU where they are fast); `--only real_data [--real-limit N] [--real-tasks
+// mrpc,stsb]` times MRPC and STS-B training against HF run_glue-style (bench/hf_glue_epoch.py);
+// `--only similar` times `bertft similar` over 1 M vectors; `--only pretrain_step` times a
+// bert-base MLM + NSP step with the last layer whole against [CLS] and the masked positions alone;
+// `--only bf16_shadows` times a bf16 step with the weights' bf16 copies kept against cast in every
+// forward; `--only retrieval
 // [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their paragraphs
 // by `embed` + `similar`.
 #include <fmt/format.h>
@@ -33,6 +35,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -395,7 +398,8 @@ struct Suite {
   /// and the probe's words; without it the bf16 rows are skipped (~100x slower on AVX2 only).
   bool bf16_fast = false;
   std::string bf16_reason;
-  bool profile_fp32 = false;  ///< the profile section in fp32 even where bf16 is fast
+  /// The profile section's precision: fp32 or bf16 whatever the CPU runs fastest, else that.
+  std::optional<Precision> profile_precision;
 
   /// The precisions the model sections measure: fp32, and bf16 where it is fast.
   std::vector<bool> precisions() const {
@@ -758,7 +762,7 @@ struct Suite {
   /// default set. The profiler inflates memory-bound operators several-fold: use the shares to find
   /// candidates and the unprofiled best step time (printed first) to judge a change.
   void profile() {
-    const Precision precision = profile_fp32 ? Precision::kFp32 : fastest();
+    const Precision precision = profile_precision.value_or(fastest());
     const auto config = base_config();
     const auto a = adapter();
     auto [model, optimizer, params] = start_training(*a);
@@ -1598,7 +1602,8 @@ constexpr const char* kUsage =
     "  sections (default all but the last seven): gemm, train_step, infer, seq_scaling, "
     "attention,\n"
     "  tokenizer, load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile\n"
-    "  [--profile-fp32 1], pretrain_step, bf16_shadows, real_data [--real-limit N (0: all)]\n"
+    "  [--profile-precision fp32|bf16], pretrain_step, bf16_shadows, real_data [--real-limit N (0: "
+    "all)]\n"
     "  [--real-tasks mrpc,stsb], similar,\n"
     "  retrieval [--retrieval-models DIR,...]\n"
     "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
@@ -1625,8 +1630,8 @@ int main(int argc, char** argv) {
                   "vs_hf,checkpointing,int8",
               json_out, twin, real_worker, retrieval_models, real_tasks = "mrpc,stsb";
   int iters = 2, rounds = 0, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
-      seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0,
-      profile_fp32 = 0;
+      seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0;
+  std::optional<Precision> profile_precision;
   for (int i = 1; i + 1 < argc; i += 2) {
     const auto number = [&](const char* flag, int& value) {
       if (std::strcmp(argv[i], flag)) return false;
@@ -1636,8 +1641,7 @@ int main(int argc, char** argv) {
     if (number("--rounds", rounds) || number("--threads", threads) || number("--bf16", bf16) ||
         number("--batch", batch) || number("--seq", seq) || number("--warmup", warmup) ||
         number("--steps", steps) || number("--real-limit", real_limit) ||
-        number("--grouped", grouped) || number("--checkpoint", checkpoint) ||
-        number("--profile-fp32", profile_fp32))
+        number("--grouped", grouped) || number("--checkpoint", checkpoint))
       continue;
     if (!std::strcmp(argv[i], "--hf-twin"))
       twin = argv[i + 1];
@@ -1655,7 +1659,15 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--json"))
       json_out = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--real-tasks"))
+    else if (!std::strcmp(argv[i], "--profile-precision")) {
+      const std::string value = argv[i + 1];
+      if (value != "fp32" && value != "bf16") {
+        fmt::print(stderr, "bench_suite: --profile-precision: '{}' is not fp32 or bf16\n{}", value,
+                   kUsage);
+        return 2;
+      }
+      profile_precision = value == "bf16" ? Precision::kBf16 : Precision::kFp32;
+    } else if (!std::strcmp(argv[i], "--real-tasks"))
       real_tasks = argv[i + 1];
     else if (!std::strcmp(argv[i], "--retrieval-models"))
       retrieval_models = argv[i + 1];
@@ -1692,7 +1704,7 @@ int main(int argc, char** argv) {
   suite.iters = iters;
   suite.real_limit = real_limit;
   suite.real_tasks = real_task_list;
-  suite.profile_fp32 = profile_fp32 != 0;
+  suite.profile_precision = profile_precision;
   suite.threads = bert::configure_threads(threads);
   const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);
   suite.bf16_fast = choice.precision == Precision::kBf16;

@@ -1,5 +1,6 @@
 #include "tasks/training/optimizer.h"
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,6 +52,7 @@ class FusedAdamW final : public torch::optim::AdamW {
 
   torch::Tensor step(LossClosure closure = nullptr) override {
     TORCH_CHECK(!closure, "FusedAdamW: closures are not supported");
+    RECORD_FUNCTION("bertft::fused_adamw", std::vector<c10::IValue>());  // for profilers
     torch::NoGradGuard no_grad;
     const float grad_scale = grad_scale_;
     grad_scale_ = 1.0f;
