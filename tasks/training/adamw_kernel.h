@@ -26,4 +26,10 @@ void adamw_update(float* p,
                   float neg_step,
                   float grad_scale = 1.0f);
 
+/// The sum of the squares of `n` contiguous float32 values: float squares summed in float over
+/// runs of 16 values a lane, those sums in double (about float32's own precision on the whole
+/// sum, where one float sum over millions of values drifts; the same value for the same input
+/// on a given CPU). Gradient clipping's norm, over pieces of a gradient.
+double sum_of_squares(const float* g, int64_t n);
+
 }  // namespace bert::tasks

@@ -318,9 +318,21 @@ TEST(FusedAdamW, GivesTheSameBitsOnOneThreadAndOnTwo) {
     EXPECT_TRUE(torch::equal(results[0][i], results[1][i])) << i;
 }
 
+// torch::nn::utils::clip_grad_norm_'s norm of the gradients of `params`, on copies (it clips
+// nothing at 1e30 but keeps the originals' gradients out of it anyway).
+double torch_gradient_norm(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& p : params) {
+    copies.push_back(p.detach().clone().requires_grad_(true));
+    copies.back().mutable_grad() = p.grad().clone();
+  }
+  return torch::nn::utils::clip_grad_norm_(copies, 1e30);
+}
+
 // clip_gradients folds the clipping coefficient into the fused AdamW's pass: the same weights,
-// bit for bit, as clip_grad_norm_ followed by the step, clipped or not; other optimizers get
-// their gradients scaled in place.
+// bit for bit, as scaling the gradients by clip_grad_norm_'s coefficient (of clip_gradients'
+// norm, which is clip_grad_norm_'s to float rounding) followed by the step, clipped or not;
+// other optimizers get their gradients scaled in place.
 TEST(Optimizers, ClippingFoldedIntoTheFusedStepEqualsClipThenStep) {
   for (const double max_norm : {0.05, 1e6}) {
     torch::manual_seed(5);
@@ -338,7 +350,11 @@ TEST(Optimizers, ClippingFoldedIntoTheFusedStepEqualsClipThenStep) {
       a(x).pow(2).sum().backward();
       b(x).pow(2).sum().backward();
       const double norm = clip_gradients(*folded, pa, max_norm);
-      EXPECT_DOUBLE_EQ(norm, torch::nn::utils::clip_grad_norm_(pb, max_norm));
+      EXPECT_NEAR(norm, torch_gradient_norm(pb), 1e-6 * norm);
+      const auto coefficient =  // clip_grad_norm_'s, of clip_gradients' norm
+          torch::clamp(max_norm / (torch::tensor(static_cast<float>(norm)) + 1e-6), c10::nullopt,
+                       1.0);
+      for (const auto& p : pb) p.grad().mul_(coefficient);
       folded->step();
       reference->step();
       release_gradients(pa);
@@ -352,6 +368,38 @@ TEST(Optimizers, ClippingFoldedIntoTheFusedStepEqualsClipThenStep) {
   const auto before = c->bias.grad().clone();  // ones: norm sqrt(2) with the weight's 1s
   const double norm = clip_gradients(*plain, c->parameters(), 0.5);
   EXPECT_NEAR(c->bias.grad()[0].item<double>(), before[0].item<double>() * 0.5 / norm, 1e-6);
+}
+
+// clip_gradients' norm sums the squares over fixed pieces, in double beyond short runs: one
+// thread and two give the same value, within float32's rounding of the exact norm, where
+// LibTorch's float norms (clip_grad_norm_'s, and clip_gradients' fallback for gradients it does
+// not take, here a non-contiguous one) drift with the order of their float sums.
+TEST(Optimizers, GradientNormIsExactAndTheSameOnOneThreadAndOnTwo) {
+  torch::manual_seed(4);
+  torch::nn::Linear a(700, 601), b(3, 5);  // 420 700 weights: 26 pieces, the last one short
+  std::vector<torch::Tensor> params = a->parameters();
+  for (const auto& p : b->parameters()) params.push_back(p);
+  for (auto& p : params) p.mutable_grad() = torch::randn_like(p) * 1e-3;
+  params[0].mutable_grad()[5][7] = 40.0f;  // one large value among small ones
+  auto optimizer = make_optimizer("adamw_torch", *a, {});
+  const int before = torch::get_num_threads();
+  std::vector<double> norms;
+  for (const int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    norms.push_back(clip_gradients(*optimizer, params, 1e30));  // 1e30: nothing clipped
+  }
+  torch::set_num_threads(before);
+  EXPECT_EQ(norms[0], norms[1]);
+  torch::Tensor squares = torch::zeros({}, torch::kDouble);
+  for (const auto& p : params) squares += p.grad().to(torch::kDouble).pow(2).sum();
+  EXPECT_FLOAT_EQ(static_cast<float>(norms[0]), static_cast<float>(squares.sqrt().item<double>()));
+  // LibTorch's float sums lose much of the small squares added after the large one: 1.6e-5 of
+  // the norm here (clip_grad_norm_ 40.00461, the exact norm 40.00526).
+  EXPECT_NEAR(norms[0], torch_gradient_norm(params), 1e-4 * norms[0]);
+  // A transposed gradient: LibTorch's own norms.
+  params[0].mutable_grad() = params[0].grad().t().contiguous().t();
+  ASSERT_FALSE(params[0].grad().is_contiguous());
+  EXPECT_NEAR(clip_gradients(*optimizer, params, 1e30), norms[0], 1e-4 * norms[0]);
 }
 
 // release_gradients (set_to_none): the next backward's gradient is handed over, not added to a
