@@ -17,7 +17,8 @@
 // `--only similar` times `bertft similar` over 1 M vectors; `--only pretrain_step` times a
 // bert-base MLM + NSP step with the last layer whole against [CLS] and the masked positions alone;
 // `--only bf16_shadows` times a bf16 step with the weights' bf16 copies kept against cast in every
-// forward; `--only retrieval
+// forward; `--only clip_norm` times clipping's norm against LibTorch's per-tensor norms; `--only
+// retrieval
 // [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their paragraphs
 // by `embed` + `similar`.
 #include <fmt/format.h>
@@ -692,6 +693,43 @@ struct Suite {
     results["data_parallel"]["gradient_mib"] = dual[1]["gradient_mib"];
   }
 
+  /// Gradient clipping's norm over a bert-base model's gradients (random, float32): clip_gradients
+  /// (one pass, fixed pieces, double beyond short runs) against clip_grad_norm_'s arithmetic
+  /// (LibTorch's norm of each gradient, then the norm of those), alternated in this process, with
+  /// the two norms' relative difference. Not in the default set (a few seconds).
+  void clip_norm() {
+    fmt::print("\n== clip_norm: the gradients' total 2-norm, bert-base (ms, best of {}) ==\n",
+               4 * iters);
+    auto training = start_training(*adapter());
+    torch::NoGradGuard no_grad;
+    for (auto& p : training.params) p.mutable_grad() = torch::randn_like(p) * 1e-3;
+    double ours = 1e30, libtorch = 1e30, ours_norm = 0, libtorch_norm = 0;
+    for (int round = 0; round < 4 * iters; ++round) {
+      ours = std::min(ours, best_time(1, [&] {
+                        ours_norm =
+                            bert::tasks::clip_gradients(*training.optimizer, training.params, 1e30);
+                      }));
+      libtorch = std::min(libtorch, best_time(1, [&] {
+                            std::vector<torch::Tensor> norms;
+                            for (const auto& p : training.params) norms.push_back(p.grad().norm(2));
+                            libtorch_norm = torch::stack(norms).norm(2).item<double>();
+                          }));
+    }
+    double squares = 0;  // the exact norm, in double
+    for (const auto& p : training.params)
+      squares += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    const double exact = std::sqrt(squares);
+    const auto error = [&](double norm) { return std::abs(norm - exact) / exact; };
+    fmt::print(
+        "clip_gradients {:.1f} ms, LibTorch's norms {:.1f} ms: {:.2f}x; relative error against "
+        "the norm in double {:.1e} and {:.1e}\n",
+        ours * 1e3, libtorch * 1e3, libtorch / ours, error(ours_norm), error(libtorch_norm));
+    results["clip_norm"] = {{"clip_gradients_ms", ours * 1e3},
+                            {"libtorch_norms_ms", libtorch * 1e3},
+                            {"clip_gradients_error", error(ours_norm)},
+                            {"libtorch_error", error(libtorch_norm)}};
+  }
+
   /// bf16 training's weight copies kept between steps (bert::bf16_shadow) against casting every
   /// weight in every forward: a bert-base 8x128 bf16 step's forward, backward and optimizer
   /// (clipping + AdamW) times with and without them, alternated in this process, and what
@@ -765,18 +803,10 @@ struct Suite {
     const Precision precision = profile_precision.value_or(fastest());
     const auto config = base_config();
     const auto a = adapter();
-    auto [model, optimizer, params] = start_training(*a);
+    auto training = start_training(*a);
     const auto b = random_batch(8, 128, config.vocab_size());
-    const auto step = [&] {
-      torch::Tensor loss;
-      {
-        const bert::tasks::AutocastScope autocast(precision, torch::kCPU);
-        loss = a->loss(model->forward(b), b);
-      }
-      loss.backward();
-      optimizer->step();
-      bert::tasks::release_gradients(params);  // as the Trainer does
-    };
+    // The Trainer's step, clipping included.
+    const auto step = [&] { timed_train_step(*a, training, b, precision == Precision::kBf16); };
     step();  // warm-up: oneDNN builds its kernels on first use
     double best = 1e30;
     long faults = 0;
@@ -1602,7 +1632,8 @@ constexpr const char* kUsage =
     "  sections (default all but the last seven): gemm, train_step, infer, seq_scaling, "
     "attention,\n"
     "  tokenizer, load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile\n"
-    "  [--profile-precision fp32|bf16], pretrain_step, bf16_shadows, real_data [--real-limit N (0: "
+    "  [--profile-precision fp32|bf16], pretrain_step, bf16_shadows, clip_norm, real_data "
+    "[--real-limit N (0: "
     "all)]\n"
     "  [--real-tasks mrpc,stsb], similar,\n"
     "  retrieval [--retrieval-models DIR,...]\n"
@@ -1747,6 +1778,7 @@ int main(int argc, char** argv) {
   if (wants("attention")) section("attention", [&] { suite.attention(); });
   if (wants("profile")) section("profile", [&] { suite.profile(); });
   if (wants("bf16_shadows")) section("bf16_shadows", [&] { suite.bf16_shadows(); });
+  if (wants("clip_norm")) section("clip_norm", [&] { suite.clip_norm(); });
   if (wants("data_parallel")) section("data_parallel", [&] { suite.data_parallel(tmp); });
   if (wants("tokenizer")) section("tokenizer", [&] { suite.tokenizer(shared); });
   if (wants("load")) section("load", [&] { suite.load(tmp); });
