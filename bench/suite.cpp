@@ -17,10 +17,9 @@
 // `--only similar` times `bertft similar` over 1 M vectors; `--only pretrain_step` times a
 // bert-base MLM + NSP step with the last layer whole against [CLS] and the masked positions alone;
 // `--only bf16_shadows` times a bf16 step with the weights' bf16 copies kept against cast in every
-// forward; `--only clip_norm` times clipping's norm against LibTorch's per-tensor norms; `--only
-// retrieval
-// [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev questions -> their paragraphs
-// by `embed` + `similar`.
+// forward; `--only clip_norm` times clipping's norm against LibTorch's per-tensor norms;
+// `--only retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev
+// questions -> their paragraphs by `embed` + `similar`.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/resource.h>
@@ -696,7 +695,8 @@ struct Suite {
   /// Gradient clipping's norm over a bert-base model's gradients (random, float32): clip_gradients
   /// (one pass, fixed pieces, double beyond short runs) against clip_grad_norm_'s arithmetic
   /// (LibTorch's norm of each gradient, then the norm of those), alternated in this process, with
-  /// the two norms' relative difference. Not in the default set (a few seconds).
+  /// each one's relative error against the norm computed in double. Not in the default set (a few
+  /// seconds).
   void clip_norm() {
     fmt::print("\n== clip_norm: the gradients' total 2-norm, bert-base (ms, best of {}) ==\n",
                4 * iters);
@@ -795,7 +795,8 @@ struct Suite {
     results["bf16_shadows"]["cast_weights_s"] = median(casts);
   }
 
-  /// Where one train step (8 x 128, the fastest precision) spends its time, by operator self time
+  /// Where one train step (8 x 128, the fastest precision or --profile-precision's; the Trainer's
+  /// step: forward, backward, clipping, AdamW) spends its time, by operator self time
   /// (LibTorch's own profiler; children's time is subtracted from their parent's). Not in the
   /// default set. The profiler inflates memory-bound operators several-fold: use the shares to find
   /// candidates and the unprofiled best step time (printed first) to judge a change.
@@ -1629,13 +1630,11 @@ struct Suite {
 
 constexpr const char* kUsage =
     "usage: bench_suite [--only SECTION,...] [--iters N] [--rounds N] [--threads N] [--json FILE]\n"
-    "  sections (default all but the last seven): gemm, train_step, infer, seq_scaling, "
+    "  sections (default all but the last eight): gemm, train_step, infer, seq_scaling, "
     "attention,\n"
     "  tokenizer, load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile\n"
-    "  [--profile-precision fp32|bf16], pretrain_step, bf16_shadows, clip_norm, real_data "
-    "[--real-limit N (0: "
-    "all)]\n"
-    "  [--real-tasks mrpc,stsb], similar,\n"
+    "  [--profile-precision fp32|bf16], pretrain_step, bf16_shadows, clip_norm,\n"
+    "  real_data [--real-limit N (0: all)] [--real-tasks mrpc,stsb], similar,\n"
     "  retrieval [--retrieval-models DIR,...]\n"
     "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
     "  [--warmup N] [--steps N] [--checkpoint 0|1]\n";
