@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <exception>
 #include <map>
 #include <mutex>
 
@@ -68,16 +69,26 @@ PrecisionChoice choose_precision(double fp32_seconds,
 }
 
 PrecisionChoice probe_precision(const torch::Device& device) {
+  const std::string where = device.is_cuda() ? "GPU" : "CPU";
   // A small GEMM first: without bf16 instructions it is ~100x slower and the answer is clear
   // in a few milliseconds; otherwise a BERT-sized one (256 x 768 x 768), where thread wake-ups
   // and oneDNN's set-up no longer blur the timings.
   auto fp32 = probe_gemm(torch::kFloat, device, 64, 256, 5);
-  auto bf16 = probe_gemm(torch::kBFloat16, device, 64, 256, 5);
-  if (bf16 < 3 * fp32) {
-    fp32 = probe_gemm(torch::kFloat, device, 256, 768, 5);
-    bf16 = probe_gemm(torch::kBFloat16, device, 256, 768, 5);
+  try {
+    auto bf16 = probe_gemm(torch::kBFloat16, device, 64, 256, 5);
+    if (bf16 < 3 * fp32) {
+      fp32 = probe_gemm(torch::kFloat, device, 256, 768, 5);
+      bf16 = probe_gemm(torch::kBFloat16, device, 256, 768, 5);
+    }
+    return choose_precision(fp32, bf16, where);
+  } catch (const std::exception& e) {
+    // LibTorch 1.13 sends a CPU bf16 product to oneDNN wherever the CPU has AVX-512, even where
+    // an ISA cap (ONEDNN_MAX_CPU_ISA=AVX2) leaves oneDNN no bf16 kernel, and it then throws: no
+    // bf16 here, rather than no training.
+    const std::string what = e.what();
+    return {Precision::kFp32, fmt::format("fp32: a bf16 GEMM failed on this {} ({})", where,
+                                          what.substr(0, what.find('\n')))};
   }
-  return choose_precision(fp32, bf16, device.is_cuda() ? "GPU" : "CPU");
 }
 
 PrecisionChoice resolve_precision(Precision requested, const torch::Device& device) {
