@@ -181,6 +181,59 @@ void dropout_f32_to_bf16(const float* __restrict x,
 }
 
 BERTFT_CLONES
+void softmax_grad_f32(const float* __restrict p,
+                      const float* __restrict g,
+                      float* __restrict out,
+                      int64_t rows,
+                      int64_t cols,
+                      int64_t offset,
+                      const DropoutMask* mask) {
+  const DropoutMask none;
+  const DropoutMask& m = mask != nullptr ? *mask : none;
+  const uint32_t scale_bits = float_bits(m.scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* pr = p + r * cols;
+    const float* gr = g + r * cols;
+    float* o = out + r * cols;
+    const uint64_t first = static_cast<uint64_t>(offset + r * cols);
+    const int64_t lanes = mask != nullptr ? lane_elements(first, cols) : cols / 16 * 16;
+    // d into out, and the 16 lanes of sum p d (their total in a fixed order: the same on any
+    // thread and chunking).
+    F32x16 sum = {};
+    for (int64_t j = 0; j < lanes; j += 16) {
+      F32x16 d, pv;
+      load_lanes(d, gr + j);
+      load_lanes(pv, pr + j);
+      if (mask != nullptr) {
+        U32x16 keep;
+        keep_lanes(keep, static_cast<uint32_t>(first + j), m.key0, m.key1, m.threshold, scale_bits);
+        d = d * reinterpret_cast<F32x16>(keep);
+      }
+      store_lanes(o + j, d);
+      sum += pv * d;
+    }
+    float dot = 0.0f;
+    for (int lane = 0; lane < 16; ++lane) dot += sum[lane];
+    for (int64_t j = lanes; j < cols; ++j) {
+      float d = gr[j];
+      if (mask != nullptr)
+        d *= mask_hash(first + static_cast<uint64_t>(j), m.key0, m.key1) >= m.threshold ? m.scale
+                                                                                        : 0.0f;
+      o[j] = d;
+      dot += pr[j] * d;
+    }
+    const int64_t whole = cols / 16 * 16;
+    for (int64_t j = 0; j < whole; j += 16) {
+      F32x16 d, pv;
+      load_lanes(d, o + j);
+      load_lanes(pv, pr + j);
+      store_lanes(o + j, pv * (d - dot));
+    }
+    for (int64_t j = whole; j < cols; ++j) o[j] = pr[j] * (o[j] - dot);
+  }
+}
+
+BERTFT_CLONES
 void f32_to_bf16(const float* __restrict x, uint16_t* __restrict y, int64_t n) {
   const int64_t lanes = n / 16 * 16;
   for (int64_t j = 0; j < lanes; j += 16) {

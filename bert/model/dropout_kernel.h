@@ -27,4 +27,18 @@ void dropout_f32_to_bf16(
 /// y[j] = bf16(x[j]), rounded to nearest even (any NaN as 0x7FC0), as LibTorch's conversion.
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n);
 
+/// The softmax's gradient over `rows` rows of `cols` (row-major, one attention head's
+/// probabilities): with d the gradient `g` of the softmax's output, first dropped where `mask` is
+/// given (d[r, c] = dropout_f32's product for element offset + r * cols + c), out[r, c] =
+/// p[r, c] * (d[r, c] - sum over c' of p[r, c'] d[r, c']); p is the softmax's output. One pass
+/// where oneDNN took two (its dropout, then its softmax backward, which oneDNN 2.6 runs in its
+/// reference loop below AVX-512). `out` must not overlap p or g.
+void softmax_grad_f32(const float* p,
+                      const float* g,
+                      float* out,
+                      int64_t rows,
+                      int64_t cols,
+                      int64_t offset,
+                      const DropoutMask* mask);
+
 }  // namespace bert::kernels

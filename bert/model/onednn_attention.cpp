@@ -69,16 +69,15 @@ RowMask row_mask(const char* who,
 enum Product { kScores, kScoresMasked, kContext, kGradV, kGradProbs, kGradQ, kGradK, kProducts };
 
 /// The oneDNN primitives of one attention shape, forward (the first three products and the
-/// softmax) and, when asked for, backward. q, k, v, the context and their gradients are float32
+/// softmax) and, when asked for, backward's products (the softmax's gradient is
+/// kernels::softmax_grad_f32). q, k, v, the context and their gradients are float32
 /// or bf16 (the operands' type); the scores, probabilities and their gradients are float32
 /// (softmax in float32 also in bf16, as a cache-sized buffer costs nothing to keep wide) and enter
 /// a bf16 product rounded to bf16, as autocast's product would take them.
 struct AttentionPrimitives {
   std::array<dnnl::matmul::primitive_desc, kProducts> descs;
   std::array<dnnl::matmul, kProducts> products;
-  dnnl::softmax_forward::primitive_desc softmax_desc;
   dnnl::softmax_forward softmax;
-  dnnl::softmax_backward softmax_grad;
   dnnl::memory::desc probs_md, mask_md;
   int64_t scratch_bytes = 0;
   bool reference = false;  ///< a product only oneDNN's reference loop takes
@@ -151,14 +150,9 @@ const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
     p.scratch_bytes = std::max<int64_t>(p.scratch_bytes, p.descs[i].scratchpad_desc().get_size());
   }
   // oneDNN's softmax (AVX-512 where the CPU has it; LibTorch 1.13's takes AVX2 here), in place.
-  p.softmax_desc = dnnl::softmax_forward::primitive_desc(
+  p.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
       dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, p.probs_md, 1),
-      detail::onednn_cpu_engine());
-  p.softmax = dnnl::softmax_forward(p.softmax_desc);
-  if (with_backward)
-    p.softmax_grad = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
-        dnnl::softmax_backward::desc(p.probs_md, p.probs_md, 1), detail::onednn_cpu_engine(),
-        p.softmax_desc));
+      detail::onednn_cpu_engine()));
   return made.emplace(key, std::move(p)).first->second;
 }
 
@@ -200,9 +194,6 @@ class HeadWorker {
     }
     const dnnl::memory probs(p_.probs_md, engine_, DNNL_MEMORY_NONE);
     softmax_args_ = {{DNNL_ARG_SRC, probs}, {DNNL_ARG_DST, probs}};  // in place
-    if (with_backward)
-      for (const int arg : {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC})
-        softmax_grad_args_.emplace(arg, dnnl::memory(p_.probs_md, engine_, DNNL_MEMORY_NONE));
   }
   ~HeadWorker() { stream_.wait(); }
 
@@ -242,14 +233,6 @@ class HeadWorker {
     p_.softmax.execute(stream_, softmax_args_);
   }
 
-  /// grad_scores = the softmax's gradient at probs for grad_probs.
-  void softmax_grad(const float* probs, const float* grad_probs, float* grad_scores) {
-    point(softmax_grad_args_, DNNL_ARG_DST, probs);
-    point(softmax_grad_args_, DNNL_ARG_DIFF_DST, grad_probs);
-    point(softmax_grad_args_, DNNL_ARG_DIFF_SRC, grad_scores);
-    p_.softmax_grad.execute(stream_, softmax_grad_args_);
-  }
-
  private:
   using Args = std::unordered_map<int, dnnl::memory>;
   static void point(Args& args, int arg, const void* data) {
@@ -261,7 +244,7 @@ class HeadWorker {
   dnnl::stream stream_;
   torch::Tensor scratch_, buffers_, low_;
   std::array<Args, kProducts> product_args_;
-  Args softmax_args_, softmax_grad_args_;
+  Args softmax_args_;
 };
 
 /// Where one (batch, head) pair's operands start.
@@ -345,10 +328,9 @@ void backward_by_head(const HeadOperands& o,
       const void* p = w.operand(probs, n, i * n, dropped_out ? &drop : nullptr, a);
       w.product(kGradV, p, dout, o.rows_at(grad_v, b, h));
       w.product(kGradProbs, dout, o.v_at(b, h), a);  // the gradient of the dropped probabilities
-      if (dropped_out) kernels::dropout_f32(a, b_buf, n, i * n, drop);
-      float* grad_scores = dropped_out ? a : b_buf;
-      w.softmax_grad(probs, dropped_out ? b_buf : a, grad_scores);
-      const void* ds = w.operand(grad_scores, n, 0, nullptr, nullptr);
+      // Through the dropout and the softmax in one pass (the dropout's mask as forward's).
+      kernels::softmax_grad_f32(probs, a, b_buf, seq, kv_seq, i * n, dropped_out ? &drop : nullptr);
+      const void* ds = w.operand(b_buf, n, 0, nullptr, nullptr);
       w.product(kGradQ, ds, o.k_at(b, h), o.rows_at(grad_q, b, h));
       w.product(kGradK, ds, o.q_at(b, h), o.rows_at(grad_k, b, h));
     }

@@ -94,6 +94,39 @@ bool same_bf16(const torch::Tensor& a, const torch::Tensor& b) {
                       b.view(torch::kShort).masked_select(~nan));
 }
 
+// The attention's backward takes the gradient of its dropped probabilities through the dropout
+// and the softmax in one pass: the dropout's decisions as dropout_f32's (the same mask as
+// forward's), then p * (d - sum p d) per row, as LibTorch's softmax backward computes it; rows
+// of any length (the 16-lane loop and its tail), from any offset, also across 2^32.
+TEST(DropoutKernel, SoftmaxGradientThroughTheDropoutIsLibTorchs) {
+  kernels::DropoutMask mask;
+  mask.key0 = 0x12345678u;
+  mask.key1 = 0x9ABCDEF0u;
+  mask.threshold = 0x1999999Au;  // p = 0.1
+  mask.scale = 1.0f / 0.9f;
+  torch::manual_seed(5);
+  for (const int64_t cols : {int64_t{1}, int64_t{16}, int64_t{37}, int64_t{128}}) {
+    const int64_t rows = 5, n = rows * cols;
+    const auto p = torch::softmax(torch::randn({rows, cols}) * 3, 1);
+    const auto g = torch::randn({rows, cols});
+    for (const bool drop : {false, true})
+      for (const int64_t offset : {int64_t{0}, int64_t{3}, (int64_t{1} << 32) - 2 * cols - 5}) {
+        SCOPED_TRACE(::testing::Message()
+                     << cols << " columns, dropout " << drop << ", offset " << offset);
+        auto d = g.clone();
+        if (drop) kernels::dropout_f32(g.data_ptr<float>(), d.data_ptr<float>(), n, offset, mask);
+        const auto want = torch::_softmax_backward_data(d, p, 1, torch::kFloat);
+        auto have = torch::empty({rows, cols});
+        kernels::softmax_grad_f32(p.data_ptr<float>(), g.data_ptr<float>(), have.data_ptr<float>(),
+                                  rows, cols, offset, drop ? &mask : nullptr);
+        EXPECT_TRUE(torch::allclose(have, want, 1e-5, 1e-6))
+            << (have - want).abs().max().item<float>();
+        if (drop && n >= 64)  // some element dropped: the mask is in the comparison
+          EXPECT_GT((d == 0).sum().item<int64_t>(), 0);
+      }
+  }
+}
+
 TEST(DropoutKernel, Float32ToBf16IsTheFloat32DropoutRoundedOnce) {
   // The attention's bf16 path drops float32 probabilities into bf16: the same decisions as
   // dropout_f32, each product rounded to nearest even as LibTorch's conversion rounds, in the
