@@ -48,16 +48,32 @@ std::string openblas_core_override(const std::string& detected, bool avx2_fma, b
   return avx512 ? "SkylakeX" : "Haswell";
 }
 
-bool openmp_threads_spin(bool avx512, const char* fp32_gemm, bool onednn) {
+bool openmp_threads_spin(bool onednn_avx2, const char* fp32_gemm, bool onednn) {
   const std::string engine = fp32_gemm != nullptr ? fp32_gemm : "auto";
-  return onednn && (engine == "onednn" || (engine != "blas" && avx512));
+  return onednn && (engine == "onednn" || (engine != "blas" && onednn_avx2));
 }
+
+namespace {
+
+/// `cap` upper-cased, as oneDNN compares it.
+std::string upper(const char* cap) {
+  std::string value = cap;
+  for (char& c : value) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return value;
+}
+
+}  // namespace
 
 bool onednn_isa_cap_allows_avx512(const char* cap) {
   if (cap == nullptr) return true;
-  std::string value = cap;
-  for (char& c : value) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string value = upper(cap);
   return !(value == "SSE41" || value == "AVX" || value == "AVX2" || value == "AVX2_VNNI");
+}
+
+bool onednn_isa_cap_allows_avx2(const char* cap) {
+  if (cap == nullptr) return true;
+  const std::string value = upper(cap);
+  return !(value == "SSE41" || value == "AVX");
 }
 
 const char* onednn_isa_cap() {
@@ -77,9 +93,11 @@ void apply_load_time_settings(char** argv) {
 #else
   constexpr bool kOneDnn = false;
 #endif
-  const bool onednn_avx512 = avx512 && onednn_isa_cap_allows_avx512(onednn_isa_cap());
+  // As fp32_gemm() will decide from oneDNN's effective ISA: AVX2 (AVX-512 has it) left by the cap.
+  const bool onednn_avx2 =
+      __builtin_cpu_supports("avx2") && onednn_isa_cap_allows_avx2(onednn_isa_cap());
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
-      !openmp_threads_spin(onednn_avx512, std::getenv("BERTFT_FP32_GEMM"), kOneDnn)) {
+      !openmp_threads_spin(onednn_avx2, std::getenv("BERTFT_FP32_GEMM"), kOneDnn)) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
     changed = true;
   }

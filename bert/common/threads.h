@@ -25,23 +25,27 @@ std::string openblas_core_override(const std::string& detected, bool avx2_fma, b
 
 /// Whether idle OpenMP threads should keep libgomp's default (they spin a while before they
 /// sleep) rather than sleep at once ("passive"): where fp32 GEMMs go to oneDNN (`onednn`: this
-/// build has it; `fp32_gemm`: $BERTFT_FP32_GEMM, as fp32_gemm() decides: "onednn", or an AVX-512
-/// CPU unless "blas"). There every GEMM runs on the OpenMP threads, and spinning between them made
+/// build has it; `fp32_gemm`: $BERTFT_FP32_GEMM, as fp32_gemm() decides: "onednn", or
+/// `onednn_avx2`, oneDNN with AVX2 kernels for the CPU, unless "blas"). There every GEMM runs on
+/// the OpenMP threads, and spinning between them made
 /// a bert-base fp32 training step 8x128 ~9% faster (2.36-2.87 s against 2.73-3.06 s in 7
 /// alternated rounds, Intel Xeon with AVX-512, 2026-11-27; inference 32x128 and the quickstart
 /// the same). Where OpenBLAS runs them, its own threads wait on spinning OpenMP threads: there
 /// libgomp's default made a small BERT train 3x slower (184 s vs 61 s for an SST-2 epoch, hidden
 /// 128) and a bert-base fp32 step 1.5x slower (6.0 s vs 3.9 s at 8x128, AMD EPYC with AVX2).
-bool openmp_threads_spin(bool avx512, const char* fp32_gemm, bool onednn);
+bool openmp_threads_spin(bool onednn_avx2, const char* fp32_gemm, bool onednn);
 
 /// Whether oneDNN's ISA cap leaves it AVX-512 (avx512_core): `cap` is $ONEDNN_MAX_CPU_ISA, or
 /// $DNNL_MAX_CPU_ISA where that is unset or empty (null: neither). As oneDNN 2.6 reads it
 /// (checked against its get_effective_cpu_isa()): case-insensitive; SSE41, AVX, AVX2 and
 /// AVX2_VNNI cap below AVX-512; ALL, the AVX512 ones, an empty or unknown value (AVX2_VNNI_2,
-/// which 2.6 does not know) do not. The spin rule, which runs
-/// before oneDNN starts, takes the CPU's AVX-512 only where this holds, so that it agrees with
-/// fp32_gemm(), which asks oneDNN for its effective ISA.
+/// which 2.6 does not know) do not. (oneDNN's bf16 products need AVX-512.)
 bool onednn_isa_cap_allows_avx512(const char* cap);
+
+/// Whether oneDNN's ISA cap leaves it AVX2 (read as onednn_isa_cap_allows_avx512 reads it: SSE41
+/// and AVX cap below). The spin rule, which runs before oneDNN starts, takes the CPU's AVX2 only
+/// where this holds, so that it agrees with fp32_gemm(), which asks oneDNN for its effective ISA.
+bool onednn_isa_cap_allows_avx2(const char* cap);
 
 /// oneDNN's ISA cap as it reads it: $ONEDNN_MAX_CPU_ISA, or $DNNL_MAX_CPU_ISA where that is
 /// unset or empty; null for neither.

@@ -176,11 +176,17 @@ void run_matmul(const MatmulCall& m) {
   stream.wait();
 }
 
-/// Whether matmul_into splits a wide row-major b: a ScopedGemmSplit's choice, else unless
-/// BERTFT_GEMM_SPLIT=off (which keeps every product whole, for side-by-side measurements).
+/// Whether matmul_into splits a wide row-major b: a ScopedGemmSplit's choice, else where oneDNN
+/// has AVX-512 kernels for the CPU, unless BERTFT_GEMM_SPLIT=off (which keeps every product
+/// whole, for side-by-side measurements). Below AVX-512 oneDNN 2.6 takes its gemm:jit kernels,
+/// whose whole products ran 1.0-1.1x as fast as their halves (an AVX-512 Xeon capped at AVX2).
 bool split_wide_gemms() {
   if (const int forced = forced_split.load(); forced >= 0) return forced == 1;
-  static const bool split = !detail::env_is("BERTFT_GEMM_SPLIT", "off");
+  static const bool split = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & avx512) == avx512 && !detail::env_is("BERTFT_GEMM_SPLIT", "off");
+  }();
   return split;
 }
 
@@ -444,10 +450,13 @@ Fp32GemmChoice decide() {
   // data-parallel runs of one recipe ended with different weights).
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  const auto avx2 = static_cast<unsigned>(dnnl::cpu_isa::avx2);
   if ((isa & avx512) == avx512)
     return {Fp32Gemm::kOneDnn, "fp32 GEMMs: oneDNN (an AVX-512 CPU: its kernels use it)"};
+  if ((isa & avx2) == avx2)
+    return {Fp32Gemm::kOneDnn, "fp32 GEMMs: oneDNN (an AVX2 CPU: its kernels use it)"};
 #endif
-  return {Fp32Gemm::kBlas, "fp32 GEMMs: BLAS (no AVX-512 for oneDNN's kernels)"};
+  return {Fp32Gemm::kBlas, "fp32 GEMMs: BLAS (no AVX2 for oneDNN's kernels)"};
 }
 
 }  // namespace

@@ -33,11 +33,13 @@ bool linear_needs_autograd(const torch::Tensor& input,
                            const torch::Tensor& bias);
 
 /// The engine of this process, decided once: `BERTFT_FP32_GEMM=blas` or `onednn` as the user
-/// says; unset or `auto`, oneDNN where the CPU has AVX-512 (oneDNN's kernels use it; here they
-/// run 1.8-2x as fast as OpenBLAS, which this machine pins to its Haswell kernels), else the
-/// BLAS. A fixed rule rather than a timing, so that every process of a run and a resumed run
-/// compute alike. Always kBlas in a build without oneDNN. Throws on another value of the
-/// variable.
+/// says; unset or `auto`, oneDNN where oneDNN has AVX2 or AVX-512 kernels for the CPU (after
+/// any ONEDNN_MAX_CPU_ISA cap), else the BLAS. On an AVX-512 Intel Xeon oneDNN's products ran
+/// 1.8-2x as fast as OpenBLAS pinned to its Haswell kernels; capped at AVX2 on that Xeon they ran
+/// as fast as OpenBLAS's Haswell kernels, and whole bert-base steps 1.1x as fast as on the BLAS
+/// (the fused output passes, the attention head by head; bench/RESULTS.md, fifteenth session).
+/// A fixed rule rather than a timing, so that every process of a run and a resumed run compute
+/// alike. Always kBlas in a build without oneDNN. Throws on another value of the variable.
 const Fp32GemmChoice& fp32_gemm();
 
 /// For tests and benchmarks: while it lives, every fp32 CPU forward of bert::Linear (outside
@@ -57,8 +59,8 @@ class ScopedFp32Gemm {
 
 /// For tests and benchmarks: while it lives, oneDNN float32 products whose b is row-major with a
 /// side of 2048 or more (bert-base's FFN backward) are computed in two halves (`split`) or whole,
-/// whatever BERTFT_GEMM_SPLIT says (unset: halves; `off`: whole). Process-wide; not for
-/// concurrent use.
+/// whatever BERTFT_GEMM_SPLIT says (unset: halves where oneDNN has AVX-512 kernels for the CPU,
+/// else whole; `off`: whole). Process-wide; not for concurrent use.
 class ScopedGemmSplit {
  public:
   explicit ScopedGemmSplit(bool split);

@@ -17,6 +17,7 @@
 
 #include "bert/common/cpu_allocator.h"
 #include "bert/common/parallel.h"
+#include "bert/model/onednn_linear.h"
 
 namespace bert {
 namespace {
@@ -83,17 +84,17 @@ TEST(OpenBlasCore, OnlyAFallbackToCoresWithoutAvx2IsOverridden) {
 // OpenMP threads keep libgomp's spinning only where oneDNN runs the fp32 GEMMs; where OpenBLAS
 // runs them (its own threads then wait on spinning ones) they sleep at once.
 TEST(OpenMpWaitPolicy, ThreadsSpinOnlyWhereOneDnnRunsTheFp32Gemms) {
-  EXPECT_TRUE(openmp_threads_spin(/*avx512=*/true, nullptr, /*onednn=*/true));
+  EXPECT_TRUE(openmp_threads_spin(/*onednn_avx2=*/true, nullptr, /*onednn=*/true));
   EXPECT_TRUE(openmp_threads_spin(true, "auto", true));
   EXPECT_FALSE(openmp_threads_spin(true, "blas", true));
-  EXPECT_FALSE(openmp_threads_spin(false, nullptr, true));  // AVX2 only: OpenBLAS
+  EXPECT_FALSE(openmp_threads_spin(false, nullptr, true));  // no AVX2 for oneDNN: OpenBLAS
   EXPECT_TRUE(openmp_threads_spin(false, "onednn", true));
   EXPECT_FALSE(openmp_threads_spin(true, nullptr, /*onednn=*/false));  // a build without oneDNN
   EXPECT_FALSE(openmp_threads_spin(true, "onednn", false));
 }
 
 // oneDNN's ISA cap as oneDNN 2.6 reads it (each value checked against get_effective_cpu_isa() on
-// an AVX-512 CPU): the spin rule must not take AVX-512 where the cap keeps oneDNN's GEMMs off it.
+// an AVX-512 CPU): the spin rule must not take AVX2 where the cap keeps oneDNN's GEMMs off it.
 TEST(OpenMpWaitPolicy, OneDnnIsaCapIsReadAsOneDnnReadsIt) {
   for (const char* below : {"SSE41", "AVX", "AVX2", "avx2", "Avx2", "AVX2_VNNI"})
     EXPECT_FALSE(onednn_isa_cap_allows_avx512(below)) << below;
@@ -101,6 +102,21 @@ TEST(OpenMpWaitPolicy, OneDnnIsaCapIsReadAsOneDnnReadsIt) {
                              "AVX512_CORE_AMX", "AVX512_MIC", "AVX2_VNNI_2", "", "bogus"})
     EXPECT_TRUE(onednn_isa_cap_allows_avx512(allows)) << allows;
   EXPECT_TRUE(onednn_isa_cap_allows_avx512(nullptr));
+  for (const char* below : {"SSE41", "sse41", "AVX", "avx"})
+    EXPECT_FALSE(onednn_isa_cap_allows_avx2(below)) << below;
+  for (const char* allows : {"AVX2", "avx2", "AVX2_VNNI", "AVX512_CORE", "ALL", "", "bogus"})
+    EXPECT_TRUE(onednn_isa_cap_allows_avx2(allows)) << allows;
+  EXPECT_TRUE(onednn_isa_cap_allows_avx2(nullptr));
+}
+
+// The spin rule, decided before oneDNN starts, and fp32_gemm(), which asks oneDNN, agree in this
+// process (run under ONEDNN_MAX_CPU_ISA=AVX or AVX2 too: the cap moves both).
+TEST(OpenMpWaitPolicy, SpinRuleAgreesWithTheFp32Engine) {
+  if (!onednn_built()) GTEST_SKIP() << "no oneDNN in this build";
+  if (std::getenv("BERTFT_FP32_GEMM") != nullptr) GTEST_SKIP() << "BERTFT_FP32_GEMM is set";
+  const bool onednn_avx2 =
+      __builtin_cpu_supports("avx2") && onednn_isa_cap_allows_avx2(onednn_isa_cap());
+  EXPECT_EQ(fp32_gemm().engine == Fp32Gemm::kOneDnn, onednn_avx2) << fp32_gemm().reason;
 }
 
 // The re-execution for the load-time settings runs the file itself: through the /proc/self/exe
