@@ -16,6 +16,17 @@ double kept_fraction(const torch::Tensor& y) {
   return (y != 0).to(torch::kDouble).mean().item<double>();
 }
 
+/// The kernels' mask of probability p under the keys: threshold p * 2^32, kept values scaled by
+/// 1 / (1 - p).
+kernels::DropoutMask mask_of(uint32_t key0, uint32_t key1, double p) {
+  kernels::DropoutMask mask;
+  mask.key0 = key0;
+  mask.key1 = key1;
+  mask.threshold = static_cast<uint32_t>(std::llround(p * 4294967296.0));
+  mask.scale = static_cast<float>(1.0 / (1.0 - p));
+  return mask;
+}
+
 // Bernoulli(1 - p) over n elements: the kept fraction lies within 5 standard deviations.
 void expect_rate(const torch::Tensor& y, double p) {
   const double n = static_cast<double>(y.numel());
@@ -49,11 +60,7 @@ TEST(DropoutKernel, LanesGiveTheElementByElementResult) {
   // A call of one element takes the kernels' scalar loop; longer calls take 16 lanes at a time
   // for indices below 2^32. Both must give the same bits, also across 2^32 (the hash's high
   // word) and for NaN, infinity and signed zeros.
-  kernels::DropoutMask mask;
-  mask.key0 = 0x12345678u;
-  mask.key1 = 0x9ABCDEF0u;
-  mask.threshold = 0x40000000u;  // p = 0.25
-  mask.scale = 1.0f / 0.75f;
+  const kernels::DropoutMask mask = mask_of(0x12345678u, 0x9ABCDEF0u, 0.25);
   const int64_t n = 203;
   std::vector<float> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 17) * 0.37f - 2.0f;
@@ -99,11 +106,7 @@ bool same_bf16(const torch::Tensor& a, const torch::Tensor& b) {
 // forward's), then p * (d - sum p d) per row, as LibTorch's softmax backward computes it; rows
 // of any length (the 16-lane loop and its tail), from any offset, also across 2^32.
 TEST(DropoutKernel, SoftmaxGradientThroughTheDropoutIsLibTorchs) {
-  kernels::DropoutMask mask;
-  mask.key0 = 0x12345678u;
-  mask.key1 = 0x9ABCDEF0u;
-  mask.threshold = 0x1999999Au;  // p = 0.1
-  mask.scale = 1.0f / 0.9f;
+  const kernels::DropoutMask mask = mask_of(0x12345678u, 0x9ABCDEF0u, 0.1);
   torch::manual_seed(5);
   for (const int64_t cols : {int64_t{1}, int64_t{16}, int64_t{37}, int64_t{128}}) {
     const int64_t rows = 5, n = rows * cols;
@@ -131,11 +134,7 @@ TEST(DropoutKernel, Float32ToBf16IsTheFloat32DropoutRoundedOnce) {
   // The attention's bf16 path drops float32 probabilities into bf16: the same decisions as
   // dropout_f32, each product rounded to nearest even as LibTorch's conversion rounds, in the
   // lanes and in the scalar loop alike (also across 2^32 and for NaN, infinity, signed zero).
-  kernels::DropoutMask mask;
-  mask.key0 = 0x0BADF00Du;
-  mask.key1 = 0xFEEDBEEFu;
-  mask.threshold = 0x4CCCCCCDu;  // p = 0.3
-  mask.scale = 1.0f / 0.7f;
+  const kernels::DropoutMask mask = mask_of(0x0BADF00Du, 0xFEEDBEEFu, 0.3);
   const int64_t n = 203;
   torch::manual_seed(3);
   auto x = torch::randn({n});
