@@ -19,6 +19,7 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/file_util.h"
 #include "bert/common/threads.h"
+#include "bert/model/onednn_linear.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/export.h"
 #include "recipes/runner/new_model.h"
@@ -344,6 +345,30 @@ TEST_F(EndToEndTest, PrecisionAutoSaysWhatItChoseAndTrainsInIt) {
       last_log_.substr(core_at + 23, last_log_.find_first_of(" \n", core_at + 23) - (core_at + 23));
   const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   EXPECT_EQ(openblas_core_override(core, avx2_fma, false), "") << last_log_;
+}
+
+// oneDNN capped at AVX2 (as users do to work around a kernel, and as this suite plays an
+// AVX2-only CPU): on an AVX-512 CPU LibTorch still sends bf16 products to oneDNN, which then has
+// no kernel for them and throws. precision: auto must answer fp32 (it killed the run before),
+// and the fp32 GEMMs take oneDNN's AVX2 kernels where the CPU has AVX2.
+TEST_F(EndToEndTest, PrecisionAutoUnderAnAvx2CapOfOneDnnTrainsInFp32) {
+  BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
+  const auto mrpc = data_dir() / "glue" / "MRPC";
+  const auto path = recipe("capped",
+                           "task: {type: sequence_classification, max_seq_length: 64}\n"
+                           "data:\n  train: {path: " +
+                               (mrpc / "train.tsv").string() +
+                               ", limit: 32}\n"
+                               "  dev: {path: " +
+                               (mrpc / "dev.tsv").string() +
+                               ", limit: 16}\n"
+                               "training: {epochs: 1, batch_size: 16}\n");
+  ASSERT_EQ(bertft("--threads 2 train " + path.string(), "env ONEDNN_MAX_CPU_ISA=AVX2"), 0)
+      << last_log_;
+  EXPECT_NE(last_log_.find("[train] precision auto: fp32"), std::string::npos) << last_log_;
+  if (onednn_built() && __builtin_cpu_supports("avx2") &&
+      std::getenv("BERTFT_FP32_GEMM") == nullptr)
+    EXPECT_NE(last_log_.find("fp32 GEMMs: oneDNN (an AVX2 CPU"), std::string::npos) << last_log_;
 }
 
 // A regression sweep that selects by mse (lower is better): every trial keeps its lowest-mse
