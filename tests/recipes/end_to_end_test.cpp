@@ -70,6 +70,20 @@ class EndToEndTest : public ::testing::Test {
     return path;
   }
 
+  /// One epoch over MRPC's first 32 train pairs (dev: the first 16), batch 16, 64 tokens.
+  fs::path small_mrpc_recipe(const std::string& name) {
+    const auto mrpc = data_dir() / "glue" / "MRPC";
+    return recipe(name,
+                  "task: {type: sequence_classification, max_seq_length: 64}\n"
+                  "data:\n  train: {path: " +
+                      (mrpc / "train.tsv").string() +
+                      ", limit: 32}\n"
+                      "  dev: {path: " +
+                      (mrpc / "dev.tsv").string() +
+                      ", limit: 16}\n"
+                      "training: {epochs: 1, batch_size: 16}\n");
+  }
+
   /// Outputs of the exported model and of a model holding the trial's best weights, on `data`.
   void expect_export_reloads_identically(const fs::path& exported,
                                          const fs::path& trial,
@@ -320,16 +334,7 @@ TEST_F(EndToEndTest, SquadV2TrainExportPredictScoreChain) {
 // which and why: fp32 where bf16 has no fast GEMM (an AVX2-only CPU), bf16 where it runs faster.
 TEST_F(EndToEndTest, PrecisionAutoSaysWhatItChoseAndTrainsInIt) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
-  const auto mrpc = data_dir() / "glue" / "MRPC";
-  const auto path = recipe("auto",
-                           "task: {type: sequence_classification, max_seq_length: 64}\n"
-                           "data:\n  train: {path: " +
-                               (mrpc / "train.tsv").string() +
-                               ", limit: 32}\n"
-                               "  dev: {path: " +
-                               (mrpc / "dev.tsv").string() +
-                               ", limit: 16}\n"
-                               "training: {epochs: 1, batch_size: 16}\n");
+  const auto path = small_mrpc_recipe("auto");
   ASSERT_EQ(bertft("--threads 2 train " + path.string()), 0) << last_log_;
   const auto said = last_log_.find("[train] precision auto: ");
   ASSERT_NE(said, std::string::npos) << last_log_;
@@ -353,16 +358,7 @@ TEST_F(EndToEndTest, PrecisionAutoSaysWhatItChoseAndTrainsInIt) {
 // and the fp32 GEMMs take oneDNN's AVX2 kernels where the CPU has AVX2.
 TEST_F(EndToEndTest, PrecisionAutoUnderAnAvx2CapOfOneDnnTrainsInFp32) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
-  const auto mrpc = data_dir() / "glue" / "MRPC";
-  const auto path = recipe("capped",
-                           "task: {type: sequence_classification, max_seq_length: 64}\n"
-                           "data:\n  train: {path: " +
-                               (mrpc / "train.tsv").string() +
-                               ", limit: 32}\n"
-                               "  dev: {path: " +
-                               (mrpc / "dev.tsv").string() +
-                               ", limit: 16}\n"
-                               "training: {epochs: 1, batch_size: 16}\n");
+  const auto path = small_mrpc_recipe("capped");
   ASSERT_EQ(bertft("--threads 2 train " + path.string(), "env ONEDNN_MAX_CPU_ISA=AVX2"), 0)
       << last_log_;
   EXPECT_NE(last_log_.find("[train] precision auto: fp32"), std::string::npos) << last_log_;
