@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
@@ -226,8 +227,8 @@ namespace {
 /// value, within a float32 rounding or two of the exact norm (LibTorch's float norms drift with
 /// the order of their sums, and split where the thread count says). One pass over every
 /// gradient at memory speed, where LibTorch's per-tensor norms took twice as long (bench section
-/// clip_norm). Negative where some gradient does not qualify (LibTorch's norms then).
-double gradient_norm(const std::vector<torch::Tensor>& parameters) {
+/// clip_norm). None where some gradient does not qualify (LibTorch's norms then).
+std::optional<double> gradient_norm(const std::vector<torch::Tensor>& parameters) {
   RECORD_FUNCTION("bertft::gradient_norm", std::vector<c10::IValue>());  // for profilers
   constexpr int64_t kPiece = 16384;
   std::vector<std::pair<const float*, int64_t>> pieces;
@@ -236,7 +237,7 @@ double gradient_norm(const std::vector<torch::Tensor>& parameters) {
     if (!g.defined()) continue;
     if (g.layout() != torch::kStrided || !g.device().is_cpu() || g.scalar_type() != torch::kFloat ||
         !g.is_contiguous())
-      return -1.0;
+      return std::nullopt;
     const float* data = g.data_ptr<float>();
     for (int64_t at = 0; at < g.numel(); at += kPiece)
       pieces.emplace_back(data + at, std::min(kPiece, g.numel() - at));
@@ -261,8 +262,8 @@ double clip_gradients(torch::optim::Optimizer& optimizer,
                    [](const torch::Tensor& p) { return p.grad().defined(); }))
     return 0.0;
   torch::Tensor total;  // float32, as clip_grad_norm_'s
-  if (const double norm = gradient_norm(parameters); norm >= 0 || std::isnan(norm)) {
-    total = torch::tensor(static_cast<float>(norm));
+  if (const auto norm = gradient_norm(parameters)) {
+    total = torch::tensor(static_cast<float>(*norm));
   } else {
     std::vector<torch::Tensor> norms;  // clip_grad_norm_'s own arithmetic
     for (const auto& p : parameters)
