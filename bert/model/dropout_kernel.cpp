@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bert/common/target_clones.h"
+
 // The 16-lane vectors below are handed only between always-inline helpers inside one ISA clone,
 // never across a call boundary, so the warning that a 64-byte vector's calling convention
 // differs by ISA does not apply.
@@ -10,12 +12,6 @@
 
 namespace bert::kernels {
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define BERTFT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define BERTFT_CLONES
-#endif
 
 inline uint32_t float_bits(float f) {
   uint32_t u;

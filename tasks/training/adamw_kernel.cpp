@@ -2,14 +2,9 @@
 
 #include <cmath>
 
-namespace bert::tasks {
+#include "bert/common/target_clones.h"
 
-// Each function in an AVX-512, an AVX2 and a baseline version, chosen at run time.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define BERTFT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define BERTFT_CLONES
-#endif
+namespace bert::tasks {
 
 BERTFT_CLONES void adamw_update(float* __restrict p,
                                 const float* __restrict g,
