@@ -84,8 +84,11 @@ TEST(ActivationCheckpoint, GradientsEqualThePlainStepWithDropoutInTheHeadByHeadA
 TEST(ActivationCheckpoint, GradientsEqualThePlainStepUnderBf16Autocast) {
   // The recomputed graph sums the gradient reaching a layer's input (residual, Q, K, V) in
   // another order; in fp32 that is invisible, through the next layer's bf16 products it moves
-  // a gradient by up to a rounding step of bf16 (2^-8 relative).
-  expect_same_step(true, 1.0 / 128);
+  // a gradient by up to a rounding step of bf16 (2^-8 relative) where oneDNN computes them.
+  // Where it has no bf16 kernels (an AVX2-only CPU) LibTorch's own bf16 GEMM does, and there
+  // the reordering moved a gradient by 0.9% of its largest element (an AMD EPYC with AVX2):
+  // as much as bf16 itself moves it from fp32 (1.4%), so two rounding steps are allowed.
+  expect_same_step(true, onednn_bf16_available() ? 1.0 / 128 : 1.0 / 64);
 }
 
 TEST(ActivationCheckpoint, KeepsOnlyTheLayerInputs) {
