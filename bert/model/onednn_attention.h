@@ -51,8 +51,8 @@ torch::Tensor onednn_attention_batched(const torch::Tensor& q,
 /// same masks after the same seed. Head by head forward and backward: nothing of size
 /// [batch, heads, seq, kv_seq] is written to memory or kept for backward, which recomputes each
 /// head's probabilities in its thread's buffers (one more q k^T product per head) and takes the
-/// softmax's gradient with oneDNN's (no double backward). 0 <= dropout_p <= 1 (1 takes the
-/// batched ops).
+/// softmax's gradient with kernels::softmax_grad_f32 (no double backward). 0 <= dropout_p <= 1 (1
+/// takes the batched ops).
 torch::Tensor onednn_attention_training(const torch::Tensor& q,
                                         const torch::Tensor& k,
                                         const torch::Tensor& v,

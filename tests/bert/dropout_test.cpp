@@ -124,8 +124,9 @@ TEST(DropoutKernel, SoftmaxGradientThroughTheDropoutIsLibTorchs) {
                                   rows, cols, offset, drop ? &mask : nullptr);
         EXPECT_TRUE(torch::allclose(have, want, 1e-5, 1e-6))
             << (have - want).abs().max().item<float>();
-        if (drop && n >= 64)  // some element dropped: the mask is in the comparison
+        if (drop && n >= 64) {  // some element dropped: the mask is in the comparison
           EXPECT_GT((d == 0).sum().item<int64_t>(), 0);
+        }
       }
   }
 }

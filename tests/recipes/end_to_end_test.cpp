@@ -363,8 +363,9 @@ TEST_F(EndToEndTest, PrecisionAutoUnderAnAvx2CapOfOneDnnTrainsInFp32) {
       << last_log_;
   EXPECT_NE(last_log_.find("[train] precision auto: fp32"), std::string::npos) << last_log_;
   if (onednn_built() && __builtin_cpu_supports("avx2") &&
-      std::getenv("BERTFT_FP32_GEMM") == nullptr)
+      std::getenv("BERTFT_FP32_GEMM") == nullptr) {
     EXPECT_NE(last_log_.find("fp32 GEMMs: oneDNN (an AVX2 CPU"), std::string::npos) << last_log_;
+  }
 }
 
 // A regression sweep that selects by mse (lower is better): every trial keeps its lowest-mse
