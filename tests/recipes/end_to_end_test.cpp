@@ -70,18 +70,21 @@ class EndToEndTest : public ::testing::Test {
     return path;
   }
 
+  /// A recipe's data section: the first `train_limit` examples of `train`, `dev_limit` of `dev`.
+  static std::string data_section(const fs::path& train,
+                                  int train_limit,
+                                  const fs::path& dev,
+                                  int dev_limit) {
+    return "data:\n  train: {path: " + train.string() + ", limit: " + std::to_string(train_limit) +
+           "}\n  dev: {path: " + dev.string() + ", limit: " + std::to_string(dev_limit) + "}\n";
+  }
+
   /// One epoch over MRPC's first 32 train pairs (dev: the first 16), batch 16, 64 tokens.
   fs::path small_mrpc_recipe(const std::string& name) {
     const auto mrpc = data_dir() / "glue" / "MRPC";
-    return recipe(name,
-                  "task: {type: sequence_classification, max_seq_length: 64}\n"
-                  "data:\n  train: {path: " +
-                      (mrpc / "train.tsv").string() +
-                      ", limit: 32}\n"
-                      "  dev: {path: " +
-                      (mrpc / "dev.tsv").string() +
-                      ", limit: 16}\n"
-                      "training: {epochs: 1, batch_size: 16}\n");
+    return recipe(name, "task: {type: sequence_classification, max_seq_length: 64}\n" +
+                            data_section(mrpc / "train.tsv", 32, mrpc / "dev.tsv", 16) +
+                            "training: {epochs: 1, batch_size: 16}\n");
   }
 
   /// Outputs of the exported model and of a model holding the trial's best weights, on `data`.
@@ -113,16 +116,10 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
   const auto mrpc = data_dir() / "glue" / "MRPC";
   const auto path =
-      recipe("mrpc",
-             "task: {type: sequence_classification, max_seq_length: 64}\n"
-             "data:\n  train: {path: " +
-                 (mrpc / "train.tsv").string() +
-                 ", limit: 64}\n"
-                 "  dev: {path: " +
-                 (mrpc / "dev.tsv").string() +
-                 ", limit: 32}\n"
-                 "training: {epochs: 2, batch_size: 16, log_every: 2}\n"
-                 "sweep:\n  grid: {learning_rate: [1.0e-3, 5.0e-4]}\n  seeds: [1, 2]\n");
+      recipe("mrpc", "task: {type: sequence_classification, max_seq_length: 64}\n" +
+                         data_section(mrpc / "train.tsv", 64, mrpc / "dev.tsv", 32) +
+                         "training: {epochs: 2, batch_size: 16, log_every: 2}\n"
+                         "sweep:\n  grid: {learning_rate: [1.0e-3, 5.0e-4]}\n  seeds: [1, 2]\n");
   const auto runs = dir_.path() / "runs" / "mrpc";
   // A crash after the first epoch's checkpoint of one trial: the sweep goes on without it.
   ASSERT_EQ(bertft("--threads 2 sweep " + path.string() + " --jobs 2",
@@ -224,16 +221,11 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
 TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
   BERTFT_REQUIRE_PATH(data_dir() / "conll2003" / "valid.txt");
   const auto conll = data_dir() / "conll2003";
-  const auto path = recipe("conll",
-                           "task: {type: token_classification, max_seq_length: 64}\n"
-                           "data:\n  train: {path: " +
-                               (conll / "train.txt").string() +
-                               ", limit: 48}\n"
-                               "  dev: {path: " +
-                               (conll / "valid.txt").string() +
-                               ", limit: 24}\n"
-                               "training: {epochs: 1, batch_size: 16, learning_rate: 1.0e-3}\n"
-                               "sweep:\n  grid: {task.max_seq_length: [64, 512]}\n");
+  const auto path =
+      recipe("conll", "task: {type: token_classification, max_seq_length: 64}\n" +
+                          data_section(conll / "train.txt", 48, conll / "valid.txt", 24) +
+                          "training: {epochs: 1, batch_size: 16, learning_rate: 1.0e-3}\n"
+                          "sweep:\n  grid: {task.max_seq_length: [64, 512]}\n");
   const auto runs = dir_.path() / "runs" / "conll";
   ASSERT_EQ(bertft("sweep " + path.string()), 1) << last_log_;
   const auto board = json::parse(read_file(runs / "leaderboard.json"));
@@ -377,15 +369,9 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
   const auto path =
       recipe("stsb",
              "task: {type: sequence_classification, max_seq_length: 64, "
-             "main_metric: mse}\n"
-             "data:\n  train: {path: " +
-                 (stsb / "train.tsv").string() +
-                 ", limit: 64}\n"
-                 "  dev: {path: " +
-                 (stsb / "dev.tsv").string() +
-                 ", limit: 32}\n"
-                 "  test: {path: " +
-                 (stsb / "dev.tsv").string() +
+             "main_metric: mse}\n" +
+                 data_section(stsb / "train.tsv", 64, stsb / "dev.tsv", 32) +
+                 "  test: {path: " + (stsb / "dev.tsv").string() +
                  ", limit: 20}\n"
                  "training: {epochs: 3, batch_size: 16, eval_every: 2, log_every: 2}\n"
                  "sweep:\n  grid: {learning_rate: [1.0e-3, 1.0e-5]}\n  seeds: [1, 2]\n"
@@ -449,16 +435,11 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
 TEST_F(EndToEndTest, SigintAndSigtermCheckpointAndExit130And143) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
   const auto mrpc = data_dir() / "glue" / "MRPC";
-  const auto path = recipe("signals",
-                           "task: {type: sequence_classification, max_seq_length: 32}\n"
-                           "data:\n  train: {path: " +
-                               (mrpc / "train.tsv").string() +
-                               ", limit: 32}\n"
-                               "  dev: {path: " +
-                               (mrpc / "dev.tsv").string() +
-                               ", limit: 8}\n"
-                               "training: {epochs: 10000, batch_size: 8, log_every: 1, "
-                               "eval_every: 0, precision: fp32}\n");
+  const auto path =
+      recipe("signals", "task: {type: sequence_classification, max_seq_length: 32}\n" +
+                            data_section(mrpc / "train.tsv", 32, mrpc / "dev.tsv", 8) +
+                            "training: {epochs: 10000, batch_size: 8, log_every: 1, "
+                            "eval_every: 0, precision: fp32}\n");
   for (const auto& [signal, expected] : {std::pair{SIGINT, 130}, std::pair{SIGTERM, 143}}) {
     const auto out = dir_.path() / ("stopped" + std::to_string(signal));
     const auto log = dir_.path() / ("stopped" + std::to_string(signal) + ".log");
