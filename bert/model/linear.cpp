@@ -41,11 +41,8 @@ bool int8_reduced_range() {
 #if defined(__x86_64__) || defined(__i386__)
 #ifdef BERTFT_HAVE_DNNL
     if (select_engine() == at::kONEDNN) {
-      const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-      const auto has = [isa](dnnl::cpu_isa wanted) {
-        return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
-      };
-      return !has(dnnl::cpu_isa::avx512_core_vnni) && !has(dnnl::cpu_isa::avx2_vnni);
+      return !detail::onednn_isa_has(dnnl::cpu_isa::avx512_core_vnni) &&
+             !detail::onednn_isa_has(dnnl::cpu_isa::avx2_vnni);
     }
 #endif
     return !__builtin_cpu_supports("avx512vnni") && !__builtin_cpu_supports("avxvnni");

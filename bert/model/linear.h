@@ -9,8 +9,9 @@ namespace bert {
 /// torch::nn::Linear (same parameters "weight" / "bias", same arithmetic) with an optional
 /// inference path in dynamic int8: after quantize_int8() the weight is kept as int8 with one
 /// scale per output row (symmetric), and forward runs LibTorch's quantized::linear_dynamic
-/// (activations quantized per call, int8 GEMM, fp32 out). The fp32 parameters stay, so the
-/// state dict and export are unchanged. The encoder's projections use it.
+/// (activations quantized per call, in 7 bits where the int8 engine's CPU has no VNNI, else 8;
+/// int8 GEMM, fp32 out). The fp32 parameters stay, so the state dict and export are unchanged.
+/// The encoder's projections use it.
 class LinearImpl : public torch::nn::LinearImpl {
  public:
   using torch::nn::LinearImpl::LinearImpl;

@@ -26,6 +26,11 @@ const dnnl::engine& onednn_cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
+
+bool onednn_isa_has(dnnl::cpu_isa wanted) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
 #endif
 
 }  // namespace detail
@@ -183,9 +188,8 @@ void run_matmul(const MatmulCall& m) {
 bool split_wide_gemms() {
   if (const int forced = forced_split.load(); forced >= 0) return forced == 1;
   static const bool split = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-    return (isa & avx512) == avx512 && !detail::env_is("BERTFT_GEMM_SPLIT", "off");
+    return detail::onednn_isa_has(dnnl::cpu_isa::avx512_core) &&
+           !detail::env_is("BERTFT_GEMM_SPLIT", "off");
   }();
   return split;
 }
@@ -448,12 +452,9 @@ Fp32GemmChoice decide() {
   // A rule of the CPU, not a timing: every process of a run, and a resumed run, must make the
   // same choice, or the results are no longer bit-for-bit reproducible (with a timed probe two
   // data-parallel runs of one recipe ended with different weights).
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  const auto avx2 = static_cast<unsigned>(dnnl::cpu_isa::avx2);
-  if ((isa & avx512) == avx512)
+  if (detail::onednn_isa_has(dnnl::cpu_isa::avx512_core))
     return {Fp32Gemm::kOneDnn, "fp32 GEMMs: oneDNN (an AVX-512 CPU: its kernels use it)"};
-  if ((isa & avx2) == avx2)
+  if (detail::onednn_isa_has(dnnl::cpu_isa::avx2))
     return {Fp32Gemm::kOneDnn, "fp32 GEMMs: oneDNN (an AVX2 CPU: its kernels use it)"};
 #endif
   return {Fp32Gemm::kBlas, "fp32 GEMMs: BLAS (no AVX2 for oneDNN's kernels)"};
