@@ -400,6 +400,8 @@ struct Suite {
   std::string bf16_reason;
   /// The profile section's precision: fp32 or bf16 whatever the CPU runs fastest, else that.
   std::optional<Precision> profile_precision;
+  /// The profile section's workload: "train" (a step at 8x128) or "infer" (a forward at 32x128).
+  std::string profile_workload = "train";
 
   /// The precisions the model sections measure: fp32, and bf16 where it is fast.
   std::vector<bool> precisions() const {
@@ -807,9 +809,20 @@ struct Suite {
     const auto config = base_config();
     const auto a = adapter();
     auto training = start_training(*a);
-    const auto b = random_batch(8, 128, config.vocab_size());
-    // The Trainer's step, clipping included.
-    const auto step = [&] { timed_train_step(*a, training, b, precision == Precision::kBf16); };
+    const bool infer = profile_workload == "infer";
+    const auto b = random_batch(infer ? 32 : 8, 128, config.vocab_size());
+    // The Trainer's step, clipping included; or vs_hf's inference, an eval forward without
+    // autograd.
+    if (infer) training.model->eval();
+    const auto step = [&] {
+      if (!infer) {
+        timed_train_step(*a, training, b, precision == Precision::kBf16);
+        return;
+      }
+      const c10::InferenceMode inference;
+      const bert::tasks::AutocastScope autocast(precision, torch::kCPU);
+      training.model->forward(b);
+    };
     step();  // warm-up: oneDNN builds its kernels on first use
     double best = 1e30;
     long faults = 0;
@@ -820,10 +833,12 @@ struct Suite {
       best = std::min(best, since(t0));
       faults = minor_faults() - before;
     }
-    fmt::print(
-        "\n== profile: {} train step, bert-base 8x128: best {:.3f} s, {} page faults a step ==\n",
-        bert::enum_name(precision), best, faults);
-    results["profile_step"] = {{"step_s", best}, {"page_faults", faults}};
+    fmt::print("\n== profile: {} {}, bert-base {}x128: best {:.3f} s, {} page faults a step ==\n",
+               bert::enum_name(precision), infer ? "inference" : "train step", b.input_ids.size(0),
+               best, faults);
+    results["profile_step"] = {{"workload", infer ? "infer 32x128" : "train 8x128"},
+                               {"step_s", best},
+                               {"page_faults", faults}};
     namespace prof = torch::autograd::profiler;
     const auto t = Clock::now();
     prof::enableProfilerLegacy(
@@ -1646,7 +1661,8 @@ constexpr const char* kUsage =
     "  sections (default all but the last eight): gemm, train_step, infer, seq_scaling, "
     "attention,\n"
     "  tokenizer, load, sweep, data_parallel, vs_hf, checkpointing, int8; precision, profile\n"
-    "  [--profile-precision fp32|bf16], pretrain_step, bf16_shadows, clip_norm,\n"
+    "  [--profile-precision fp32|bf16] [--profile-workload train|infer], pretrain_step, "
+    "bf16_shadows, clip_norm,\n"
     "  real_data [--real-limit N (0: all)] [--real-tasks mrpc,stsb], similar,\n"
     "  retrieval [--retrieval-models DIR,...]\n"
     "  one workload in this process: --hf-twin train|infer [--bf16 0|1] [--batch N] [--seq N]\n"
@@ -1671,7 +1687,8 @@ int main(int argc, char** argv) {
   std::string only =
                   "gemm,train_step,infer,seq_scaling,attention,tokenizer,load,sweep,data_parallel,"
                   "vs_hf,checkpointing,int8",
-              json_out, twin, real_worker, retrieval_models, real_tasks = "mrpc,stsb";
+              json_out, twin, real_worker, profile_workload = "train", retrieval_models,
+              real_tasks = "mrpc,stsb";
   int iters = 2, rounds = 0, worker = -1, port = 0, overlap = 1, threads = 0, bf16 = 0, batch = 8,
       seq = 128, warmup = 1, steps = 3, real_limit = 256, grouped = 0, checkpoint = 0;
   std::optional<Precision> profile_precision;
@@ -1710,6 +1727,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       profile_precision = value == "bf16" ? Precision::kBf16 : Precision::kFp32;
+    } else if (!std::strcmp(argv[i], "--profile-workload")) {
+      profile_workload = argv[i + 1];
+      if (profile_workload != "train" && profile_workload != "infer") {
+        fmt::print(stderr, "bench_suite: --profile-workload: '{}' is not train or infer\n{}",
+                   profile_workload, kUsage);
+        return 2;
+      }
     } else if (!std::strcmp(argv[i], "--real-tasks"))
       real_tasks = argv[i + 1];
     else if (!std::strcmp(argv[i], "--retrieval-models"))
@@ -1748,6 +1772,7 @@ int main(int argc, char** argv) {
   suite.real_limit = real_limit;
   suite.real_tasks = real_task_list;
   suite.profile_precision = profile_precision;
+  suite.profile_workload = profile_workload;
   suite.threads = bert::configure_threads(threads);
   const auto choice = bert::tasks::resolve_precision(Precision::kAuto, torch::kCPU);
   suite.bf16_fast = choice.precision == Precision::kBf16;
