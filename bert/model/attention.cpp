@@ -52,10 +52,56 @@ bool exact_scale(int64_t head_dim) {
 
 }  // namespace
 
+// For a few query rows (a sentence head's first position) the keys and values of every position
+// cost far more than the rows' own attention. Per head h, with W^k_h, b^k_h the head's rows of the
+// key projection: q_h . k_h(x_s) = (q_h W^k_h) . x_s + q_h . b^k_h, whose second term is the same
+// for every position s, which softmax ignores; and since a row's probabilities p_s sum to one,
+// sum_s p_s v_h(x_s) = (sum_s p_s x_s) W^v_h^T + b^v_h. So each row's query goes back through the
+// key weights (one [heads, width] per row), its scores and mix of positions are taken against the
+// hidden states themselves, and the mix goes through the value weights: per row 2 width^2 +
+// 2 heads seq width multiply-adds instead of the projections' 2 seq width^2 for the sequence. In
+// float32 without autograd, dropout, autocast or int8 projections only; the sums run in another
+// order than the plain path's, so the result equals it to rounding (tests: within 1e-5).
+torch::Tensor BertSelfAttentionImpl::attend_rows_without_keys(const torch::Tensor& hidden,
+                                                              const torch::Tensor& additive_mask,
+                                                              torch::Tensor* probs_out,
+                                                              const torch::Tensor& rows) {
+  const int64_t batch = hidden.size(0), seq = hidden.size(1), width = hidden.size(2);
+  const int64_t count = rows.size(1), heads = num_heads_, dim = head_dim_;
+  if (torch::GradMode::is_enabled() || dropout_->active() || key_->is_int8() || value_->is_int8() ||
+      query_->is_int8() || hidden.scalar_type() != torch::kFloat ||
+      key_->weight.scalar_type() != torch::kFloat || autocast::enabled(hidden.device().type()) ||
+      width != heads * dim)
+    return {};
+  if (count * (width + heads * seq) >= seq * (width + count)) return {};
+  const torch::Tensor q = query_(rows).view({batch, count, heads, dim});
+  // [batch, rows * heads, width]: each head's query through the head's key weights.
+  const torch::Tensor through_keys =
+      torch::einsum("brhd,hdi->brhi", {q, key_->weight.view({heads, dim, width})})
+          .reshape({batch, count * heads, width});
+  torch::Tensor scores = torch::matmul(through_keys, hidden.transpose(1, 2))
+                             .view({batch, count, heads, seq})
+                             .mul_(1.0 / std::sqrt(static_cast<double>(dim)));
+  if (additive_mask.defined()) scores.add_(additive_mask);  // [batch, 1, 1, seq]
+  const torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
+  if (probs_out != nullptr) *probs_out = probs.transpose(1, 2);  // [batch, heads, rows, seq]
+  // [batch, rows, heads, width]: each row's and head's mix of the positions' hidden states.
+  const torch::Tensor mixed = torch::matmul(probs.view({batch, count * heads, seq}), hidden)
+                                  .view({batch, count, heads, width});
+  torch::Tensor context =
+      torch::einsum("brhi,hdi->brhd", {mixed, value_->weight.view({heads, dim, width})});
+  if (value_->bias.defined()) context.add_(value_->bias.view({heads, dim}));
+  return context.reshape({batch, count, width});
+}
+
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
                                              const torch::Tensor& additive_mask,
                                              torch::Tensor* probs_out,
                                              const torch::Tensor& queries) {
+  if (queries.defined())
+    if (auto context = attend_rows_without_keys(hidden, additive_mask, probs_out, queries);
+        context.defined())
+      return context;
   const torch::Tensor& rows = queries.defined() ? queries : hidden;
   const int64_t batch = hidden.size(0), seq = rows.size(1), kv_seq = hidden.size(1);
   const int64_t heads = num_heads_;

@@ -26,6 +26,12 @@ class BertSelfAttentionImpl : public torch::nn::Module {
 
  private:
   torch::Tensor split_heads(const torch::Tensor& x) const;
+  /// forward() for a few `rows` of `hidden` without the keys and values of every position, or
+  /// undefined where that does not apply or would not save work (see attention.cpp).
+  torch::Tensor attend_rows_without_keys(const torch::Tensor& hidden,
+                                         const torch::Tensor& additive_mask,
+                                         torch::Tensor* probs_out,
+                                         const torch::Tensor& rows);
 
   int64_t num_heads_;
   int64_t head_dim_;

@@ -229,7 +229,8 @@ TEST_F(BertModelTest, ReturnsEveryHiddenStateAndAttention) {
 // output and every parameter's gradient equal the whole layer's within 1e-5 in fp32 (gradients
 // relative to their tensor's largest), on each attention path: head by head (head_dim 64) and
 // batched (head_dim 8), in training (autograd, activation checkpointing too) and inference, with
-// padding; the last layer's attentions are the first row of the whole layer's. Under bf16
+// padding (in inference without the last layer's keys and values, attend_rows_without_keys);
+// the last layer's attentions are the first row of the whole layer's. Under bf16
 // autocast (the batched path) within bf16's rounding.
 TEST_F(BertModelTest, FirstTokenOnlyAndChosenRowsEqualTheWholeLastLayer) {
   const auto ids = torch::randint(5, 99, {3, 9});
@@ -243,6 +244,13 @@ TEST_F(BertModelTest, FirstTokenOnlyAndChosenRowsEqualTheWholeLastLayer) {
       config.hidden_size(128).num_attention_heads(heads).num_hidden_layers(3);
       config.hidden_dropout_prob(0.0).attention_probs_dropout_prob(0.0);
       BertModel model(config);
+      {
+        // Biases as after training, not the initial zeros (the key's bias drops out of the
+        // first position's scores, the value's must be added back).
+        torch::NoGradGuard no_grad;
+        for (const auto& p : model->named_parameters())
+          if (p.key().find("bias") != std::string::npos) p.value().normal_(0.0, 0.5);
+      }
       model->train();
       model->encoder->set_activation_checkpointing(checkpoint);
       const auto what = fmt::format("heads {} checkpointing {}", heads, checkpoint);
@@ -300,6 +308,11 @@ TEST_F(BertModelTest, FirstTokenOnlyAndChosenRowsEqualTheWholeLastLayer) {
       torch::NoGradGuard no_grad;
       const auto pooled = model->forward(ids, keep).pooler_output;
       EXPECT_LT(testing::max_abs_diff(model->forward(ids, keep, {}, first).pooler_output, pooled),
+                1e-5)
+          << what;
+      // Without autograd the rows attend without the keys and values of every position.
+      EXPECT_LT(testing::max_abs_diff(model->forward(ids, keep, {}, chosen).last_hidden_state,
+                                      model->forward(ids, keep).last_hidden_state.gather(1, index)),
                 1e-5)
           << what;
       ForwardOptions attentions = first;
