@@ -55,42 +55,64 @@ bool exact_scale(int64_t head_dim) {
 // For a few query rows (a sentence head's first position) the keys and values of every position
 // cost far more than the rows' own attention. Per head h, with W^k_h, b^k_h the head's rows of the
 // key projection: q_h . k_h(x_s) = (q_h W^k_h) . x_s + q_h . b^k_h, whose second term is the same
-// for every position s, which softmax ignores; and since a row's probabilities p_s sum to one,
-// sum_s p_s v_h(x_s) = (sum_s p_s x_s) W^v_h^T + b^v_h. So each row's query goes back through the
-// key weights (one [heads, width] per row), its scores and mix of positions are taken against the
-// hidden states themselves, and the mix goes through the value weights: per row 2 width^2 +
-// 2 heads seq width multiply-adds instead of the projections' 2 seq width^2 for the sequence. In
-// float32 without autograd, dropout, autocast or int8 projections only; the sums run in another
-// order than the plain path's, so the result equals it to rounding (tests: within 1e-5).
+// for every position s (kept, a scalar per row and head, though softmax ignores it); and since a
+// row's probabilities p_s sum to one, sum_s p_s v_h(x_s) = (sum_s p_s x_s) W^v_h^T + b^v_h. So each
+// row's query goes back through the key weights (one [heads, width] per row), its scores and mix of
+// positions are taken against the hidden states themselves, and the mix goes through the value
+// weights: per row 2 width^2 + 2 heads seq width multiply-adds instead of the projections' 2 seq
+// width^2 for the sequence (and in training their backward too). With dropout the probabilities'
+// dropped sum weighs the value bias (hash_dropout over the probabilities as [batch, rows, heads,
+// seq]). In float32 without autocast or int8 projections; the sums run in another order than the
+// plain path's, so the result equals it to rounding (tests: within 1e-5).
 torch::Tensor BertSelfAttentionImpl::attend_rows_without_keys(const torch::Tensor& hidden,
                                                               const torch::Tensor& additive_mask,
                                                               torch::Tensor* probs_out,
                                                               const torch::Tensor& rows) {
   const int64_t batch = hidden.size(0), seq = hidden.size(1), width = hidden.size(2);
   const int64_t count = rows.size(1), heads = num_heads_, dim = head_dim_;
-  if (torch::GradMode::is_enabled() || dropout_->active() || key_->is_int8() || value_->is_int8() ||
-      query_->is_int8() || hidden.scalar_type() != torch::kFloat ||
-      key_->weight.scalar_type() != torch::kFloat || autocast::enabled(hidden.device().type()) ||
-      width != heads * dim)
+  if (key_->is_int8() || value_->is_int8() || query_->is_int8() ||
+      hidden.scalar_type() != torch::kFloat || key_->weight.scalar_type() != torch::kFloat ||
+      autocast::enabled(hidden.device().type()) || width != heads * dim)
     return {};
   if (count * (width + heads * seq) >= seq * (width + count)) return {};
-  const torch::Tensor q = query_(rows).view({batch, count, heads, dim});
+  const int64_t n = batch * count;
+  // Small batched products (a few MFLOP each): LibTorch's bmm runs such shapes at ~1 GFLOP/s
+  // here, and with head-split or transposed operands copies them first; onednn_matmul reads them
+  // in place. `strides` lays the [heads, n, ...] results out as [n, heads, ...].
+  const auto product = [](const torch::Tensor& a, const torch::Tensor& b,
+                          c10::IntArrayRef strides = {}) {
+    return use_onednn_matmul(a, b) ? onednn_matmul(a, b, {}, strides) : torch::matmul(a, b);
+  };
+  const torch::Tensor q = query_(rows).view({n, heads, dim});
   // [batch, rows * heads, width]: each head's query through the head's key weights.
   const torch::Tensor through_keys =
-      torch::einsum("brhd,hdi->brhi", {q, key_->weight.view({heads, dim, width})})
+      product(q.transpose(0, 1), key_->weight.view({heads, dim, width}), {width, heads * width, 1})
+          .transpose(0, 1)
           .reshape({batch, count * heads, width});
-  torch::Tensor scores = torch::matmul(through_keys, hidden.transpose(1, 2))
-                             .view({batch, count, heads, seq})
-                             .mul_(1.0 / std::sqrt(static_cast<double>(dim)));
-  if (additive_mask.defined()) scores.add_(additive_mask);  // [batch, 1, 1, seq]
+  torch::Tensor scores = product(through_keys, hidden.transpose(1, 2));  // [batch, rows*heads, seq]
+  // The key bias's term, the same for every position: no change to the probabilities, but the
+  // scores are HF's and the bias gets its gradient (zero to rounding, as HF's).
+  if (key_->bias.defined())
+    scores.add_((q * key_->bias.view({heads, dim})).sum(-1).view({batch, count * heads, 1}));
+  scores.mul_(1.0 / std::sqrt(static_cast<double>(dim)));
+  if (additive_mask.defined()) scores.add_(additive_mask.view({batch, 1, seq}));
   const torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
-  if (probs_out != nullptr) *probs_out = probs.transpose(1, 2);  // [batch, heads, rows, seq]
-  // [batch, rows, heads, width]: each row's and head's mix of the positions' hidden states.
-  const torch::Tensor mixed = torch::matmul(probs.view({batch, count * heads, seq}), hidden)
-                                  .view({batch, count, heads, width});
-  torch::Tensor context =
-      torch::einsum("brhi,hdi->brhd", {mixed, value_->weight.view({heads, dim, width})});
-  if (value_->bias.defined()) context.add_(value_->bias.view({heads, dim}));
+  if (probs_out != nullptr)  // [batch, heads, rows, seq]
+    *probs_out = probs.view({batch, count, heads, seq}).transpose(1, 2);
+  const torch::Tensor dropped = dropout_(probs);
+  // [n, heads, width]: each row's and head's mix of the positions' hidden states.
+  const torch::Tensor mixed = product(dropped, hidden).view({n, heads, width});
+  torch::Tensor context =  // [n, heads, dim]
+      product(mixed.transpose(0, 1), value_->weight.view({heads, dim, width}).transpose(1, 2),
+              {dim, heads * dim, 1})
+          .transpose(0, 1);
+  if (value_->bias.defined()) {
+    const torch::Tensor bias = value_->bias.view({heads, dim});
+    if (dropout_->active())
+      context = context + dropped.sum(-1).view({n, heads, 1}) * bias;
+    else
+      context = context + bias;
+  }
   return context.reshape({batch, count, width});
 }
 

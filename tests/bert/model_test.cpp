@@ -10,6 +10,7 @@
 #include "bert/common/autocast.h"
 #include "bert/model/attention.h"
 #include "bert/model/bert_model.h"
+#include "bert/model/onednn_linear.h"
 #include "bert/model/pretraining.h"
 #include "tests/support/test_support.h"
 
@@ -176,6 +177,78 @@ TEST_F(BertModelTest, FusedAttentionEqualsThePlainComputation) {
         EXPECT_LT(testing::max_abs_diff(fused_grads[i], plain_grads[i]), 1e-5) << what << " " << i;
     }
   }
+}
+
+// A few query rows (a sentence head's last layer) attend without the keys and values of every
+// position (BertSelfAttention::attend_rows_without_keys). Against the plain computation of those
+// rows, within 1e-5 in fp32, forward and backward (the input's gradient and every parameter's),
+// with padding and a fully
+// masked sequence, in inference and in training with dropout: the plain computation drops the
+// probabilities with hash_dropout as [batch, rows, heads, seq] from the same seed.
+TEST_F(BertModelTest, RowsAttendWithoutKeysAsThePlainComputation) {
+  struct Shape {
+    int64_t batch, seq, width, heads;
+  };
+  // The last shape's products are large enough for onednn_matmul, the others' for torch::matmul.
+  for (const auto [batch, seq, width, heads] :
+       {Shape{3, 7, 128, 2}, Shape{3, 7, 128, 16}, Shape{16, 64, 256, 4}})
+    for (const bool training : {false, true}) {
+      const auto what = fmt::format("batch {} seq {} width {} heads {} training {}", batch, seq,
+                                    width, heads, training);
+      const int64_t dim = width / heads;
+      if (batch == 16 && onednn_built())
+        ASSERT_TRUE(use_onednn_matmul(torch::empty({batch, 2 * heads, width}),
+                                      torch::empty({batch, width, seq})));
+      auto config = tiny_config();
+      config.hidden_size(width).num_attention_heads(heads).attention_probs_dropout_prob(0.3);
+      BertSelfAttention attention(config);
+      {
+        torch::NoGradGuard no_grad;
+        for (const auto& p : attention->named_parameters())
+          if (p.key().find("bias") != std::string::npos) p.value().normal_(0.0, 0.5);
+      }
+      attention->train(training);
+      const auto p = attention->named_parameters();
+      auto keep = torch::ones({batch, seq}, torch::kLong);
+      keep[1].slice(0, seq / 2).fill_(0);  // padding
+      keep[2].fill_(0);                    // a fully masked sequence
+      const auto mask = additive_attention_mask(keep, torch::kFloat);
+      const auto hidden = torch::randn({batch, seq, width}, torch::requires_grad());
+      const auto rows = hidden.index_select(1, torch::tensor({0, 4}, torch::kLong));
+      torch::manual_seed(11);
+      const auto fast = attention->forward(hidden, mask, nullptr, rows);
+      torch::manual_seed(11);
+      const auto project = [&](const torch::Tensor& x, const std::string& name) {
+        return torch::linear(x, p[name + ".weight"], p[name + ".bias"])
+            .view({batch, x.size(1), heads, dim});
+      };
+      const auto scores =
+          torch::einsum("brhd,bshd->brhs", {project(rows, "query"), project(hidden, "key")}) /
+              std::sqrt(static_cast<double>(dim)) +
+          mask;
+      const auto probs = hash_dropout(torch::softmax(scores, -1), 0.3, training);
+      const auto plain = torch::einsum("brhs,bshd->brhd", {probs, project(hidden, "value")})
+                             .reshape({batch, 2, width});
+      ASSERT_EQ(fast.sizes(), plain.sizes()) << what;
+      EXPECT_LT(testing::max_abs_diff(fast, plain), 1e-5) << what;
+      if (training)
+        EXPECT_GT(testing::max_abs_diff(fast, attention->forward(hidden, mask, nullptr, rows)),
+                  1e-3)
+            << what;  // dropout drew a mask
+
+      std::vector<torch::Tensor> inputs = attention->parameters();
+      inputs.push_back(hidden);
+      const auto grad_out = torch::randn_like(fast);
+      const auto grads = [&](const torch::Tensor& out) {
+        return torch::autograd::grad({out}, inputs, {grad_out}, /*retain_graph=*/true);
+      };
+      const auto fast_grads = grads(fast), plain_grads = grads(plain);
+      // Within 1e-5 of each gradient's largest (a weight's sums over every row).
+      for (size_t i = 0; i < fast_grads.size(); ++i)
+        EXPECT_LE(testing::max_abs_diff(fast_grads[i], plain_grads[i]),
+                  1e-5 * std::max(1.0, plain_grads[i].abs().max().item<double>()))
+            << what << " " << i;
+    }
 }
 
 TEST_F(BertModelTest, FullyMaskedRowStaysFiniteUnderBf16Autocast) {
