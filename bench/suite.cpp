@@ -110,19 +110,20 @@ bert::BertConfig base_config() {
 
 /// The FLOPs of the bert-base sentence classifier's forward, counting the work it does: every
 /// layer's projections and attention over every token but the last layer's, which (a sentence
-/// head reads the first position alone: ForwardOptions::first_token_only) projects the keys and
-/// values of every token and the query, output and feed-forward of the first alone; then pooler
-/// and 2-label head per sequence. Embeddings do lookups, not FLOPs. (HF computes the last layer
-/// whole: 7% more at 128 tokens.)
+/// head reads the first position alone: ForwardOptions::first_token_only) computes the first
+/// position's query, its query through the key weights, its mix of the positions through the
+/// value weights (bert::BertSelfAttention: the keys and values of the other tokens are never
+/// projected), output and feed-forward, and scores and mixes each head over every position; then
+/// pooler and 2-label head per sequence. Embeddings do lookups, not FLOPs. (HF computes the last
+/// layer whole: 9% more at 128 tokens.)
 double attention_flops(const bert::BertConfig& c, double batch, double seq) {
-  const double H = c.hidden_size(), L = c.num_hidden_layers();
-  return 4.0 * H * seq * ((L - 1) * batch * seq + batch);  // q k^T and probs v
+  const double H = c.hidden_size(), L = c.num_hidden_layers(), heads = c.num_attention_heads();
+  return 4.0 * H * seq * ((L - 1) * batch * seq + heads * batch);  // scores and mixes
 }
 double forward_flops(const bert::BertConfig& c, double batch, double seq) {
   const double H = c.hidden_size(), I = c.intermediate_size(), L = c.num_hidden_layers();
   const double tokens = batch * seq, layer = 4 * H * H + 2 * H * I;  // per row
-  const double rows_x_params = (L - 1) * layer * tokens + 2 * H * H * tokens +
-                               (layer - 2 * H * H) * batch + (H * H + 2 * H) * batch;
+  const double rows_x_params = (L - 1) * layer * tokens + layer * batch + (H * H + 2 * H) * batch;
   return 2 * rows_x_params + attention_flops(c, batch, seq);
 }
 
