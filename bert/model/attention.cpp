@@ -74,6 +74,10 @@ torch::Tensor BertSelfAttentionImpl::attend_rows_without_keys(const torch::Tenso
       hidden.scalar_type() != torch::kFloat || key_->weight.scalar_type() != torch::kFloat ||
       autocast::enabled(hidden.device().type()) || width != heads * dim)
     return {};
+  // A padding mask [batch or 1, 1, 1, seq] (as the plain paths take), or none.
+  if (additive_mask.defined() &&
+      (additive_mask.dim() != 4 || additive_mask.size(1) != 1 || additive_mask.size(2) != 1))
+    return {};
   if (count * (width + heads * seq) >= seq * (width + count)) return {};
   const int64_t n = batch * count;
   // Small batched products (a few MFLOP each): LibTorch's bmm runs such shapes at ~1 GFLOP/s
@@ -95,7 +99,7 @@ torch::Tensor BertSelfAttentionImpl::attend_rows_without_keys(const torch::Tenso
   if (key_->bias.defined())
     scores.add_((q * key_->bias.view({heads, dim})).sum(-1).view({batch, count * heads, 1}));
   scores.mul_(1.0 / std::sqrt(static_cast<double>(dim)));
-  if (additive_mask.defined()) scores.add_(additive_mask.view({batch, 1, seq}));
+  if (additive_mask.defined()) scores.add_(additive_mask.view({additive_mask.size(0), 1, seq}));
   const torch::Tensor probs = torch::softmax(scores, /*dim=*/-1);
   if (probs_out != nullptr)  // [batch, heads, rows, seq]
     *probs_out = probs.view({batch, count, heads, seq}).transpose(1, 2);
