@@ -182,14 +182,14 @@ TEST_F(BertModelTest, FusedAttentionEqualsThePlainComputation) {
 // A few query rows (a sentence head's last layer) attend without the keys and values of every
 // position (BertSelfAttention::attend_rows_without_keys). Against the plain computation of those
 // rows, within 1e-5 in fp32, forward and backward (the input's gradient and every parameter's),
-// with padding and a fully
-// masked sequence, in inference and in training with dropout: the plain computation drops the
-// probabilities with hash_dropout as [batch, rows, heads, seq] from the same seed.
+// with padding and a fully masked sequence, in inference and in training with dropout: the plain
+// computation drops the probabilities with hash_dropout as [batch, rows, heads, seq] from the
+// same seed.
 TEST_F(BertModelTest, RowsAttendWithoutKeysAsThePlainComputation) {
   struct Shape {
     int64_t batch, seq, width, heads;
   };
-  // The last shape's products are large enough for onednn_matmul, the others' for torch::matmul.
+  // The last shape's products are large enough for onednn_matmul, the others' go to torch::matmul.
   for (const auto [batch, seq, width, heads] :
        {Shape{3, 7, 128, 2}, Shape{3, 7, 128, 16}, Shape{16, 64, 256, 4}})
     for (const bool training : {false, true}) {
