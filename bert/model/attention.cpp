@@ -72,7 +72,7 @@ torch::Tensor BertSelfAttentionImpl::attend_rows_without_keys(const torch::Tenso
   const int64_t count = rows.size(1), heads = num_heads_, dim = head_dim_;
   if (key_->is_int8() || value_->is_int8() || query_->is_int8() ||
       hidden.scalar_type() != torch::kFloat || key_->weight.scalar_type() != torch::kFloat ||
-      autocast::enabled(hidden.device().type()) || width != heads * dim)
+      autocast::enabled(hidden.device().type()))
     return {};
   // A padding mask [batch or 1, 1, 1, seq] (as the plain paths take), or none.
   if (additive_mask.defined() &&
