@@ -17,27 +17,43 @@ std::string TextFile::where(size_t offset) const {
   return fmt::format("{}:{}", name, line);
 }
 
-void check_utf8(std::string_view text, const std::string& where) {
+namespace {
+
+/// The byte offset of the first invalid UTF-8 sequence in `text`, or npos.
+size_t first_invalid_utf8(std::string_view text) {
   const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
   size_t pos = 0;
   while (pos < text.size()) {
-    const unsigned char c = bytes[pos];
-    if (c < 0x80) {  // ASCII fast path
+    if (bytes[pos] < 0x80) {  // ASCII fast path
       ++pos;
       continue;
     }
     utf8proc_int32_t cp = 0;
     const auto n =
         utf8proc_iterate(bytes + pos, static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
-    if (n < 0) {
-      const auto line_start = text.rfind('\n', pos == 0 ? 0 : pos - 1);
-      const size_t line = 1 + std::count(text.begin(), text.begin() + pos, '\n');
-      const size_t column = pos - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
-      throw DataError(fmt::format("{}:{}:{}: invalid UTF-8 (byte 0x{:02X}); the file must be UTF-8",
-                                  where, line, column, c));
-    }
+    if (n < 0) return pos;
     pos += static_cast<size_t>(n);
   }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+void check_utf8(std::string_view text, const std::string& where) {
+  const size_t pos = first_invalid_utf8(text);
+  if (pos == std::string_view::npos) return;
+  const auto line_start = text.rfind('\n', pos == 0 ? 0 : pos - 1);
+  const size_t line = 1 + std::count(text.begin(), text.begin() + pos, '\n');
+  const size_t column = pos - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+  throw DataError(fmt::format("{}:{}:{}: invalid UTF-8 (byte 0x{:02X}); the file must be UTF-8",
+                              where, line, column, static_cast<unsigned char>(text[pos])));
+}
+
+void check_text_utf8(std::string_view text, const std::string& where) {
+  const size_t pos = first_invalid_utf8(text);
+  if (pos == std::string_view::npos) return;
+  throw DataError(fmt::format("{}: invalid UTF-8 at byte {} (0x{:02X}); the text must be UTF-8",
+                              where, pos, static_cast<unsigned char>(text[pos])));
 }
 
 TextFile read_text_file(const std::filesystem::path& path) {

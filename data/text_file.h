@@ -22,8 +22,14 @@ struct TextFile {
 /// sequence (nothing is silently replaced), or if the file cannot be read.
 TextFile read_text_file(const std::filesystem::path& path);
 
-/// Throws DataError "<where>: invalid UTF-8 ..." if `text` is not valid UTF-8.
+/// Throws DataError "<where>:line:column: invalid UTF-8 ..." if `text` (a file's) is not valid
+/// UTF-8.
 void check_utf8(std::string_view text, const std::string& where);
+
+/// The same for one text given on the command line or read from a stdin line (`where`: the
+/// option, or "<stdin>:N"): DataError "<where>: invalid UTF-8 at byte K (0xNN)...". A text that is
+/// not UTF-8 cannot be tokenized, nor echoed in JSON output.
+void check_text_utf8(std::string_view text, const std::string& where);
 
 /// One line of a file without its "\n" / "\r\n", with its 1-based number.
 struct Line {

@@ -342,9 +342,12 @@ int run_predict_text(const PredictOptions& o) {
   // --text: one text, or with "-" one per stdin line (a tab before a pair's second text).
   std::vector<std::pair<std::string, std::optional<std::string>>> texts;
   if (o.text == "-") {
+    int64_t number = 0;
     for (std::string line; std::getline(std::cin, line);) {
+      ++number;
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) continue;
+      data::check_text_utf8(line, fmt::format("<stdin>:{}", number));
       const auto tab = line.find('\t');
       if (tab == std::string::npos)
         texts.emplace_back(line, std::nullopt);
@@ -353,9 +356,15 @@ int run_predict_text(const PredictOptions& o) {
     }
     if (texts.empty()) throw DataError("predict --text -: no text on stdin");
   } else if (!o.text.empty()) {
+    data::check_text_utf8(o.text, "--text");
+    data::check_text_utf8(o.text_pair, "--text-pair");
     texts.emplace_back(
         o.text, o.text_pair.empty() ? std::nullopt : std::optional<std::string>(o.text_pair));
   }
+  for (size_t i = 0; i < o.choices.size(); ++i)
+    data::check_text_utf8(o.choices[i], fmt::format("--choice {}", i + 1));
+  data::check_text_utf8(o.question, "--question");
+  data::check_text_utf8(o.context, "--context");
   std::vector<std::vector<RawWord>> words;  // token classification: each text's words
   std::string outside;
   if (type == "sequence_classification") {

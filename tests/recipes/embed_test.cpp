@@ -236,6 +236,20 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
       testing::run_bertft("similar --index " + index.string(), dir_.path() / "bad.log");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--query"), std::string::npos) << bad.output;
+  // Queries that are not UTF-8: the option, the file's line and column, or stdin's line.
+  const auto not_utf8 = [&](const std::string& args, const std::string& message,
+                            const fs::path& input) {
+    const auto run = testing::run_bertft("similar --index " + index.string() + " " + args,
+                                         dir_.path() / "utf8.log", "", input);
+    EXPECT_EQ(run.code, 1) << args << "\n" << run.output;
+    EXPECT_NE(run.output.find(message), std::string::npos) << args << "\n" << run.output;
+  };
+  not_utf8("--query 'ab\xFF'", "--query: invalid UTF-8 at byte 2 (0xFF)", "/dev/null");
+  const auto bad_queries = dir_.path() / "bad_queries.txt";
+  testing::write_bytes(bad_queries, f.texts[1] + "\nx\xFF\n");
+  not_utf8("--queries " + bad_queries.string(),
+           bad_queries.string() + ":2:2: invalid UTF-8 (byte 0xFF)", "/dev/null");
+  not_utf8("--queries -", "<stdin>:2: invalid UTF-8 at byte 1 (0xFF)", bad_queries);
 }
 
 // --precision int8 (dynamic int8 projections) and bf16: close to the fp32 vectors, and an index

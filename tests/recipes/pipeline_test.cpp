@@ -246,5 +246,34 @@ TEST_F(PipelineTest, RawTextNeedsAModelThatTakesIt) {
   EXPECT_EQ(none.code, 2) << none.output;
 }
 
+// Raw text that is not UTF-8 (from an option or a stdin line) is a data error naming where it
+// came from, with no prediction printed: it could be neither tokenized nor echoed as JSON.
+TEST_F(PipelineTest, RawTextThatIsNotUtf8IsNamed) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "seqcls3" / "model.safetensors");
+  const auto model = model_with_vocab("seqcls3", dir_.path() / "m").string();
+  const auto expect_error = [&](const std::string& args, const std::string& where,
+                                const fs::path& input) {
+    const auto run = testing::run_bertft("predict --model " + model + " " + args,
+                                         dir_.path() / "bad.log", "", input);
+    EXPECT_EQ(run.code, 1) << args << "\n" << run.output;
+    EXPECT_NE(run.output.find(where + ": invalid UTF-8 at byte 3 (0xFF)"), std::string::npos)
+        << args << "\n"
+        << run.output;
+    EXPECT_TRUE(testing::json_lines(run.output).empty()) << run.output;
+  };
+  expect_error("--text 'w7 \xFFw9'", "--text", "/dev/null");
+  expect_error("--text 'w7' --text-pair 'w8 \xFF'", "--text-pair", "/dev/null");
+  testing::write_bytes(dir_.path() / "stdin.txt", "w7 w9\n\nw8 \xFF\n");
+  expect_error("--text -", "<stdin>:3", dir_.path() / "stdin.txt");
+
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "qa" / "model.safetensors");
+  const auto qa = model_with_vocab("qa", dir_.path() / "qa").string();
+  const auto run = testing::run_bertft(
+      "predict --model " + qa + " --question 'w21' --context 'w20 \xC3('", dir_.path() / "qa.log");
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_NE(run.output.find("--context: invalid UTF-8 at byte 4 (0xC3)"), std::string::npos)
+      << run.output;
+}
+
 }  // namespace
 }  // namespace bert

@@ -71,14 +71,23 @@ struct SimilarCommand {
 int run_similar(const SimilarCommand& o) {
   const auto index = read_embeddings(o.index);
   std::vector<std::string> texts;
-  if (!o.query.empty()) texts.push_back(o.query);
+  if (!o.query.empty()) {
+    data::check_text_utf8(o.query, "--query");
+    texts.push_back(o.query);
+  }
   if (!o.queries.empty()) {
     if (o.queries == "-") {
-      for (std::string line; std::getline(std::cin, line);)
-        if (!line.empty()) texts.push_back(line);
+      int64_t number = 0;
+      for (std::string line; std::getline(std::cin, line);) {
+        ++number;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.empty()) continue;
+        data::check_text_utf8(line, fmt::format("<stdin>:{}", number));
+        texts.push_back(line);
+      }
     } else {
-      const std::string lines = read_file(o.queries);
-      for (const auto& line : data::split_lines(lines))
+      const auto file = data::read_text_file(o.queries);  // UTF-8 checked, naming line and column
+      for (const auto& line : data::split_lines(file.text))
         if (!line.text.empty()) texts.emplace_back(line.text);
     }
   }
