@@ -52,8 +52,16 @@ std::vector<std::string> read_vocab_file(const std::filesystem::path& path) {
   if (!in) throw TokenizerError(fmt::format("{}: cannot open vocabulary", path.string()));
   std::vector<std::string> vocab;
   std::string line;
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> offsets;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    try {  // as HF, which reads the file as UTF-8 text
+      unicode::decode_utf8(line, cps, offsets);
+    } catch (const TokenizerError& e) {
+      throw TokenizerError(fmt::format("{}:{}: {}; a vocabulary file must be UTF-8", path.string(),
+                                       vocab.size() + 1, e.what()));
+    }
     vocab.push_back(line);
   }
   return vocab;

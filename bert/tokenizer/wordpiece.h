@@ -38,7 +38,7 @@ struct WordPieceOptions {
 };
 
 /// The lines of a vocab.txt (line number = id), without line ends ("\n" or "\r\n"). Throws
-/// TokenizerError if the file cannot be read.
+/// TokenizerError if the file cannot be read, or naming file and line where a line is not UTF-8.
 std::vector<std::string> read_vocab_file(const std::filesystem::path& path);
 
 /// Casing of a WordPiece vocabulary, judged from its ordinary tokens.

@@ -240,5 +240,22 @@ TEST(WordPieceVocabTest, DuplicateTokenNamesBothLines) {
   EXPECT_THROW(WordPieceTokenizer::from_file(dir.path() / "missing.txt", o), TokenizerError);
 }
 
+// As HF, which reads vocab.txt as UTF-8 text: a line that is not is refused, naming it.
+TEST(WordPieceVocabTest, LineThatIsNotUtf8IsNamed) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "vocab.txt", "[UNK]\nab\r\nc\xFF\xFEd\n");
+  try {
+    read_vocab_file(dir.path() / "vocab.txt");
+    FAIL();
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("vocab.txt:3: invalid UTF-8 at byte 1 (0xff)"),
+              std::string::npos)
+        << e.what();
+  }
+  testing::write_bytes(dir.path() / "vocab.txt", "[UNK]\nab\r\nc\xC3\xA9d\n");
+  EXPECT_EQ(read_vocab_file(dir.path() / "vocab.txt"),
+            (std::vector<std::string>{"[UNK]", "ab", "c\xC3\xA9d"}));
+}
+
 }  // namespace
 }  // namespace bert::tok

@@ -262,6 +262,15 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
             2);
   EXPECT_NE(last_log_.find("the tokenizer has 1 added tokens"), std::string::npos) << last_log_;
   EXPECT_FALSE(fs::exists(path("grown2")));
+
+  // A tokens file that is not UTF-8: named with its line, before anything is written.
+  testing::write_bytes(path("bad.txt"), "kinase\nenz\xFFyme\n");
+  EXPECT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("bad.txt") + " --out " +
+                   p("grown3")),
+            1);
+  EXPECT_NE(last_log_.find(p("bad.txt") + ":2: invalid UTF-8 at byte 3"), std::string::npos)
+      << last_log_;
+  EXPECT_FALSE(fs::exists(path("grown3")));
 }
 
 /// The base models of `before` and `after` (its vocabulary grown) load strictly and give the
