@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <optional>
 #include <set>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/common/log.h"
 #include "recipes/runner/run_dir.h"
 #include "tasks/registry.h"
 
@@ -368,17 +370,39 @@ YAML::Node with_expanded_paths(const Recipe& recipe) {
   return root;
 }
 
+/// The error of a run in `dir` that never trained (see keep_resolved_recipe), or nullopt.
+std::optional<std::string> never_trained(const TrialDir& dir) {
+  const auto result = TrialResult::read(dir);
+  if (!result || result->done() || result->steps > 0) return std::nullopt;
+  for (const auto& entry : fs::directory_iterator(dir.root())) {
+    const auto& p = entry.path();
+    if (p != dir.recipe() && p != dir.lock() && p != dir.result() && p != dir.log())
+      return std::nullopt;
+  }
+  if (FileLock::holder(dir.lock())) return std::nullopt;
+  return result->error;
+}
+
 }  // namespace
 
-bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe) {
-  const auto path = TrialDir(run_dir).recipe();
+bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe, bool* written) {
+  const TrialDir dir(run_dir);
+  const auto path = dir.recipe();
   const auto resolved = dump_recipe(with_expanded_paths(recipe));
-  if (!fs::exists(path)) {
-    fs::create_directories(run_dir);
-    write_file_atomic(path, resolved);
+  if (written != nullptr) *written = false;
+  if (fs::exists(path) &&
+      (read_file(path) == resolved || fs::absolute(path) == fs::absolute(recipe.file)))
     return true;
+  if (fs::exists(path)) {
+    const auto error = never_trained(dir);
+    if (!error) return false;
+    log::info("{}: replaced by the recipe given (the run there failed before training: {})",
+              path.string(), clip(*error));
   }
-  return read_file(path) == resolved || fs::absolute(path) == fs::absolute(recipe.file);
+  fs::create_directories(run_dir);
+  write_file_atomic(path, resolved);
+  if (written != nullptr) *written = true;
+  return true;
 }
 
 std::vector<KeyDoc> recipe_key_docs(const std::string& task) {

@@ -115,10 +115,15 @@ std::string dump_recipe(const YAML::Node& root);
 
 /// Keeps the resolved recipe of a run as `run_dir`/recipe.yaml (export reads it), overrides
 /// applied and ${...} in its paths expanded (export needs no environment): writes it
-/// when absent (creating the directory) and returns true; returns false when the directory
-/// already holds a different recipe, so that no run resumes or exports under another recipe.
-/// A recipe read from that very file always matches.
-bool keep_resolved_recipe(const std::filesystem::path& run_dir, const Recipe& recipe);
+/// when absent (creating the directory; `*written` set where given) and returns true; returns
+/// false when the directory already holds a different recipe, so that no run resumes or exports
+/// under another recipe. A recipe read from that very file always matches. One exception: a run
+/// that never trained (its result.json says it failed before a step, e.g. on a problem of the
+/// recipe found late, and the directory holds nothing but that, its recipe, lock and log, no
+/// process running it) has nothing to lose: its recipe is replaced (logged, `*written` set).
+bool keep_resolved_recipe(const std::filesystem::path& run_dir,
+                          const Recipe& recipe,
+                          bool* written = nullptr);
 
 /// Every key a recipe may hold, with type, default and meaning (`bertft recipe-keys`): the
 /// sections' own field lists, and the task options of `task` (all tasks when empty; a task's

@@ -179,12 +179,14 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
 
   int failures = 0, busy = 0;
   std::vector<const Trial*> pending;
+  std::vector<TrialDir> recipes_written;  // trial directories this run gave their recipe
   for (size_t i = 0; i < trials.size(); ++i) {
     if (static_cast<int>(i % static_cast<size_t>(options.shard_count)) != options.shard_index)
       continue;
     const auto& t = trials[i];
     const auto trial = dir.trial(t.name);
-    if (!keep_resolved_recipe(trial.root(), t.recipe)) {
+    bool written = false;
+    if (!keep_resolved_recipe(trial.root(), t.recipe, &written)) {
       log::error(
           "[sweep] {}: {} holds a different recipe (changed since the trial ran); delete the "
           "trial directory or use another output.dir",
@@ -192,6 +194,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
       ++failures;
       continue;
     }
+    if (written) recipes_written.push_back(trial);
     if (const auto result = TrialResult::read(trial); result && result->done()) {
       log::info("[sweep] {}: done already ({} {:.4f}), skipped", t.name, result->main_metric,
                 result->score());
@@ -239,6 +242,14 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   else
     for (const auto& p : setting_problems) log::warn("[sweep] {} (the trial will report it)", p);
   if (!problems.empty()) {
+    // Nothing ran: the recipes written above go again, so that the fixed recipe runs here.
+    for (const auto& trial : recipes_written)
+      if (!FileLock::holder(trial.lock()) && !fs::exists(trial.result()) &&
+          !fs::exists(trial.log())) {
+        std::error_code ignored;
+        fs::remove(trial.recipe(), ignored);
+        fs::remove(trial.root(), ignored);  // only if empty
+      }
     for (const auto& p : problems) log::error("{}", p);
     log::error(
         "[sweep] no trial was started: fix the model or data above (`bertft validate {}` "

@@ -503,17 +503,41 @@ TEST_F(EndToEndTest, ValidateAndSweepReportEveryDataAndModelProblemBeforeTrainin
   EXPECT_EQ(last_log_.find("valid;"), std::string::npos) << last_log_;
 
   // The sweep stops before any trial (the dev label fails every trial alike).
-  const auto no_test =
-      recipe("broken_sweep",
-             "task: {type: sequence_classification, max_seq_length: 32}\n"
-             "data:\n  train: " +
-                 (d / "train.tsv").string() + "\n  dev: " + (d / "dev.tsv").string() +
-                 "\ntraining: {epochs: 1, batch_size: 2}\n");
+  const auto sweep_recipe = [&](const std::string& dev) {
+    return recipe("broken_sweep",
+                  "task: {type: sequence_classification, max_seq_length: 32}\n"
+                  "data:\n  train: " +
+                      (d / "train.tsv").string() + "\n  dev: " + (d / dev).string() +
+                      "\ntraining: {epochs: 1, batch_size: 2}\n");
+  };
+  const auto no_test = sweep_recipe("dev.tsv");
   ASSERT_EQ(bertft("sweep " + no_test.string()), 1) << last_log_;
   EXPECT_NE(last_log_.find("label 'maybe' was not seen in training"), std::string::npos)
       << last_log_;
   EXPECT_NE(last_log_.find("[sweep] no trial was started"), std::string::npos) << last_log_;
   EXPECT_EQ(last_log_.find("starting ("), std::string::npos) << last_log_;
+  EXPECT_FALSE(fs::exists(d / "runs" / "broken_sweep" / "trials" / "seed42" / "recipe.yaml"));
+
+  // `train` fails before a step on the same label (result.json: failed, 0 steps).
+  ASSERT_EQ(bertft("train " + no_test.string()), 1) << last_log_;
+  const auto train_recipe = d / "runs" / "broken_sweep" / "train" / "recipe.yaml";
+  ASSERT_TRUE(fs::exists(train_recipe));
+
+  // The recipe fixed (another dev file): the sweep's trial and the train run start, neither
+  // refused as "holds a different recipe" (nothing had run under the broken one).
+  testing::write_bytes(d / "dev_fixed.tsv", "sentence\tlabel\nIt rained.\t1\nIt snowed.\t0\n");
+  const auto fixed = sweep_recipe("dev_fixed.tsv");
+  ASSERT_EQ(bertft("train " + fixed.string()), 0) << last_log_;
+  EXPECT_NE(last_log_.find(train_recipe.string() + ": replaced by the recipe given"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_NE(read_file(train_recipe).find("dev_fixed.tsv"), std::string::npos);
+  ASSERT_EQ(bertft("sweep " + fixed.string()), 0) << last_log_;
+  EXPECT_NE(last_log_.find("starting ("), std::string::npos) << last_log_;
+  // A run that trained keeps its recipe: the broken one is refused there now.
+  sweep_recipe("dev.tsv");
+  EXPECT_EQ(bertft("train " + no_test.string()), 2) << last_log_;
+  EXPECT_NE(last_log_.find("holds a different recipe"), std::string::npos) << last_log_;
 
   // A model whose config does not match its weights, read from the safetensors header only.
   const auto model = d / "mismatched";

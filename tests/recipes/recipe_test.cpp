@@ -15,6 +15,7 @@
 #include "bert/common/file_util.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "recipes/runner/new_model.h"
+#include "recipes/runner/run_dir.h"
 #include "recipes/runner/sweep.h"
 #include "tests/support/test_support.h"
 
@@ -195,6 +196,39 @@ TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
   ::setenv("BERTFT_TEST_KEEP", (dir_.path() / ".").c_str(), 1);
   EXPECT_FALSE(keep_resolved_recipe(dir_.path() / "run", load_recipe(write(text), {}, false)));
   ::unsetenv("BERTFT_TEST_KEEP");
+}
+
+// Another recipe replaces the kept one only where the run never trained: a failed result of 0
+// steps, and nothing in the directory but its recipe, result, lock and log.
+TEST_F(RecipeTest, KeptRecipeIsReplacedOnlyWhereTheRunNeverTrained) {
+  const TrialDir run(dir_.path() / "run");
+  auto text = good();
+  const auto first = load_recipe(write(text), {}, /*check_files=*/false);
+  ASSERT_TRUE(keep_resolved_recipe(run.root(), first));
+  text.replace(text.find("epochs: 1\n"), 9, "epochs: 5");
+  const auto second = load_recipe(write(text), {}, /*check_files=*/false);
+  EXPECT_FALSE(keep_resolved_recipe(run.root(), second));  // not run yet: no result
+  TrialResult failed;
+  failed.error = "task.max_seq_length 384 exceeds the model's longest input";
+  failed.steps = 3;
+  failed.write(run);
+  EXPECT_FALSE(keep_resolved_recipe(run.root(), second));  // it trained before failing
+  failed.steps = 0;
+  failed.write(run);
+  testing::write_bytes(run.log(), "the failure\n");
+  testing::write_bytes(run.root() / "metrics.jsonl", "{}\n");
+  EXPECT_FALSE(keep_resolved_recipe(run.root(), second));  // something else is there
+  fs::remove(run.root() / "metrics.jsonl");
+  bool written = false;
+  EXPECT_TRUE(keep_resolved_recipe(run.root(), second, &written));
+  EXPECT_TRUE(written);
+  EXPECT_EQ(load_recipe(run.recipe(), {}, false).training.epochs, 5);
+  EXPECT_TRUE(keep_resolved_recipe(run.root(), second, &written));  // now the same
+  EXPECT_FALSE(written);
+  TrialResult done;
+  done.status = TrialStatus::kDone;
+  done.write(run);
+  EXPECT_FALSE(keep_resolved_recipe(run.root(), first));
 }
 
 // Every key `bertft recipe-keys` lists is one the parser reads, and its listed default is a
