@@ -59,6 +59,8 @@ void check_text_utf8(std::string_view text, const std::string& where) {
 TextFile read_text_file(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path))
     throw DataError(fmt::format("{}: no such file", path.string()));
+  if (std::filesystem::is_directory(path))
+    throw DataError(fmt::format("{}: is a directory, not a file", path.string()));
   TextFile file{path.string(), read_file(path)};
   if (file.text.compare(0, 3, "\xEF\xBB\xBF") == 0) file.text.erase(0, 3);
   check_utf8(file.text, file.name);

@@ -16,6 +16,9 @@
 namespace bert {
 
 std::string read_file(const std::filesystem::path& path) {
+  // (An ifstream opens a directory and reads it as empty.)
+  if (std::filesystem::is_directory(path))
+    throw Error(fmt::format("{}: is a directory, not a file", path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
   std::ostringstream buffer;

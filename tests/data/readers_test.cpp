@@ -214,6 +214,22 @@ TEST_F(MalformedInputTest, InvalidUtf8IsReportedNotReplaced) {
       << message;
 }
 
+// A directory given as a data file is named as one (an ifstream would read it as empty).
+TEST_F(MalformedInputTest, DirectoryIsNotReadAsAnEmptyFile) {
+  const auto path = dir_.path() / "glue";
+  fs::create_directories(path);
+  const std::string expected = path.string() + ": is a directory, not a file";
+  for (const auto format : {DataFormat::kAuto, DataFormat::kTsv, DataFormat::kJsonl}) {
+    auto spec = spec_of(path);
+    spec.format = format;
+    const auto message = testing::error_message([&] { read_text_examples(spec); });
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  }
+  for (const auto& message : {testing::error_message([&] { read_squad(spec_of(path)); }),
+                              testing::error_message([&] { read_conll(spec_of(path)); })})
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+}
+
 TEST_F(MalformedInputTest, MissingColumnListsTheColumns) {
   DataSpec spec = spec_of(write("x.tsv", "review\tstars\ngood\t5\n"));
   spec.columns = {{"text_a", "text"}};
