@@ -11,6 +11,7 @@
 #include "bert/checkpoint/family_keys.h"
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/safetensors.h"
+#include "bert/common/device.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
@@ -146,6 +147,9 @@ bool try_step(std::vector<std::string>& problems, const std::function<void()>& s
 
 std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   std::vector<std::string> problems;
+  try_step(problems, [&] {
+    usable_device(recipe.training.device, recipe.file.string() + ": training.device");
+  });
   PretrainedDir dir;
   BertConfig config;
   std::unique_ptr<tok::Tokenizer> tokenizer;

@@ -38,7 +38,8 @@ PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cac
 bool try_step(std::vector<std::string>& problems, const std::function<void()>& step);
 
 /// What is wrong with a recipe's inputs, every problem found (empty: none), without training:
-/// the model directory (config consistency, the vocabulary's special tokens, the tokenizer and
+/// training.device (one this process can use: no CUDA where LibTorch sees no GPU), the model
+/// directory (config consistency, the vocabulary's special tokens, the tokenizer and
 /// its casing, weight shapes against the config from the safetensors header without loading
 /// the weights, task.max_seq_length against the positions) and, with `read_data`, every data
 /// split through its reader and the task's featurisation (labels of dev unseen in train, ...).

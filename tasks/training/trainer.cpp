@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "bert/common/device.h"
 #include "bert/common/error.h"
 #include "bert/common/log.h"
 #include "bert/common/threads.h"
@@ -83,7 +84,7 @@ std::vector<std::vector<int64_t>> Trainer::epoch_batches(const FeatureSet& featu
 std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter,
                                             TaskModel model,
                                             const FeatureSet& features) const {
-  const torch::Device device(options_.device);
+  const torch::Device device = usable_device(options_.device, "training.device");
   model->to(device);
   model->eval();
   torch::NoGradGuard no_grad;
@@ -120,7 +121,9 @@ std::vector<torch::Tensor> Trainer::predict(const TaskAdapter& adapter,
 
 Precision Trainer::precision() const {
   if (!precision_)
-    precision_ = resolve_precision(options_.precision, torch::Device(options_.device)).precision;
+    precision_ =
+        resolve_precision(options_.precision, usable_device(options_.device, "training.device"))
+            .precision;
   return *precision_;
 }
 
@@ -176,7 +179,7 @@ TrainResult Trainer::fit(const TaskAdapter& adapter,
   TORCH_CHECK(options_.label_smoothing == 0 || adapter.supports_label_smoothing(), adapter.type(),
               ": label_smoothing applies to classification losses only");
   const auto& o = options_;
-  const torch::Device device(o.device);
+  const torch::Device device = usable_device(o.device, "training.device");
   model->to(device);
   if (o.activation_checkpointing) {
     const int64_t encoders = set_activation_checkpointing(*model, true);

@@ -1,6 +1,7 @@
 // The command line as a user meets it: exact exit codes and messages for unknown commands and
 // bad option values, defaults and exit codes in --help.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <string>
 
@@ -44,6 +45,36 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
   const auto missing = bertft("train");
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.output.find("recipe is required"), std::string::npos) << missing.output;
+}
+
+// --device is checked before any model or data is read: a string that is no device, or CUDA
+// where LibTorch sees no GPU (a CPU build) or not that many, names the option and the value.
+TEST_F(CliTest, ADeviceThisProcessCannotUseIsAUsageErrorNamingTheOption) {
+  testing::write_bytes(dir_.path() / "texts.txt", "a text\n");
+  testing::write_bytes(dir_.path() / "index.npy", "not read");
+  const auto model = dir_.path().string();  // an empty directory: never read
+  const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
+  const std::string missing_gpu = gpus == 0 ? "cuda" : "cuda:" + std::to_string(gpus);
+  const std::string lacks = gpus == 0 ? "--device: 'cuda', but LibTorch sees no CUDA GPU here"
+                                      : "--device: '" + missing_gpu + "', but LibTorch sees " +
+                                            std::to_string(gpus) + " CUDA GPU(s)";
+  for (const std::string command :
+       {"predict --model " + model + " --text hello",
+        "embed --model " + model + " --data " + (dir_.path() / "texts.txt").string() +
+            " --out e.npy",
+        "similar --index " + (dir_.path() / "index.npy").string() + " --query hello"}) {
+    const auto gpu = bertft(command + " --device gpu");
+    EXPECT_EQ(gpu.code, 2) << command << "\n" << gpu.output;
+    EXPECT_NE(gpu.output.find("--device: unknown device 'gpu'; expected cpu, cuda or cuda:N"),
+              std::string::npos)
+        << command << "\n"
+        << gpu.output;
+    const auto mps = bertft(command + " --device mps");  // LibTorch's, but not bertft's
+    EXPECT_NE(mps.output.find("--device: unknown device 'mps'"), std::string::npos) << mps.output;
+    const auto cuda = bertft(command + " --device " + missing_gpu);
+    EXPECT_EQ(cuda.code, 2) << command << "\n" << cuda.output;
+    EXPECT_NE(cuda.output.find(lacks), std::string::npos) << command << "\n" << cuda.output;
+  }
 }
 
 TEST_F(CliTest, HelpShowsDefaultsAndTheExitCodes) {

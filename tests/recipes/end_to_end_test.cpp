@@ -516,6 +516,14 @@ TEST_F(EndToEndTest, ValidateAndSweepReportEveryDataAndModelProblemBeforeTrainin
       << last_log_;
   EXPECT_NE(last_log_.find("[sweep] no trial was started"), std::string::npos) << last_log_;
   EXPECT_EQ(last_log_.find("starting ("), std::string::npos) << last_log_;
+  if (torch::cuda::device_count() == 0) {  // a device this process cannot use: the same
+    ASSERT_EQ(bertft("sweep " + no_test.string() + " --set training.device=cuda"), 1) << last_log_;
+    EXPECT_NE(last_log_.find(no_test.string() +
+                             ": training.device: 'cuda', but LibTorch sees no CUDA GPU"),
+              std::string::npos)
+        << last_log_;
+    EXPECT_NE(last_log_.find("[sweep] no trial was started"), std::string::npos) << last_log_;
+  }
   EXPECT_FALSE(fs::exists(d / "runs" / "broken_sweep" / "trials" / "seed42" / "recipe.yaml"));
 
   // `train` fails before a step on the same label (result.json: failed, 0 steps).

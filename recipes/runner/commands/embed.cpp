@@ -6,6 +6,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "bert/common/device.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
@@ -36,6 +37,7 @@ int run_embed(const EmbedCommand& o) {
   spec.path = o.data;
   spec.format = parse_enum<data::DataFormat>(o.format).value_or(data::DataFormat::kAuto);
   spec.limit = o.limit;
+  const auto device = usable_device(o.device, "--device");
   EmbedOptions options;
   options.pooling = parse_pooling(o.pooling);
   options.normalize = o.normalize;
@@ -43,7 +45,7 @@ int run_embed(const EmbedCommand& o) {
   options.batch_size = o.batch_size;
   const auto rows = read_texts(spec, o.field);
   if (rows.texts.empty()) throw DataError(o.data + ": no texts to embed");
-  const SentenceEncoder encoder(o.model, torch::Device(o.device), o.precision);
+  const SentenceEncoder encoder(o.model, device, o.precision);
   const auto start = std::chrono::steady_clock::now();
   EmbeddingFile file;
   file.vectors = encoder.encode(rows.texts, options);
@@ -69,6 +71,7 @@ struct SimilarCommand {
 };
 
 int run_similar(const SimilarCommand& o) {
+  const auto device = usable_device(o.device, "--device");
   const auto index = read_embeddings(o.index);
   std::vector<std::string> texts;
   if (!o.query.empty()) {
@@ -99,8 +102,7 @@ int run_similar(const SimilarCommand& o) {
   EmbedOptions options;
   options.pooling = parse_pooling(index.info.value("pooling", std::string("cls")));
   options.max_seq_length = index.info.value("max_seq_length", int64_t{128});
-  const SentenceEncoder encoder(model, torch::Device(o.device),
-                                index.info.value("precision", std::string("fp32")));
+  const SentenceEncoder encoder(model, device, index.info.value("precision", std::string("fp32")));
   if (encoder.hidden_size() != index.vectors.size(1))
     throw ConfigError(fmt::format("{}: vectors of width {} but {} encodes {}", o.index,
                                   index.vectors.size(1), model, encoder.hidden_size()));

@@ -1,4 +1,5 @@
 // `bertft predict`.
+#include "bert/common/device.h"
 #include "bert/common/error.h"
 #include "recipes/runner/command.h"
 #include "recipes/runner/export.h"
@@ -37,6 +38,7 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
                  "fp32 | bf16 | int8 (CPU: the encoder's projections in dynamic int8)")
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
   return [o] {
+    usable_device(o->device, "--device");  // before the model and data are read
     if (!o->text.empty() || !o->question.empty()) return run_predict_text(*o);
     if (o->data.empty())
       throw ConfigError("predict: give --data FILE, --text TEXT or --question/--context");
