@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -30,6 +31,10 @@ void check_utf8(std::string_view text, const std::string& where);
 /// option, or "<stdin>:N"): DataError "<where>: invalid UTF-8 at byte K (0xNN)...". A text that is
 /// not UTF-8 cannot be tokenized, nor echoed in JSON output.
 void check_text_utf8(std::string_view text, const std::string& where);
+
+/// The non-empty lines of `in` (stdin, read to its end) without "\n" / "\r\n", each checked with
+/// check_text_utf8 as "<stdin>:N".
+std::vector<std::string> read_stdin_lines(std::istream& in);
 
 /// One line of a file without its "\n" / "\r\n", with its 1-based number.
 struct Line {

@@ -342,12 +342,7 @@ int run_predict_text(const PredictOptions& o) {
   // --text: one text, or with "-" one per stdin line (a tab before a pair's second text).
   std::vector<std::pair<std::string, std::optional<std::string>>> texts;
   if (o.text == "-") {
-    int64_t number = 0;
-    for (std::string line; std::getline(std::cin, line);) {
-      ++number;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.empty()) continue;
-      data::check_text_utf8(line, fmt::format("<stdin>:{}", number));
+    for (const auto& line : data::read_stdin_lines(std::cin)) {
       const auto tab = line.find('\t');
       if (tab == std::string::npos)
         texts.emplace_back(line, std::nullopt);

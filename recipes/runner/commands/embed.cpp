@@ -80,14 +80,7 @@ int run_similar(const SimilarCommand& o) {
   }
   if (!o.queries.empty()) {
     if (o.queries == "-") {
-      int64_t number = 0;
-      for (std::string line; std::getline(std::cin, line);) {
-        ++number;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.empty()) continue;
-        data::check_text_utf8(line, fmt::format("<stdin>:{}", number));
-        texts.push_back(line);
-      }
+      for (auto& line : data::read_stdin_lines(std::cin)) texts.push_back(std::move(line));
     } else {
       const auto file = data::read_text_file(o.queries);  // UTF-8 checked, naming line and column
       for (const auto& line : data::split_lines(file.text))
