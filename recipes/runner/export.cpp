@@ -76,6 +76,26 @@ YAML::Node task_from_config(const BertConfig& config, const std::string& source)
   return task;
 }
 
+/// Throws ConfigError where an export may not replace `out`: a file, or a directory that holds
+/// something and that no export wrote (no bertft_task.yaml): its files would be lost.
+void check_export_target(const fs::path& out) {
+  if (!fs::exists(out)) return;
+  if (!fs::is_directory(out))
+    throw ConfigError(fmt::format(
+        "{}: is a file; an export writes a directory there (give a new directory)", out.string()));
+  if (fs::is_empty(out) || fs::exists(out / kTaskFile)) return;
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(out)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  std::string listed;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) listed += (i ? ", " : "") + names[i];
+  if (names.size() > 3) listed += fmt::format(" and {} more", names.size() - 3);
+  throw ConfigError(fmt::format(
+      "{}: holds files that no export wrote ({}); an export replaces its directory whole, so "
+      "give a new or empty directory (or one an earlier export wrote)",
+      out.string(), listed));
+}
+
 }  // namespace
 
 void export_model(const fs::path& run_dir,
@@ -83,6 +103,7 @@ void export_model(const fs::path& run_dir,
                   const std::function<void()>& then) {
   // "dir/" names dir: the temporary directory and lock file go beside it.
   const auto out = out_dir.has_filename() ? out_dir : out_dir.parent_path();
+  check_export_target(out);
   TrialDir trial(run_dir);
   // A recipe's output.dir after `bertft train` without --out: the run is its train/.
   if (!SweepDir::holds_sweep(run_dir) && !TrialResult::read(trial) &&
@@ -118,6 +139,7 @@ void export_model(const fs::path& run_dir,
   const auto turn =
       FileLock::acquire(out.parent_path() / ("." + out.filename().string() + ".lock"));
   const auto tmp = out.parent_path() / (".tmp-" + out.filename().string());
+  check_export_target(out);  // again in this exporter's turn
   remove_tree(tmp);
   fs::create_directories(tmp);
   save_weights(tmp, to_hf_keys(weights, config.family()));

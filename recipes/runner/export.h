@@ -13,14 +13,16 @@
 namespace bert::recipes {
 
 /// Writes the best weights of a finished run in Hugging Face layout to `out` (replacing it
-/// atomically): config.json (architectures, id2label/label2id, problem_type, the checkpoint's
-/// other keys), model.safetensors (encoder "bert.*" plus the head under HF's names, in
-/// model.dtype), the tokenizer files, and bertft_task.yaml (task type, options and labels, so
-/// that bertft rebuilds the same adapter). `run_dir` is a trial directory (with result.json) or
-/// a sweep directory (its leaderboard's best trial). Throws ConfigError when nothing finished.
-/// Processes exporting to one `out` take turns (a lock file beside it, .<name>.lock), as two
-/// sweeps that complete together do; `then` runs after the export within the same turn (e.g.
-/// predictions from the exported model, which the next exporter would replace under them).
+/// atomically, where it is new, empty or an earlier export: a file or another directory with
+/// files in it is a ConfigError, before any work): config.json (architectures, id2label/label2id,
+/// problem_type, the checkpoint's other keys), model.safetensors (encoder "bert.*" plus the head
+/// under HF's names, in model.dtype), the tokenizer files, and bertft_task.yaml (task type, options
+/// and labels, so that bertft rebuilds the same adapter). `run_dir` is a trial directory (with
+/// result.json) or a sweep directory (its leaderboard's best trial). Throws ConfigError when
+/// nothing finished. Processes exporting to one `out` take turns (a lock file beside it,
+/// .<name>.lock), as two sweeps that complete together do; `then` runs after the export within the
+/// same turn (e.g. predictions from the exported model, which the next exporter would replace under
+/// them).
 void export_model(const std::filesystem::path& run_dir,
                   const std::filesystem::path& out,
                   const std::function<void()>& then = {});

@@ -184,6 +184,28 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   for (const auto& [name, tensor] : state_dict(*loaded.model))
     EXPECT_TRUE(torch::equal(tensor, state_dict(*from_config.model).at(name))) << name;
 
+  // An export replaces a directory whole: only a new or empty one, or one an export wrote. A
+  // file, or a directory of other files (here the export without its bertft_task.yaml: an HF
+  // model directory), is refused and left as it was.
+  const auto refused = [&](const std::filesystem::path& out, const std::string& expected) {
+    const auto message = testing::error_message([&] { recipes::export_model(trial.root(), out); });
+    EXPECT_NE(message.find(out.string() + ": " + expected), std::string::npos) << message;
+  };
+  refused(d / "exported",
+          "holds files that no export wrote (config.json, model.safetensors, "
+          "special_tokens_map.json and 3 more)");
+  EXPECT_TRUE(std::filesystem::exists(d / "exported" / "model.safetensors"));
+  refused(d / "dev.tsv", "is a file");
+  EXPECT_EQ(read_file(d / "dev.tsv"), texts_tsv());
+  std::filesystem::create_directories(d / "notes");
+  testing::write_bytes(d / "notes" / "notes.txt", "mine");
+  refused(d / "notes", "holds files that no export wrote (notes.txt)");
+  EXPECT_EQ(read_file(d / "notes" / "notes.txt"), "mine");
+  std::filesystem::create_directories(d / "empty");
+  recipes::export_model(trial.root(), d / "empty");
+  recipes::export_model(trial.root(), d / "empty");  // now an export's: replaced
+  EXPECT_TRUE(std::filesystem::exists(d / "empty" / "bertft_task.yaml"));
+
   // Scored by `score` through the registry.
   testing::write_bytes(d / "pred.txt", "short\nlong\nshort\nlong\nlong\nshort\nshort\nshort\n");
   recipes::ScoreOptions score;
