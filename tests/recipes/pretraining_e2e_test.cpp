@@ -221,6 +221,15 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
                    "--intermediate 64 --max-positions 32"),
             0)
       << last_log_;
+  // Never over a model already there: its weights would become random ones.
+  const auto weights = read_file(path("base") / "model.safetensors");
+  EXPECT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("base") + " --seed 3"), 2);
+  EXPECT_NE(last_log_.find("--out " + p("base") + ": already holds a model (config.json)"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_EQ(read_file(path("base") / "model.safetensors"), weights);
+  EXPECT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("vocab.txt")), 2);
+  EXPECT_NE(last_log_.find("is a file"), std::string::npos) << last_log_;
   testing::write_bytes(path("domain.txt"), "cat\nkinase\n##ase\nenzyme\n");
   ASSERT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
                    " --out " + p("grown")),
