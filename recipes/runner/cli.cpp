@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -161,6 +162,17 @@ tok::WordPieceOptions wordpiece_options(bool lowercase, tok::CasingCheck check) 
   options.normalizer.strip_accents = lowercase;
   options.check_casing = check;
   return options;
+}
+
+void check_out_holds_no_model(const std::string& out, const std::string& writes) {
+  namespace fs = std::filesystem;
+  if (fs::exists(out) && !fs::is_directory(out))
+    throw ConfigError(fmt::format("--out {}: is a file; {} into a directory", out, writes));
+  for (const auto* file : {"config.json", "model.safetensors", "model.safetensors.index.json",
+                           "pytorch_model.bin", "pytorch_model.bin.index.json"})
+    if (fs::exists(fs::path(out) / file))
+      throw ConfigError(fmt::format(
+          "--out {}: already holds a model ({}); {}, so give a new directory", out, file, writes));
 }
 
 std::pair<int, int> parse_shard(const std::string& text) {

@@ -63,6 +63,12 @@ tok::WordPieceOptions wordpiece_options(bool lowercase, tok::CasingCheck check);
 CLI::Validator non_negative();
 CLI::Validator positive();
 
+/// Throws ConfigError "--out <out>: ..." where a command that writes a new model or vocabulary
+/// (`writes`: what it writes, for the message) would break another: `out` is a file, or a
+/// directory that already holds a model (config.json or weights), whose weights and vocabulary
+/// would no longer belong together.
+void check_out_holds_no_model(const std::string& out, const std::string& writes);
+
 /// "i/N" of --shard.
 std::pair<int, int> parse_shard(const std::string& text);
 

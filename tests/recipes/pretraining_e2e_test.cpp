@@ -230,7 +230,16 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   EXPECT_EQ(read_file(path("base") / "model.safetensors"), weights);
   EXPECT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("vocab.txt")), 2);
   EXPECT_NE(last_log_.find("is a file"), std::string::npos) << last_log_;
+  // Nor a new vocabulary into a model's directory (its weights index the one there).
   testing::write_bytes(path("domain.txt"), "cat\nkinase\n##ase\nenzyme\n");
+  const auto vocab = read_file(path("base") / "vocab.txt");
+  EXPECT_EQ(bertft("vocab --out " + p("base") + " --vocab-size 40 " + p("domain.txt")), 2);
+  EXPECT_NE(last_log_.find("--out " + p("base") +
+                           ": already holds a model (config.json); vocab "
+                           "writes a new vocabulary"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_EQ(read_file(path("base") / "vocab.txt"), vocab);
   ASSERT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
                    " --out " + p("grown")),
             0)

@@ -1,12 +1,7 @@
 // `bertft new-model`.
 #include "recipes/runner/new_model.h"
 
-#include <fmt/format.h>
-
-#include <filesystem>
-
 #include "bert/checkpoint/pretrained_dir.h"
-#include "bert/common/error.h"
 #include "bert/common/log.h"
 #include "recipes/runner/command.h"
 
@@ -24,16 +19,7 @@ struct NewModelArgs {
 /// trained from scratch, and the tiny models of tests and the quickstart. Never over a model
 /// already there (a pretrained one's weights would become random) nor over a file.
 int run_new_model(const NewModelArgs& a) {
-  namespace fs = std::filesystem;
-  if (fs::exists(a.out) && !fs::is_directory(a.out))
-    throw ConfigError(fmt::format("--out {}: is a file; new-model writes a directory", a.out));
-  for (const auto* file : {"config.json", "model.safetensors", "model.safetensors.index.json",
-                           "pytorch_model.bin", "pytorch_model.bin.index.json"})
-    if (fs::exists(fs::path(a.out) / file))
-      throw ConfigError(fmt::format(
-          "--out {}: already holds a model ({}); new-model writes random weights, so give a new "
-          "directory",
-          a.out, file));
+  check_out_holds_no_model(a.out, "new-model writes random weights");
   const auto tokenizer = tok::WordPieceTokenizer::from_file(
       a.vocab, wordpiece_options(a.lowercase, tok::CasingCheck::kOff));
   BertConfig config;

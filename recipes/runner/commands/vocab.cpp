@@ -17,8 +17,10 @@ struct VocabArgs {
   bool lowercase = false;
 };
 
-/// `bertft vocab`: a WordPiece vocab.txt or a SentencePiece model trained on corpus files.
+/// `bertft vocab`: a WordPiece vocab.txt or a SentencePiece model trained on corpus files (never
+/// into a model's directory: its weights index the vocabulary there).
 int run_vocab(const VocabArgs& a) {
+  check_out_holds_no_model(a.out, "vocab writes a new vocabulary");
   const fs::path out(a.out);
   fs::create_directories(out);
   if (a.type == "sentencepiece") {
