@@ -390,10 +390,8 @@ bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe, bool* w
   const auto path = dir.recipe();
   const auto resolved = dump_recipe(with_expanded_paths(recipe));
   if (written != nullptr) *written = false;
-  if (fs::exists(path) &&
-      (read_file(path) == resolved || fs::absolute(path) == fs::absolute(recipe.file)))
-    return true;
   if (fs::exists(path)) {
+    if (read_file(path) == resolved || fs::absolute(path) == fs::absolute(recipe.file)) return true;
     const auto error = never_trained(dir);
     if (!error) return false;
     log::info("{}: replaced by the recipe given (the run there failed before training: {})",
