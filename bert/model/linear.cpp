@@ -2,6 +2,9 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -45,7 +48,12 @@ bool int8_reduced_range() {
              !detail::onednn_isa_has(dnnl::cpu_isa::avx2_vnni);
     }
 #endif
-    return !__builtin_cpu_supports("avx512vnni") && !__builtin_cpu_supports("avxvnni");
+    // AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4, read here because clang 14's
+    // __builtin_cpu_supports does not know "avxvnni" (the fuzz build); AVX2 usable (OS state).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool avx_vnni = __builtin_cpu_supports("avx2") &&
+                          __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 4) & 1u);
+    return !__builtin_cpu_supports("avx512vnni") && !avx_vnni;
 #else
     return false;
 #endif
