@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/common/threads.h"
 #include "bert/common/yaml.h"
@@ -173,6 +174,36 @@ void check_out_holds_no_model(const std::string& out, const std::string& writes)
     if (fs::exists(fs::path(out) / file))
       throw ConfigError(fmt::format(
           "--out {}: already holds a model ({}); {}, so give a new directory", out, file, writes));
+}
+
+void write_model_dir(const std::string& out,
+                     const std::function<void(const std::filesystem::path& dir)>& write) {
+  namespace fs = std::filesystem;
+  // "dir/" names dir: the staging directory goes beside it.
+  fs::path target(out);
+  if (!target.has_filename()) target = target.parent_path();
+  const auto staging = target.parent_path() / (".tmp-" + target.filename().string());
+  remove_tree(staging);  // left by a run that died
+  fs::create_directories(staging);
+  try {
+    write(staging);
+  } catch (...) {
+    std::error_code ignored;
+    remove_tree(staging, ignored);
+    throw;
+  }
+  if (!fs::exists(target)) {
+    fs::rename(staging, target);
+    return;
+  }
+  // A directory with the user's other files: ours move in, config.json (what makes it a
+  // model) last.
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(staging)) files.push_back(entry.path());
+  std::stable_partition(files.begin(), files.end(),
+                        [](const fs::path& f) { return f.filename() != "config.json"; });
+  for (const auto& file : files) fs::rename(file, target / file.filename());
+  remove_tree(staging);
 }
 
 std::pair<int, int> parse_shard(const std::string& text) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <utility>
@@ -68,6 +69,13 @@ CLI::Validator positive();
 /// directory that already holds a model (config.json or weights), whose weights and vocabulary
 /// would no longer belong together.
 void check_out_holds_no_model(const std::string& out, const std::string& writes);
+
+/// Writes a model directory to `out` as one step: `write` fills a staging directory beside it
+/// (".tmp-<name>"), which then becomes `out` (renamed where `out` is new; its files moved in,
+/// config.json last, where `out` is a directory already). A failure in `write` removes the
+/// staging directory and leaves `out` as it was, so a rerun finds no half-written model there.
+void write_model_dir(const std::string& out,
+                     const std::function<void(const std::filesystem::path& dir)>& write);
 
 /// "i/N" of --shard.
 std::pair<int, int> parse_shard(const std::string& text);

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 
+#include "bert/common/file_util.h"
+#include "recipes/runner/command.h"
 #include "tests/support/test_support.h"
 
 namespace bert::recipes {
@@ -17,6 +21,41 @@ class CliTest : public ::testing::Test {
   }
   testing::TempDir dir_;
 };
+
+// new-model and extend-vocab write their model through write_model_dir: whole or not at all,
+// beside the user's own files, over what a run that died left in the staging directory.
+TEST_F(CliTest, AModelDirectoryIsWrittenWholeOrNotAtAll) {
+  namespace fs = std::filesystem;
+  const auto out = dir_.path() / "model", staging = dir_.path() / ".tmp-model";
+  const auto fail_midway = [](const fs::path& d) {
+    testing::write_bytes(d / "model.safetensors", "half");
+    throw std::runtime_error("disk full");
+  };
+  EXPECT_THROW(write_model_dir(out.string(), fail_midway), std::runtime_error);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(staging));
+
+  fs::create_directories(staging);
+  testing::write_bytes(staging / "stale.bin", "from a run that died");
+  write_model_dir(out.string() + "/", [](const fs::path& d) {
+    testing::write_bytes(d / "config.json", "{}");
+    testing::write_bytes(d / "vocab.txt", "a\n");
+  });
+  EXPECT_EQ(read_file(out / "config.json"), "{}");
+  EXPECT_FALSE(fs::exists(out / "stale.bin"));
+  EXPECT_FALSE(fs::exists(staging));
+
+  const auto notes = dir_.path() / "notes";
+  fs::create_directories(notes);
+  testing::write_bytes(notes / "README.md", "mine");
+  EXPECT_THROW(write_model_dir(notes.string(), fail_midway), std::runtime_error);
+  EXPECT_EQ(std::distance(fs::directory_iterator(notes), fs::directory_iterator()), 1);
+  write_model_dir(notes.string(),
+                  [](const fs::path& d) { testing::write_bytes(d / "config.json", "{}"); });
+  EXPECT_EQ(read_file(notes / "README.md"), "mine");
+  EXPECT_EQ(read_file(notes / "config.json"), "{}");
+  EXPECT_FALSE(fs::exists(dir_.path() / ".tmp-notes"));
+}
 
 TEST_F(CliTest, AnUnknownCommandSuggestsTheNearestAndExits2) {
   const auto run = bertft("trian recipe.yaml");
@@ -58,7 +97,7 @@ TEST_F(CliTest, ADeviceThisProcessCannotUseIsAUsageErrorNamingTheOption) {
   const std::string lacks = gpus == 0 ? "--device: 'cuda', but LibTorch sees no CUDA GPU here"
                                       : "--device: '" + missing_gpu + "', but LibTorch sees " +
                                             std::to_string(gpus) + " CUDA GPU(s)";
-  for (const std::string command :
+  for (const std::string& command :
        {"predict --model " + model + " --text hello",
         "embed --model " + model + " --data " + (dir_.path() / "texts.txt").string() +
             " --out e.npy",

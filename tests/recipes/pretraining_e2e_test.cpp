@@ -273,6 +273,33 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   const auto e = tokenizer->encode("the kinase");
   EXPECT_EQ(e.ids, (std::vector<int64_t>{2, 5, 10, 3}));
 
+  // Never over a model, its own directory included: the grown one goes to a new directory.
+  const auto base_weights = read_file(path("base") / "model.safetensors");
+  EXPECT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
+                   " --out " + p("base")),
+            2);
+  EXPECT_NE(last_log_.find("--out " + p("base") +
+                           ": already holds a model (config.json); extend-vocab writes the "
+                           "grown model"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_EQ(read_file(path("base") / "vocab.txt"), before);
+  EXPECT_EQ(read_file(path("base") / "model.safetensors"), base_weights);
+  EXPECT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
+                   " --out " + p("grown")),
+            2);
+  // A directory with the user's own files takes the model beside them, moved in whole.
+  fs::create_directories(path("notes"));
+  testing::write_bytes(path("notes") / "README.md", "mine\n");
+  ASSERT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
+                   " --out " + p("notes")),
+            0)
+      << last_log_;
+  EXPECT_EQ(read_file(path("notes") / "README.md"), "mine\n");
+  EXPECT_EQ(read_file(path("notes") / "vocab.txt"), read_file(path("grown") / "vocab.txt"));
+  EXPECT_FALSE(fs::exists(path(".tmp-notes")));
+  EXPECT_FALSE(fs::exists(path(".tmp-grown")));
+
   // Added tokens after vocab.txt would be renumbered by appending to it: refused.
   testing::write_bytes(path("grown") / "added_tokens.json", R"({"[ENT]": 13})");
   EXPECT_EQ(bertft("extend-vocab --model " + p("grown") + " --tokens " + p("domain.txt") +

@@ -39,12 +39,13 @@ void write_grown(const PretrainedDir& dir,
   TensorMap weights = read_weights(dir.weights);
   grow_vocabulary(weights, config.vocab_size(), new_size);
   config.vocab_size(new_size);
-  fs::create_directories(out);
-  save_weights(out, weights);
-  save_config(
-      out, config,
-      config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
-  tokenizer.save(out);
+  write_model_dir(out, [&](const fs::path& staging) {
+    save_weights(staging, weights);
+    save_config(
+        staging, config,
+        config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
+    tokenizer.save(staging);
+  });
 }
 
 /// A checkpoint whose tokenizer takes added tokens beside its vocabulary file (byte-level BPE:
@@ -98,6 +99,8 @@ int extend_with_added_tokens(
 int run_extend_vocab(const std::string& model,
                      const std::string& tokens_file,
                      const std::string& out_dir) {
+  // Never over a model (its own directory included): the grown one is written beside it.
+  check_out_holds_no_model(out_dir, "extend-vocab writes the grown model");
   const auto dir = PretrainedDir::find(model);
   if (!dir.vocab && !dir.bpe_vocab && !dir.sentencepiece)
     throw ConfigError(fmt::format(
@@ -156,22 +159,20 @@ int run_extend_vocab(const std::string& model,
   TensorMap weights = read_weights(dir.weights);
   grow_vocabulary(weights, config.vocab_size(), static_cast<int64_t>(vocab.size()));
   config.vocab_size(static_cast<int64_t>(vocab.size()));
-  const fs::path out(out_dir);
-  fs::create_directories(out);
-  std::string text;
-  for (const auto& token : vocab) text += token + "\n";
-  write_file_atomic(out / "vocab.txt", text);
-  for (const auto* file : {"tokenizer_config.json", "special_tokens_map.json"})
-    if (fs::exists(dir.dir / file) && fs::absolute(dir.dir) != fs::absolute(out))
-      fs::copy_file(dir.dir / file, out / file, fs::copy_options::overwrite_existing);
-  fs::remove(out / "tokenizer.json");  // stale; written again below
-  save_weights(out, weights);
-  save_config(
-      out, config,
-      config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
-  tok::load_tokenizer(PretrainedDir::find(out), config.vocab_size())->save(out);
-  log::info("[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {}",
-            out.string(), added, present, vocab.size() - added, vocab.size());
+  write_model_dir(out_dir, [&](const fs::path& staging) {
+    std::string text;
+    for (const auto& token : vocab) text += token + "\n";
+    write_file_atomic(staging / "vocab.txt", text);
+    for (const auto* file : {"tokenizer_config.json", "special_tokens_map.json"})
+      if (fs::exists(dir.dir / file)) fs::copy_file(dir.dir / file, staging / file);
+    save_weights(staging, weights);
+    save_config(
+        staging, config,
+        config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
+    tok::load_tokenizer(PretrainedDir::find(staging), config.vocab_size())->save(staging);
+  });
+  log::info("[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {}", out_dir,
+            added, present, vocab.size() - added, vocab.size());
   return 0;
 }
 }  // namespace
@@ -187,7 +188,9 @@ CommandRun setup_extend_vocab(CLI::App& app, const GlobalOptions&) {
                  "present are skipped)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--out", a->out, "Output directory")->required();
+  app.add_option("--out", a->out,
+                 "New output directory (not a model's; the grown model goes there)")
+      ->required();
   return [a] { return run_extend_vocab(a->model, a->tokens, a->out); };
 }
 

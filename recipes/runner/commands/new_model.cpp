@@ -17,7 +17,8 @@ struct NewModelArgs {
 
 /// A randomly initialised BertForPreTraining (HF's init) in HF layout: the start of a model
 /// trained from scratch, and the tiny models of tests and the quickstart. Never over a model
-/// already there (a pretrained one's weights would become random) nor over a file.
+/// already there (a pretrained one's weights would become random) nor over a file; written
+/// whole or not at all.
 int run_new_model(const NewModelArgs& a) {
   check_out_holds_no_model(a.out, "new-model writes random weights");
   const auto tokenizer = tok::WordPieceTokenizer::from_file(
@@ -29,10 +30,12 @@ int run_new_model(const NewModelArgs& a) {
       .num_attention_heads(a.heads)
       .intermediate_size(a.intermediate)
       .max_position_embeddings(a.max_positions);
-  write_random_model(a.out, config, *tokenizer, a.seed);
   int64_t params = 0;
-  for (const auto& [name, t] : read_weights(PretrainedDir::find(a.out).weights))
-    params += t.numel();
+  write_model_dir(a.out, [&](const std::filesystem::path& dir) {
+    write_random_model(dir, config, *tokenizer, a.seed);
+    for (const auto& [name, t] : read_weights(PretrainedDir::find(dir).weights))
+      params += t.numel();
+  });
   log::info("[new-model] {}: vocab {} | hidden {} | layers {} | heads {} | {:.2f} M parameters",
             a.out, config.vocab_size(), a.hidden, a.layers, a.heads,
             static_cast<double>(params) / 1e6);
