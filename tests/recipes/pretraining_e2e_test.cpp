@@ -318,6 +318,54 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   EXPECT_FALSE(fs::exists(path("grown3")));
 }
 
+// pretrain-data replaces its --out whole: shards of an earlier, larger run would otherwise be
+// trained on beside the new ones. A directory with other files, or a file, is refused before
+// any work; a failed run leaves the earlier shards as they were.
+TEST_F(PretrainingEndToEnd, PretrainDataReplacesEarlierShardsAndNothingElse) {
+  GeneratedLanguage language(3);
+  testing::write_bytes(path("train.txt"), language.corpus(60));
+  const auto p = [&](const std::string& name) { return path(name).string(); };
+  ASSERT_EQ(
+      bertft("vocab " + p("train.txt") + " --out " + p("vocab") + " --vocab-size 200 --lowercase"),
+      0)
+      << last_log_;
+  const auto shards = [&](const std::string& more) {
+    return bertft("pretrain-data " + p("train.txt") + " --lowercase --vocab " +
+                  p("vocab/vocab.txt") + " --max-seq-length 32 --max-predictions-per-seq 5 --out " +
+                  p("shards") + " " + more);
+  };
+  const auto count = [&] {
+    int n = 0;
+    for (const auto& entry : fs::directory_iterator(path("shards")))
+      n += entry.path().extension() == ".bin";
+    return n;
+  };
+  ASSERT_EQ(shards("--instances-per-shard 10"), 0) << last_log_;
+  const int many = count();
+  ASSERT_GT(many, 2);
+  ASSERT_EQ(shards("--instances-per-shard 100000"), 0) << last_log_;
+  EXPECT_EQ(count(), 1);
+  EXPECT_EQ(json::parse(read_file(path("shards") / "stats.json"))["shards"], 1);
+  EXPECT_FALSE(fs::exists(path(".tmp-shards")));
+
+  const auto stats = read_file(path("shards") / "stats.json");
+  EXPECT_EQ(shards("--max-seq-length 0"), 2);  // a failed run: the shards there stay
+  EXPECT_EQ(read_file(path("shards") / "stats.json"), stats);
+  EXPECT_EQ(count(), 1);
+
+  testing::write_bytes(path("shards") / "notes.md", "mine\n");
+  EXPECT_EQ(shards(""), 2);
+  EXPECT_NE(last_log_.find("--out " + p("shards") +
+                           ": holds files that pretrain-data did not write (notes.md)"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_EQ(read_file(path("shards") / "notes.md"), "mine\n");
+  EXPECT_EQ(bertft("pretrain-data " + p("train.txt") + " --vocab " + p("vocab/vocab.txt") +
+                   " --out " + p("train.txt")),
+            2);
+  EXPECT_NE(last_log_.find("is a file"), std::string::npos) << last_log_;
+}
+
 /// The base models of `before` and `after` (its vocabulary grown) load strictly and give the
 /// same hidden states for `ids` (old tokens only).
 void expect_same_hidden_states(const fs::path& before,

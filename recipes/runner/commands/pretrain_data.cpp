@@ -1,8 +1,15 @@
 // `bertft pretrain-data`.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/tokenizer/factory.h"
 #include "data/corpus.h"
@@ -20,8 +27,44 @@ struct PretrainDataArgs {
   tasks::PretrainingDataOptions options;
 };
 
-/// `bertft pretrain-data`: corpus files -> instance shards + stats.json.
+namespace fs = std::filesystem;
+
+/// Whether `name` is a file pretrain-data writes (the trainer reads every instances-*.bin of
+/// a directory, so stale shards of an earlier corpus would be trained on too).
+bool written_by_pretrain_data(const std::string& name) {
+  return name == "stats.json" || (name.rfind("instances-", 0) == 0 && name.size() > 14 &&
+                                  name.compare(name.size() - 4, 4, ".bin") == 0);
+}
+
+/// Throws ConfigError where the shards may not replace `out` whole: a file, or a directory
+/// with anything pretrain-data did not write (named, the first three).
+void check_shard_target(const fs::path& out) {
+  if (!fs::exists(out)) return;
+  if (!fs::is_directory(out))
+    throw ConfigError(fmt::format("--out {}: is a file; pretrain-data writes a directory of shards",
+                                  out.string()));
+  std::vector<std::string> others;
+  for (const auto& entry : fs::directory_iterator(out))
+    if (const auto name = entry.path().filename().string(); !written_by_pretrain_data(name))
+      others.push_back(name);
+  if (others.empty()) return;
+  std::sort(others.begin(), others.end());
+  std::string listed;
+  for (size_t i = 0; i < others.size() && i < 3; ++i) listed += (i ? ", " : "") + others[i];
+  if (others.size() > 3) listed += fmt::format(" and {} more", others.size() - 3);
+  throw ConfigError(fmt::format(
+      "--out {}: holds files that pretrain-data did not write ({}); the shards replace their "
+      "directory whole, so give a new or empty directory (or one of earlier shards)",
+      out.string(), listed));
+}
+
+/// `bertft pretrain-data`: corpus files -> instance shards + stats.json, replacing `out`
+/// whole (an earlier run's shards would otherwise stay beside the new ones) once all are
+/// written in a staging directory beside it.
 int run_pretrain_data(const PretrainDataArgs& a) {
+  fs::path out(a.out);
+  if (!out.has_filename()) out = out.parent_path();  // "dir/" names dir
+  check_shard_target(out);
   std::unique_ptr<tok::Tokenizer> tokenizer;
   if (a.model.empty() == a.vocab.empty())
     throw ConfigError("pretrain-data: give exactly one of --model and --vocab");
@@ -43,8 +86,20 @@ int run_pretrain_data(const PretrainDataArgs& a) {
   if (documents.empty()) throw DataError("pretrain-data: the corpus has no text");
   const auto instances = tasks::create_instances(documents, a.options, tokenizer->special_tokens(),
                                                  tokenizer->vocab_size());
-  const auto stats = tasks::write_instance_shards(instances, a.out, a.options,
-                                                  tokenizer->special_tokens().mask_id);
+  const auto staging = out.parent_path() / (".tmp-" + out.filename().string());
+  remove_tree(staging);  // left by a run that died
+  tasks::InstanceStats stats;
+  try {
+    stats = tasks::write_instance_shards(instances, staging, a.options,
+                                         tokenizer->special_tokens().mask_id);
+  } catch (...) {
+    std::error_code ignored;
+    remove_tree(staging, ignored);
+    throw;
+  }
+  check_shard_target(out);  // again: the user may have put something there meanwhile
+  remove_tree(out);
+  fs::rename(staging, out);
   fmt::print("{}\n", stats.to_json().dump(1));
   return 0;
 }
@@ -61,7 +116,9 @@ CommandRun setup_pretrain_data(CLI::App& app, const GlobalOptions&) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--vocab", a->vocab, "WordPiece vocab.txt")->check(CLI::ExistingFile);
   app.add_flag("--lowercase", a->lowercase, "With --vocab: uncased");
-  app.add_option("--out", a->out, "Output directory")->required();
+  app.add_option("--out", a->out,
+                 "Output directory (replaced whole: new, empty, or earlier shards)")
+      ->required();
   app.add_option("--tokenizer-threads", a->tokenizer_threads, "Tokenizer threads (0 = all)");
   auto& po = a->options;
   app.add_option("--max-seq-length", po.max_seq_length, "Tokens per instance");
