@@ -318,6 +318,33 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   EXPECT_FALSE(fs::exists(path("grown3")));
 }
 
+// convert writes safetensors (sharded on request) into a new directory, never over a model,
+// the source's own included (its first weights file found would still be loaded).
+TEST_F(PretrainingEndToEnd, ConvertWritesANewDirectoryNeverAModels) {
+  testing::write_bytes(path("vocab.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n");
+  const auto p = [&](const std::string& name) { return path(name).string(); };
+  ASSERT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("base") +
+                   " --hidden 32 --layers 1 --heads 2 --intermediate 64 --max-positions 32"),
+            0)
+      << last_log_;
+  ASSERT_EQ(bertft("convert " + p("base") + " --out " + p("sharded") + " --shard-size 0.01"), 0)
+      << last_log_;
+  EXPECT_TRUE(fs::exists(path("sharded") / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(path(".tmp-sharded")));
+  ASSERT_EQ(bertft("inspect " + p("sharded") + " --strict"), 0) << last_log_;
+  const auto weights = read_file(path("base") / "model.safetensors");
+  for (const auto* out : {"base", "sharded"}) {
+    EXPECT_EQ(bertft("convert " + p("base") + " --out " + p(out) + " --shard-size 0.01"), 2);
+    EXPECT_NE(last_log_.find("--out " + p(out) +
+                             ": already holds a model (config.json); "
+                             "convert writes the converted model"),
+              std::string::npos)
+        << last_log_;
+  }
+  EXPECT_EQ(read_file(path("base") / "model.safetensors"), weights);
+  EXPECT_FALSE(fs::exists(path("base") / "model.safetensors.index.json"));
+}
+
 // pretrain-data replaces its --out whole: shards of an earlier, larger run would otherwise be
 // trained on beside the new ones. A directory with other files, or a file, is refused before
 // any work; a failed run leaves the earlier shards as they were.

@@ -11,7 +11,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// `bertft convert`: any weights format -> safetensors (sharded above `shard_mb`), with the
+/// config and tokenizer, into a new directory: never over a model (the source's own included:
+/// two weights files there, the first found would win), written whole or not at all.
 int run_convert(const std::string& model_dir, const std::string& out, double shard_mb) {
+  check_out_holds_no_model(out, "convert writes the converted model");
   const auto dir = PretrainedDir::find(model_dir);
   const auto config = BertConfig::from_file(dir.config);
   TensorMap tensors = read_weights(dir.weights);
@@ -20,15 +24,15 @@ int run_convert(const std::string& model_dir, const std::string& out, double sha
     if (tensors.count(target)) tensors.erase(alias);
   for (auto it = tensors.begin(); it != tensors.end();)
     it = is_legacy_buffer_key(it->first) ? tensors.erase(it) : std::next(it);
-  const fs::path out_dir(out);
-  fs::create_directories(out_dir);
-  save_weights(out_dir, tensors, static_cast<int64_t>(shard_mb * (1 << 20)));
-  const std::string architecture =
-      config.architectures().empty() ? "BertModel" : config.architectures().front();
-  save_config(out_dir, config, architecture);
-  if (dir.vocab || dir.sentencepiece) tok::load_tokenizer(dir, config.vocab_size())->save(out_dir);
-  log::info("[convert] {} -> {}: {} tensors", dir.weights.string(), out_dir.string(),
-            tensors.size());
+  write_model_dir(out, [&](const fs::path& staging) {
+    save_weights(staging, tensors, static_cast<int64_t>(shard_mb * (1 << 20)));
+    const std::string architecture =
+        config.architectures().empty() ? "BertModel" : config.architectures().front();
+    save_config(staging, config, architecture);
+    if (dir.vocab || dir.sentencepiece)
+      tok::load_tokenizer(dir, config.vocab_size())->save(staging);
+  });
+  log::info("[convert] {} -> {}: {} tensors", dir.weights.string(), out, tensors.size());
   return 0;
 }
 }  // namespace
@@ -40,7 +44,7 @@ CommandRun setup_convert(CLI::App& app, const GlobalOptions&) {
   };
   auto a = std::make_shared<Args>();
   app.add_option("model", a->dir, "Model directory")->required()->check(CLI::ExistingDirectory);
-  app.add_option("--out", a->out, "Output directory")->required();
+  app.add_option("--out", a->out, "New output directory (not a model's)")->required();
   app.add_option("--shard-size", a->shard_mb, "Shard above this many MiB (0 = one file)")
       ->check(non_negative());
   return [a] { return run_convert(a->dir, a->out, a->shard_mb); };
