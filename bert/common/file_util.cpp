@@ -106,4 +106,16 @@ void remove_tree(const std::filesystem::path& path) {
                             error.message()));
 }
 
+void check_out_is_not_input(
+    const std::filesystem::path& out,
+    const std::string& option,
+    const std::vector<std::pair<std::string, std::filesystem::path>>& inputs) {
+  std::error_code error;  // a path that does not exist is no input
+  for (const auto& [input_option, input] : inputs)
+    if (!input.empty() && std::filesystem::equivalent(out, input, error))
+      throw ConfigError(fmt::format(
+          "{} {}: is the input {} ({}); writing there would replace it, so give another file",
+          option, out.string(), input_option, input.string()));
+}
+
 }  // namespace bert

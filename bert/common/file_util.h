@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace bert {
 
@@ -25,5 +27,13 @@ void remove_tree(const std::filesystem::path& path);
 
 /// The same, errors returned in `error` rather than thrown (cleanup that must not throw).
 void remove_tree(const std::filesystem::path& path, std::error_code& error) noexcept;
+
+/// Throws ConfigError "<option> <out>: is the input <input option> (<path>); ..." where
+/// writing `out` would replace one of `inputs` (option name, path): the same file through any
+/// path or link. Called before the work, so no input is lost to its own output.
+void check_out_is_not_input(
+    const std::filesystem::path& out,
+    const std::string& option,
+    const std::vector<std::pair<std::string, std::filesystem::path>>& inputs);
 
 }  // namespace bert

@@ -223,20 +223,27 @@ void predict_split(const fs::path& model_dir,
                    const data::DataSpec& spec,
                    const std::string& out,
                    const PredictOptions& o) {
+  const auto to_stdout = out.empty() || out == "-";
+  if (!to_stdout) check_out_is_not_input(out, "--out", {{"--data", spec.path}});
   auto m = load_finetuned(model_dir);
   const auto [features, outputs] = predict_spec(m, spec, o);
   const auto files = m.adapter->prediction_files(*features, outputs, o.logits);
+  const auto file_path = [&](const std::string& suffix) {
+    const fs::path main = out;
+    return suffix.empty() ? main : main.parent_path() / (main.stem().string() + suffix);
+  };
+  for (const auto& [suffix, text] : files)  // the files beside --out too, before any is written
+    if (!to_stdout) check_out_is_not_input(file_path(suffix), "--out", {{"--data", spec.path}});
   for (const auto& [suffix, text] : files) {
-    if (suffix.empty() && (out.empty() || out == "-")) {
+    if (suffix.empty() && to_stdout) {
       std::cout << text;
       continue;
     }
-    if (out.empty() || out == "-") {
+    if (to_stdout) {
       log::info("[predict] {} not written: it goes beside an --out file", suffix.substr(1));
       continue;
     }
-    const fs::path main = out;
-    const auto path = suffix.empty() ? main : main.parent_path() / (main.stem().string() + suffix);
+    const auto path = file_path(suffix);
     write_file_atomic(path, text);
     log::info("[predict] {} -> {}", suffix.empty() ? "predictions" : suffix.substr(1),
               path.string());

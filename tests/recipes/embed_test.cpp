@@ -252,6 +252,32 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
   not_utf8("--queries -", "<stdin>:2: invalid UTF-8 at byte 1 (0xFF)", bad_queries);
 }
 
+// --out never replaces --data (a .jsonl of texts and its embeddings look alike), nor does the
+// ids file beside a .npy; refused before the model or the texts are read.
+TEST_F(EmbedTest, TheOutputNeverReplacesTheInput) {
+  const auto texts = dir_.path() / "texts.jsonl";
+  const std::string content = "{\"text\": \"a text\"}\n";
+  testing::write_bytes(texts, content);
+  const auto run = [&](const std::string& data, const std::string& out) {
+    return testing::run_bertft(
+        "embed --model " + dir_.path().string() + " --data " + data + " --out " + out,
+        dir_.path() / "same.log");
+  };
+  const auto same = run(texts.string(), (dir_.path() / "." / "texts.jsonl").string());
+  EXPECT_EQ(same.code, 2) << same.output;
+  EXPECT_NE(same.output.find("texts.jsonl: is the input --data (" + texts.string() +
+                             "); writing there would replace it"),
+            std::string::npos)
+      << same.output;
+  const auto ids = dir_.path() / "vectors.npy.ids.txt";
+  testing::write_bytes(ids, "a text\n");
+  const auto beside = run(ids.string(), (dir_.path() / "vectors.npy").string());
+  EXPECT_EQ(beside.code, 2) << beside.output;
+  EXPECT_NE(beside.output.find("--out's ids"), std::string::npos) << beside.output;
+  EXPECT_EQ(read_file(texts), content);
+  EXPECT_EQ(read_file(ids), "a text\n");
+}
+
 // --precision int8 (dynamic int8 projections) and bf16: close to the fp32 vectors, and an index
 // made in int8 has its queries encoded in int8 too (the precision is kept in the file).
 TEST_F(EmbedTest, Int8AndBf16VectorsStayCloseAndSimilarUsesTheIndexPrecision) {

@@ -201,6 +201,13 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
                    pairs.string() + " --out " + (dir_.path() / "pairs_pred.jsonl").string()),
             0)
       << last_log_;
+  // --out never replaces --data (both JSON lines here): refused before the model runs.
+  const auto pairs_text = read_file(pairs);
+  EXPECT_EQ(bertft("predict --model " + (runs / "best_model").string() + " --data " +
+                   pairs.string() + " --out " + pairs.string()),
+            2);
+  EXPECT_NE(last_log_.find("is the input --data"), std::string::npos) << last_log_;
+  EXPECT_EQ(read_file(pairs), pairs_text);
   std::istringstream lines(read_file(dir_.path() / "pairs_pred.jsonl"));
   std::string line;
   std::vector<json> rows;
@@ -313,6 +320,15 @@ TEST_F(EndToEndTest, SquadV2TrainExportPredictScoreChain) {
       << last_log_;
   const auto na_probs = dir_.path() / "squad2-pred.na_probs.json";
   ASSERT_TRUE(fs::exists(na_probs)) << last_log_;
+  // Nor does a file written beside --out (the no-answer probabilities), before any is written.
+  const auto gold_named_so = dir_.path() / "q.na_probs.json";
+  fs::copy_file(small, gold_named_so);
+  EXPECT_EQ(bertft("predict --model " + model.string() + " --data " + gold_named_so.string() +
+                   " --out " + (dir_.path() / "q.json").string()),
+            2);
+  EXPECT_NE(last_log_.find("q.na_probs.json: is the input --data"), std::string::npos) << last_log_;
+  EXPECT_FALSE(fs::exists(dir_.path() / "q.json"));
+  EXPECT_EQ(read_file(gold_named_so), read_file(small));
   EXPECT_EQ(json::parse(read_file(na_probs)).size(), json::parse(read_file(predicted)).size());
   ASSERT_EQ(bertft("score --task question_answering --data " + small.string() + " --predictions " +
                    predicted.string() + " --na-probs " + na_probs.string()),

@@ -33,6 +33,9 @@ int run_embed(const EmbedCommand& o) {
   if (ext != ".safetensors" && ext != ".npy" && ext != ".jsonl")  // before hours of encoding
     throw ConfigError("--out " + o.out +
                       ": embeddings are written as .safetensors, .npy or .jsonl");
+  check_out_is_not_input(o.out, "--out", {{"--data", o.data}});
+  if (ext == ".npy")
+    check_out_is_not_input(o.out + ".ids.txt", "--out's ids", {{"--data", o.data}});
   data::DataSpec spec;
   spec.path = o.data;
   spec.format = parse_enum<data::DataFormat>(o.format).value_or(data::DataFormat::kAuto);
