@@ -1,12 +1,18 @@
 #include "bert/common/yaml.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "bert/common/strings.h"
 
 namespace bert {
@@ -39,6 +45,73 @@ std::string location(const std::string& file, const YAML::Mark& mark) {
   return fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
 }
 
+/// Refuses a mapping that repeats a key, reading the parser's events (so aliases are not
+/// expanded): yaml-cpp keeps both pairs and a lookup finds one, so the other value, often the
+/// one the user meant, would be ignored without a word.
+class DuplicateKeyCheck : public YAML::EventHandler {
+ public:
+  explicit DuplicateKeyCheck(std::string file) : file_(std::move(file)) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override { node_done(); }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { node_done(); }
+  void OnScalar(const YAML::Mark& mark,
+                const std::string&,
+                YAML::anchor_t,
+                const std::string& value) override {
+    if (!open_.empty() && open_.back().map && open_.back().key_next) {
+      const auto [first, fresh] = open_.back().keys.emplace(value, mark);
+      if (!fresh)
+        throw ConfigError(fmt::format(
+            "{}: duplicate key '{}' (also at line {}); YAML would keep one value and ignore the "
+            "other",
+            location(file_, mark), clip(value), first->second.line + 1));
+    }
+    node_done();
+  }
+  void OnSequenceStart(const YAML::Mark&,
+                       const std::string&,
+                       YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    open_.push_back({false});
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark&,
+                  const std::string&,
+                  YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    open_.push_back({true});
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Open {
+    bool map = false;
+    bool key_next = true;
+    std::unordered_map<std::string, YAML::Mark> keys;
+  };
+  /// A whole node was read: in a mapping, a key is followed by its value and a value by a key.
+  void node_done() {
+    if (!open_.empty() && open_.back().map) open_.back().key_next = !open_.back().key_next;
+  }
+  void close() {
+    open_.pop_back();
+    node_done();
+  }
+  std::string file_;
+  std::vector<Open> open_;
+};
+
+/// The first document of `text`, after DuplicateKeyCheck; YAML::Exception on bad syntax.
+YAML::Node load_checked(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DuplicateKeyCheck check(name);
+  parser.HandleNextDocument(check);
+  return YAML::Load(text);
+}
+
 }  // namespace
 
 void ErrorList::throw_if_any() const {
@@ -64,8 +137,9 @@ YamlReader::YamlReader(YAML::Node node, std::string file, std::string path)
 YamlReader YamlReader::load_file(const std::filesystem::path& file) {
   if (!std::filesystem::exists(file))
     throw ConfigError(fmt::format("{}: no such file", file.string()));
+  const auto text = read_file(file);
   try {
-    return YamlReader(YAML::LoadFile(file.string()), file.string());
+    return YamlReader(load_checked(text, file.string()), file.string());
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: {}", location(file.string(), e.mark), e.msg));
   }
@@ -73,7 +147,7 @@ YamlReader YamlReader::load_file(const std::filesystem::path& file) {
 
 YamlReader YamlReader::load_string(const std::string& text, const std::string& name) {
   try {
-    return YamlReader(YAML::Load(text), name);
+    return YamlReader(load_checked(text, name), name);
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: {}", location(name, e.mark), e.msg));
   }

@@ -180,6 +180,30 @@ TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
   EXPECT_EQ(load_recipe(write(text3)).model.pretrained, dir_.path() / "model");
 }
 
+// A key given twice in one mapping is an error naming both lines: YAML would keep one value and
+// drop the other without a word (often the one meant). The same key
+// in other mappings, and aliases (not expanded to look), are fine.
+TEST_F(RecipeTest, AKeyGivenTwiceInAMappingNamesBothLines) {
+  auto text = good();
+  text.replace(text.find("sweep:"), 0, "training:\n  epochs: 3\n");
+  const auto e = problems_of([&] { load_recipe(write(text)); });
+  EXPECT_NE(e.find("recipe.yaml:12:1: duplicate key 'training' (also at line 9)"),
+            std::string::npos)
+      << e;
+  auto inner = good();
+  inner.replace(inner.find("  batch_size: 2\n"), 0, "  epochs: 3\n");
+  const auto e2 = problems_of([&] { load_recipe(write(inner)); });
+  EXPECT_NE(e2.find("recipe.yaml:11:3: duplicate key 'epochs' (also at line 10)"),
+            std::string::npos)
+      << e2;
+  auto aliases = good();
+  aliases.replace(aliases.find("    epochs: [1, 2]\n"), 19, "    epochs: &s [1, 2]\n");
+  aliases.replace(aliases.find("  seeds: [1, 2]\n"), 16, "  seeds: *s\n");
+  EXPECT_EQ(problems_of([&] { load_recipe(write(aliases)); }), "(no error)");
+  EXPECT_THROW(YamlReader::load_string("a: 1\nb: {a: 2, a: 3}\n", "--set"), ConfigError);
+  EXPECT_NO_THROW(YamlReader::load_string("a: &x {k: 1}\nb: *x\nc: [*x, *x]\n", "--set"));
+}
+
 // A run keeps its recipe with the variables' values: exporting it later needs no environment.
 TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
   auto text = good();
