@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -104,6 +105,18 @@ void remove_tree(const std::filesystem::path& path) {
     throw Error(fmt::format("{}: cannot remove: {}",
                             t_failed_entry.empty() ? path.string() : t_failed_entry,
                             error.message()));
+}
+
+std::string foreign_entries(const std::filesystem::path& dir,
+                            const std::function<bool(const std::string& name)>& foreign) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (auto name = entry.path().filename().string(); foreign(name)) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  std::string listed;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) listed += (i ? ", " : "") + names[i];
+  if (names.size() > 3) listed += fmt::format(" and {} more", names.size() - 3);
+  return listed;
 }
 
 void check_out_is_not_input(

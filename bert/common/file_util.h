@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -27,6 +28,11 @@ void remove_tree(const std::filesystem::path& path);
 
 /// The same, errors returned in `error` rather than thrown (cleanup that must not throw).
 void remove_tree(const std::filesystem::path& path, std::error_code& error) noexcept;
+
+/// The entries of directory `dir` whose name `foreign` accepts, sorted, for a message: "a, b,
+/// c and 2 more" (at most three named); "" when there are none.
+std::string foreign_entries(const std::filesystem::path& dir,
+                            const std::function<bool(const std::string& name)>& foreign);
 
 /// Throws ConfigError "<option> <out>: is the input <input option> (<path>); ..." where
 /// writing `out` would replace one of `inputs` (option name, path): the same file through any

@@ -74,14 +74,15 @@ class DuplicateKeyCheck : public YAML::EventHandler {
                        const std::string&,
                        YAML::anchor_t,
                        YAML::EmitterStyle::value) override {
-    open_.push_back({false});
+    open_.emplace_back();
   }
   void OnSequenceEnd() override { close(); }
   void OnMapStart(const YAML::Mark&,
                   const std::string&,
                   YAML::anchor_t,
                   YAML::EmitterStyle::value) override {
-    open_.push_back({true});
+    open_.emplace_back();
+    open_.back().map = true;
   }
   void OnMapEnd() override { close(); }
 

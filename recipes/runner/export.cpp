@@ -84,12 +84,7 @@ void check_export_target(const fs::path& out) {
     throw ConfigError(fmt::format(
         "{}: is a file; an export writes a directory there (give a new directory)", out.string()));
   if (fs::is_empty(out) || fs::exists(out / kTaskFile)) return;
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(out)) names.push_back(entry.path().filename());
-  std::sort(names.begin(), names.end());
-  std::string listed;
-  for (size_t i = 0; i < names.size() && i < 3; ++i) listed += (i ? ", " : "") + names[i];
-  if (names.size() > 3) listed += fmt::format(" and {} more", names.size() - 3);
+  const auto listed = foreign_entries(out, [](const std::string&) { return true; });
   throw ConfigError(fmt::format(
       "{}: holds files that no export wrote ({}); an export replaces its directory whole, so "
       "give a new or empty directory (or one an earlier export wrote)",

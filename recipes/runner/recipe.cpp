@@ -396,6 +396,23 @@ bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe, bool* w
     if (!error) return false;
     log::info("{}: replaced by the recipe given (the run there failed before training: {})",
               path.string(), clip(*error));
+  } else if (fs::exists(run_dir)) {
+    // Never a run inside a directory of other files (a model's, the data's), as HF's Trainer
+    // refuses an output_dir that holds no run; a sweep's own leftovers are fine.
+    if (!fs::is_directory(run_dir))
+      throw ConfigError(
+          fmt::format("{}: is a file; a run writes a directory there (give a new "
+                      "or empty directory)",
+                      run_dir.string()));
+    const auto listed = foreign_entries(run_dir, [&](const std::string& name) {
+      return name != dir.lock().filename() && name != dir.result().filename() &&
+             name != dir.log().filename();
+    });
+    if (!listed.empty())
+      throw ConfigError(fmt::format(
+          "{}: holds files that are not a bertft run ({}); a run writes its checkpoints and "
+          "results there, so give a new or empty directory (or a run's, to resume it)",
+          run_dir.string(), listed));
   }
   fs::create_directories(run_dir);
   write_file_atomic(path, resolved);

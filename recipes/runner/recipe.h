@@ -121,6 +121,8 @@ std::string dump_recipe(const YAML::Node& root);
 /// that never trained (its result.json says it failed before a step, e.g. on a problem of the
 /// recipe found late, and the directory holds nothing but that, its recipe, lock and log, no
 /// process running it) has nothing to lose: its recipe is replaced (logged, `*written` set).
+/// Throws ConfigError where `run_dir` is a file, or a directory without recipe.yaml holding
+/// anything but a sweep's leftovers (lock, result, log): a model's or the data's directory.
 bool keep_resolved_recipe(const std::filesystem::path& run_dir,
                           const Recipe& recipe,
                           bool* written = nullptr);

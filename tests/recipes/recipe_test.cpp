@@ -222,6 +222,28 @@ TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
   ::unsetenv("BERTFT_TEST_KEEP");
 }
 
+// A run never goes into a directory of other files (HF's Trainer refuses such an output_dir
+// too): the model's own, say, would get checkpoints and results beside its weights. What a
+// stopped sweep leaves in a trial directory (lock, result, log) is no obstacle.
+TEST_F(RecipeTest, ARunNeverGoesIntoADirectoryOfOtherFiles) {
+  const auto recipe = load_recipe(write(good()), {}, /*check_files=*/false);
+  const auto model = dir_.path() / "model";
+  const auto e = problems_of([&] { keep_resolved_recipe(model, recipe); });
+  EXPECT_NE(e.find(model.string() + ": holds files that are not a bertft run (config.json, "
+                                    "model.safetensors, "),
+            std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(model / "recipe.yaml"));
+  const auto file = problems_of([&] { keep_resolved_recipe(dir_.path() / "train.tsv", recipe); });
+  EXPECT_NE(file.find("train.tsv: is a file"), std::string::npos) << file;
+  const TrialDir left(dir_.path() / "left");
+  fs::create_directories(left.root());
+  testing::write_bytes(left.lock(), "");
+  testing::write_bytes(left.log(), "the failure\n");
+  EXPECT_TRUE(keep_resolved_recipe(left.root(), recipe));
+  EXPECT_TRUE(keep_resolved_recipe(dir_.path() / "new" / "run", recipe));
+}
+
 // Another recipe replaces the kept one only where the run never trained: a failed result of 0
 // steps, and nothing in the directory but its recipe, result, lock and log.
 TEST_F(RecipeTest, KeptRecipeIsReplacedOnlyWhereTheRunNeverTrained) {

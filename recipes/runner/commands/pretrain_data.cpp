@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
-#include <vector>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
@@ -43,15 +42,9 @@ void check_shard_target(const fs::path& out) {
   if (!fs::is_directory(out))
     throw ConfigError(fmt::format("--out {}: is a file; pretrain-data writes a directory of shards",
                                   out.string()));
-  std::vector<std::string> others;
-  for (const auto& entry : fs::directory_iterator(out))
-    if (const auto name = entry.path().filename().string(); !written_by_pretrain_data(name))
-      others.push_back(name);
-  if (others.empty()) return;
-  std::sort(others.begin(), others.end());
-  std::string listed;
-  for (size_t i = 0; i < others.size() && i < 3; ++i) listed += (i ? ", " : "") + others[i];
-  if (others.size() > 3) listed += fmt::format(" and {} more", others.size() - 3);
+  const auto listed =
+      foreign_entries(out, [](const std::string& name) { return !written_by_pretrain_data(name); });
+  if (listed.empty()) return;
   throw ConfigError(fmt::format(
       "--out {}: holds files that pretrain-data did not write ({}); the shards replace their "
       "directory whole, so give a new or empty directory (or one of earlier shards)",
