@@ -10,6 +10,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 #include "recipes/runner/run_dir.h"
 #include "tasks/registry.h"
 
@@ -398,7 +399,8 @@ bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe, bool* w
               path.string(), clip(*error));
   } else if (fs::exists(run_dir)) {
     // Never a run inside a directory of other files (a model's, the data's), as HF's Trainer
-    // refuses an output_dir that holds no run; a sweep's own leftovers are fine.
+    // refuses an output_dir that holds no run; a sweep's own leftovers are fine, and so is the
+    // recipe another rank of this run is writing (write_file_atomic's temporary file).
     if (!fs::is_directory(run_dir))
       throw ConfigError(
           fmt::format("{}: is a file; a run writes a directory there (give a new "
@@ -406,7 +408,7 @@ bool keep_resolved_recipe(const fs::path& run_dir, const Recipe& recipe, bool* w
                       run_dir.string()));
     const auto listed = foreign_entries(run_dir, [&](const std::string& name) {
       return name != dir.lock().filename() && name != dir.result().filename() &&
-             name != dir.log().filename();
+             name != dir.log().filename() && !starts_with(name, "recipe.yaml.tmp-");
     });
     if (!listed.empty())
       throw ConfigError(fmt::format(

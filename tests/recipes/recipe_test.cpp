@@ -240,6 +240,7 @@ TEST_F(RecipeTest, ARunNeverGoesIntoADirectoryOfOtherFiles) {
   fs::create_directories(left.root());
   testing::write_bytes(left.lock(), "");
   testing::write_bytes(left.log(), "the failure\n");
+  testing::write_bytes(left.root() / "recipe.yaml.tmp-Ab12Cd", "");  // another rank's, midway
   EXPECT_TRUE(keep_resolved_recipe(left.root(), recipe));
   EXPECT_TRUE(keep_resolved_recipe(dir_.path() / "new" / "run", recipe));
 }
