@@ -89,11 +89,42 @@ struct GeneratedTask {
   std::vector<std::string> positive, negative;
 };
 
+/// What an earlier quickstart in `out` must have been run with for this one to go on there:
+/// its finished trials are skipped as done, so another seed's (other data, another model)
+/// would be taken for this one's. Throws ConfigError where `out` is a file, holds files no
+/// quickstart wrote, or another quickstart's; else writes quickstart.json with the options.
+void claim_output(const fs::path& out, const QuickstartOptions& options) {
+  const auto marker = out / "quickstart.json";
+  const nlohmann::json mine = {{"seed", options.seed}, {"pretrain", options.pretrain}};
+  if (fs::exists(out) && !fs::is_directory(out))
+    throw ConfigError(
+        fmt::format("--out {}: is a file; quickstart writes a directory there", out.string()));
+  if (fs::exists(out) && !fs::is_empty(out)) {
+    if (!fs::exists(marker))
+      throw ConfigError(fmt::format(
+          "--out {}: holds files that no quickstart wrote ({}); quickstart writes data, a "
+          "model and a recipe there, so give a new or empty directory",
+          out.string(), foreign_entries(out, [](const std::string&) { return true; })));
+    nlohmann::json theirs;
+    try {
+      theirs = nlohmann::json::parse(read_file(marker));
+    } catch (const nlohmann::json::exception&) {
+    }
+    if (theirs != mine)
+      throw ConfigError(fmt::format(
+          "--out {}: holds the quickstart of {}; its finished trials would be taken for this "
+          "one's ({}), so give another --out or delete it",
+          out.string(), clip(theirs.dump()), mine.dump()));
+  }
+  write_file_atomic(marker, mine.dump() + "\n");
+}
+
 }  // namespace
 
 int run_quickstart(const QuickstartOptions& options) {
   const int threads = configure_threads(options.threads);
   const fs::path out = fs::absolute(options.out);
+  claim_output(out, options);
   log::info("[quickstart] threads {} | seed {} | output {}", threads, options.seed, out.string());
 
   // 1. Data and vocabulary, generated from the seed.

@@ -57,6 +57,32 @@ TEST_F(CliTest, AModelDirectoryIsWrittenWholeOrNotAtAll) {
   EXPECT_FALSE(fs::exists(dir_.path() / ".tmp-notes"));
 }
 
+// quickstart goes on only in its own output of the same options (its finished trials are kept):
+// never among the user's files, nor over another seed's run, whose trials would pass as done.
+TEST_F(CliTest, QuickstartNeverWritesAmongOtherFilesOrAnotherSeedsRun) {
+  namespace fs = std::filesystem;
+  const auto out = dir_.path() / "project";
+  fs::create_directories(out / "data");
+  testing::write_bytes(out / "data" / "train.tsv", "mine\n");
+  const auto among = bertft("quickstart --out " + out.string());
+  EXPECT_EQ(among.code, 2) << among.output;
+  EXPECT_NE(
+      among.output.find("--out " + out.string() + ": holds files that no quickstart wrote (data)"),
+      std::string::npos)
+      << among.output;
+  EXPECT_EQ(read_file(out / "data" / "train.tsv"), "mine\n");
+  const auto other = dir_.path() / "other";
+  fs::create_directories(other);
+  testing::write_bytes(other / "quickstart.json", R"({"pretrain":false,"seed":1})");
+  testing::write_bytes(other / "recipe.yaml", "kept\n");
+  const auto seed = bertft("quickstart --seed 2 --out " + other.string());
+  EXPECT_EQ(seed.code, 2) << seed.output;
+  EXPECT_NE(seed.output.find("holds the quickstart of {\"pretrain\":false,\"seed\":1}"),
+            std::string::npos)
+      << seed.output;
+  EXPECT_EQ(read_file(other / "recipe.yaml"), "kept\n");
+}
+
 TEST_F(CliTest, AnUnknownCommandSuggestsTheNearestAndExits2) {
   const auto run = bertft("trian recipe.yaml");
   EXPECT_EQ(run.code, 2);
