@@ -502,6 +502,18 @@ int run_eval(const std::string& model_dir,
   if (split == "test" && !recipe.data.test)
     throw ConfigError(recipe_file + ": --split test: the recipe has no data.test");
   const auto& spec = split == "test" ? *recipe.data.test : recipe.data.dev;
+  {  // The model's head decides what is evaluated: another task's would misread the data.
+    const auto dir = PretrainedDir::find(model_dir);
+    const auto config = read_model_config(dir);
+    const auto type = task_of_model_dir(dir, config)->type();
+    if (type != recipe.adapter->type())
+      throw ConfigError(fmt::format(
+          "--model {}: a model for task '{}' ({}), but {}: task.type is '{}'; eval runs the "
+          "model's own head, so give one fine-tuned for this task (`bertft export` of its run)",
+          model_dir, type,
+          config.architectures().empty() ? "no architectures" : config.architectures().front(),
+          recipe_file, recipe.adapter->type()));
+  }
   auto m = load_finetuned(model_dir);
   const auto examples = m.adapter->read(spec);
   const auto features = m.adapter->featurize(examples, *m.tokenizer, false);

@@ -191,6 +191,13 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
   const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_NEAR(eval["metrics"]["f1"].get<double>(),
               json::parse(read_file(best / "result.json"))["main"].get<double>(), 1e-12);
+  // The base model (pretraining heads) is no classifier: named, not a misread of the data.
+  EXPECT_EQ(
+      bertft("eval --model " + (dir_.path() / "model").string() + " --recipe " + path.string()), 2);
+  EXPECT_NE(last_log_.find("a model for task 'pretraining' (BertForPreTraining), but " +
+                           path.string() + ": task.type is 'sequence_classification'"),
+            std::string::npos)
+      << last_log_;
 
   // Pairs in JSON lines by HF's name (text_pair) too, with --logits; an unknown field is an error.
   const auto pairs = dir_.path() / "pairs.jsonl";
