@@ -305,6 +305,9 @@ Recipe parse_recipe(YAML::Node root,
   read_struct(output, recipe.output, errors);
   if (recipe.output.dir.empty()) recipe.output.dir = fs::path("runs") / recipe.name;
   expand_path(output, "dir", recipe.output.dir, errors);
+  if (check_files && fs::exists(recipe.output.dir) && !fs::is_directory(recipe.output.dir))
+    errors.add(fmt::format("{}: {} is a file; runs are written to a directory there",
+                           output.where("dir"), recipe.output.dir.string()));
 
   r.reject_unknown_keys(errors);
   if (errors.empty()) return recipe;

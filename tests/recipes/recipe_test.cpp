@@ -245,6 +245,28 @@ TEST_F(RecipeTest, ARunNeverGoesIntoADirectoryOfOtherFiles) {
   EXPECT_TRUE(keep_resolved_recipe(dir_.path() / "new" / "run", recipe));
 }
 
+// output.dir or --cache naming a file: the recipe key or the option, not a filesystem error
+// from deep inside the sweep.
+TEST_F(RecipeTest, AnOutputThatIsAFileIsNamedByItsKeyOrOption) {
+  auto text = good();
+  const auto runs = dir_.path().string() + "/runs\n";
+  text.replace(text.find(runs), runs.size(), dir_.path().string() + "/train.tsv\n");
+  const auto e = problems_of([&] { load_recipe(write(text)); });
+  EXPECT_NE(e.find("recipe.yaml:18:3: output.dir: " + dir_.path().string() +
+                   "/train.tsv is a file; runs are written to a directory there"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(problems_of([&] { load_recipe(write(text), {}, /*check_files=*/false); }),
+            "(no error)");
+  const auto cache = testing::run_bertft(
+      "train " + write(good()).string() + " --cache " + (dir_.path() / "dev.tsv").string(),
+      dir_.path() / "cache.log");
+  EXPECT_EQ(cache.code, 2) << cache.output;
+  EXPECT_NE(cache.output.find("dev.tsv: is a file; the feature cache is a directory"),
+            std::string::npos)
+      << cache.output;
+}
+
 // Another recipe replaces the kept one only where the run never trained: a failed result of 0
 // steps, and nothing in the directory but its recipe, result, lock and log.
 TEST_F(RecipeTest, KeptRecipeIsReplacedOnlyWhereTheRunNeverTrained) {

@@ -33,6 +33,9 @@ int run_train(const TrainArgs& a, const GlobalOptions& global) {
   const fs::path cache = a.no_cache        ? fs::path()
                          : a.cache.empty() ? sweep.cache()
                                            : fs::path(a.cache);
+  if (!cache.empty() && fs::exists(cache) && !fs::is_directory(cache))
+    throw ConfigError(
+        fmt::format("--cache {}: is a file; the feature cache is a directory", cache.string()));
   if (!keep_resolved_recipe(out.root(), recipe))
     throw ConfigError(fmt::format("{}: holds a different recipe; use another --out or delete it",
                                   out.recipe().string()));
