@@ -99,6 +99,11 @@ class PretrainingEndToEnd : public ::testing::Test {
     last_log_ = std::move(run.output);
     return run.code;
   }
+  /// `bertft args` is refused as a configuration error (exit 2) saying `message`.
+  void expect_refused(const std::string& args, const std::string& message) {
+    EXPECT_EQ(bertft(args), 2) << args;
+    EXPECT_NE(last_log_.find(message), std::string::npos) << args << "\n" << last_log_;
+  }
   fs::path path(const std::string& name) const { return dir_.path() / name; }
   testing::TempDir dir_;
   std::string last_log_;
@@ -233,12 +238,10 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
   // Nor a new vocabulary into a model's directory (its weights index the one there).
   testing::write_bytes(path("domain.txt"), "cat\nkinase\n##ase\nenzyme\n");
   const auto vocab = read_file(path("base") / "vocab.txt");
-  EXPECT_EQ(bertft("vocab --out " + p("base") + " --vocab-size 40 " + p("domain.txt")), 2);
-  EXPECT_NE(last_log_.find("--out " + p("base") +
-                           ": already holds a model (config.json); vocab "
-                           "writes a new vocabulary"),
-            std::string::npos)
-      << last_log_;
+  expect_refused("vocab --out " + p("base") + " --vocab-size 40 " + p("domain.txt"),
+                 "--out " + p("base") +
+                     ": already holds a model (config.json); vocab writes a "
+                     "new vocabulary");
   EXPECT_EQ(read_file(path("base") / "vocab.txt"), vocab);
   ASSERT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
                    " --out " + p("grown")),
@@ -275,14 +278,11 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
 
   // Never over a model, its own directory included: the grown one goes to a new directory.
   const auto base_weights = read_file(path("base") / "model.safetensors");
-  EXPECT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
-                   " --out " + p("base")),
-            2);
-  EXPECT_NE(last_log_.find("--out " + p("base") +
-                           ": already holds a model (config.json); extend-vocab writes the "
-                           "grown model"),
-            std::string::npos)
-      << last_log_;
+  expect_refused(
+      "extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") + " --out " + p("base"),
+      "--out " + p("base") +
+          ": already holds a model (config.json); extend-vocab "
+          "writes the grown model");
   EXPECT_EQ(read_file(path("base") / "vocab.txt"), before);
   EXPECT_EQ(read_file(path("base") / "model.safetensors"), base_weights);
   EXPECT_EQ(bertft("extend-vocab --model " + p("base") + " --tokens " + p("domain.txt") +
@@ -333,14 +333,11 @@ TEST_F(PretrainingEndToEnd, ConvertWritesANewDirectoryNeverAModels) {
   EXPECT_FALSE(fs::exists(path(".tmp-sharded")));
   ASSERT_EQ(bertft("inspect " + p("sharded") + " --strict"), 0) << last_log_;
   const auto weights = read_file(path("base") / "model.safetensors");
-  for (const auto* out : {"base", "sharded"}) {
-    EXPECT_EQ(bertft("convert " + p("base") + " --out " + p(out) + " --shard-size 0.01"), 2);
-    EXPECT_NE(last_log_.find("--out " + p(out) +
-                             ": already holds a model (config.json); "
-                             "convert writes the converted model"),
-              std::string::npos)
-        << last_log_;
-  }
+  for (const auto* out : {"base", "sharded"})
+    expect_refused("convert " + p("base") + " --out " + p(out) + " --shard-size 0.01",
+                   "--out " + p(out) +
+                       ": already holds a model (config.json); convert writes "
+                       "the converted model");
   EXPECT_EQ(read_file(path("base") / "model.safetensors"), weights);
   EXPECT_FALSE(fs::exists(path("base") / "model.safetensors.index.json"));
 }

@@ -184,18 +184,15 @@ TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
 // drop the other without a word (often the one meant). The same key
 // in other mappings, and aliases (not expanded to look), are fine.
 TEST_F(RecipeTest, AKeyGivenTwiceInAMappingNamesBothLines) {
-  auto text = good();
-  text.replace(text.find("sweep:"), 0, "training:\n  epochs: 3\n");
-  const auto e = problems_of([&] { load_recipe(write(text)); });
-  EXPECT_NE(e.find("recipe.yaml:12:1: duplicate key 'training' (also at line 9)"),
-            std::string::npos)
-      << e;
-  auto inner = good();
-  inner.replace(inner.find("  batch_size: 2\n"), 0, "  epochs: 3\n");
-  const auto e2 = problems_of([&] { load_recipe(write(inner)); });
-  EXPECT_NE(e2.find("recipe.yaml:11:3: duplicate key 'epochs' (also at line 10)"),
-            std::string::npos)
-      << e2;
+  const auto with = [&](const std::string& before, const std::string& lines) {
+    auto text = good();
+    text.replace(text.find(before), 0, lines);
+    return problems_of([&] { load_recipe(write(text)); });
+  };
+  const auto e = with("sweep:", "training:\n  epochs: 3\n");
+  EXPECT_NE(e.find("recipe.yaml:12:1: duplicate key 'training' (also at line 9)"), e.npos) << e;
+  const auto e2 = with("  batch_size: 2\n", "  epochs: 3\n");
+  EXPECT_NE(e2.find("recipe.yaml:11:3: duplicate key 'epochs' (also at line 10)"), e2.npos) << e2;
   auto aliases = good();
   aliases.replace(aliases.find("    epochs: [1, 2]\n"), 19, "    epochs: &s [1, 2]\n");
   aliases.replace(aliases.find("  seeds: [1, 2]\n"), 16, "  seeds: *s\n");
