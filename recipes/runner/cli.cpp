@@ -179,8 +179,8 @@ void check_out_holds_no_model(const std::string& out, const std::string& writes)
 void write_model_dir(const std::string& out,
                      const std::function<void(const std::filesystem::path& dir)>& write) {
   namespace fs = std::filesystem;
-  // "dir/" names dir: the staging directory goes beside it.
-  fs::path target(out);
+  // "dir/" and "dir/." name dir: the staging directory goes beside it.
+  auto target = fs::absolute(out).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();
   const auto staging = target.parent_path() / (".tmp-" + target.filename().string());
   remove_tree(staging);  // left by a run that died

@@ -96,8 +96,9 @@ void check_export_target(const fs::path& out) {
 void export_model(const fs::path& run_dir,
                   const fs::path& out_dir,
                   const std::function<void()>& then) {
-  // "dir/" names dir: the temporary directory and lock file go beside it.
-  const auto out = out_dir.has_filename() ? out_dir : out_dir.parent_path();
+  // "dir/" and "dir/." name dir: the temporary directory and lock file go beside it.
+  auto out = fs::absolute(out_dir).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();
   check_export_target(out);
   TrialDir trial(run_dir);
   // A recipe's output.dir after `bertft train` without --out: the run is its train/.

@@ -50,7 +50,7 @@ TEST_F(CliTest, AModelDirectoryIsWrittenWholeOrNotAtAll) {
   testing::write_bytes(notes / "README.md", "mine");
   EXPECT_THROW(write_model_dir(notes.string(), fail_midway), std::runtime_error);
   EXPECT_EQ(std::distance(fs::directory_iterator(notes), fs::directory_iterator()), 1);
-  write_model_dir(notes.string(),
+  write_model_dir((notes / ".").string(),  // "dir/." is dir
                   [](const fs::path& d) { testing::write_bytes(d / "config.json", "{}"); });
   EXPECT_EQ(read_file(notes / "README.md"), "mine");
   EXPECT_EQ(read_file(notes / "config.json"), "{}");

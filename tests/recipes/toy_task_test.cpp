@@ -203,8 +203,10 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   EXPECT_EQ(read_file(d / "notes" / "notes.txt"), "mine");
   std::filesystem::create_directories(d / "empty");
   recipes::export_model(trial.root(), d / "empty");
-  recipes::export_model(trial.root(), d / "empty");  // now an export's: replaced
+  recipes::export_model(trial.root(), d / "empty");        // now an export's: replaced
+  recipes::export_model(trial.root(), d / "empty" / ".");  // "dir/." is dir, replaced beside it
   EXPECT_TRUE(std::filesystem::exists(d / "empty" / "bertft_task.yaml"));
+  EXPECT_FALSE(std::filesystem::exists(d / "empty" / ".tmp-."));
 
   // Scored by `score` through the registry.
   testing::write_bytes(d / "pred.txt", "short\nlong\nshort\nlong\nlong\nshort\nshort\nshort\n");

@@ -55,8 +55,8 @@ void check_shard_target(const fs::path& out) {
 /// whole (an earlier run's shards would otherwise stay beside the new ones) once all are
 /// written in a staging directory beside it.
 int run_pretrain_data(const PretrainDataArgs& a) {
-  fs::path out(a.out);
-  if (!out.has_filename()) out = out.parent_path();  // "dir/" names dir
+  auto out = fs::absolute(a.out).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "dir/" and "dir/." name dir
   check_shard_target(out);
   std::unique_ptr<tok::Tokenizer> tokenizer;
   if (a.model.empty() == a.vocab.empty())
