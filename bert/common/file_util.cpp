@@ -107,6 +107,27 @@ void remove_tree(const std::filesystem::path& path) {
                             error.message()));
 }
 
+std::filesystem::path directory_path(const std::filesystem::path& path) {
+  auto dir = std::filesystem::absolute(path).lexically_normal();
+  return dir.has_filename() ? dir : dir.parent_path();
+}
+
+std::filesystem::path write_staged(
+    const std::filesystem::path& dir,
+    const std::function<void(const std::filesystem::path& staging)>& write) {
+  const auto staging = dir.parent_path() / (".tmp-" + dir.filename().string());
+  remove_tree(staging);
+  std::filesystem::create_directories(staging);
+  try {
+    write(staging);
+  } catch (...) {
+    std::error_code ignored;
+    remove_tree(staging, ignored);
+    throw;
+  }
+  return staging;
+}
+
 std::string foreign_entries(const std::filesystem::path& dir,
                             const std::function<bool(const std::string& name)>& foreign) {
   std::vector<std::string> names;

@@ -29,6 +29,18 @@ void remove_tree(const std::filesystem::path& path);
 /// The same, errors returned in `error` rather than thrown (cleanup that must not throw).
 void remove_tree(const std::filesystem::path& path, std::error_code& error) noexcept;
 
+/// `path` as the directory it names: absolute and lexically normal, a trailing "/" or "/."
+/// dropped ("dir", "dir/" and "dir/." are one directory, and a staging directory beside it
+/// takes its name).
+std::filesystem::path directory_path(const std::filesystem::path& path);
+
+/// Fills the staging directory ".tmp-<name>" beside directory `dir` (as directory_path gives
+/// it) with `write` and returns it; it is cleared first (left by a run that died) and removed
+/// when `write` throws. The caller moves it into place.
+std::filesystem::path write_staged(
+    const std::filesystem::path& dir,
+    const std::function<void(const std::filesystem::path& staging)>& write);
+
 /// The entries of directory `dir` whose name `foreign` accepts, sorted, for a message: "a, b,
 /// c and 2 more" (at most three named); "" when there are none.
 std::string foreign_entries(const std::filesystem::path& dir,

@@ -179,19 +179,8 @@ void check_out_holds_no_model(const std::string& out, const std::string& writes)
 void write_model_dir(const std::string& out,
                      const std::function<void(const std::filesystem::path& dir)>& write) {
   namespace fs = std::filesystem;
-  // "dir/" and "dir/." name dir: the staging directory goes beside it.
-  auto target = fs::absolute(out).lexically_normal();
-  if (!target.has_filename()) target = target.parent_path();
-  const auto staging = target.parent_path() / (".tmp-" + target.filename().string());
-  remove_tree(staging);  // left by a run that died
-  fs::create_directories(staging);
-  try {
-    write(staging);
-  } catch (...) {
-    std::error_code ignored;
-    remove_tree(staging, ignored);
-    throw;
-  }
+  const auto target = directory_path(out);
+  const auto staging = write_staged(target, write);
   if (!fs::exists(target)) {
     fs::rename(staging, target);
     return;

@@ -96,9 +96,7 @@ void check_export_target(const fs::path& out) {
 void export_model(const fs::path& run_dir,
                   const fs::path& out_dir,
                   const std::function<void()>& then) {
-  // "dir/" and "dir/." name dir: the temporary directory and lock file go beside it.
-  auto out = fs::absolute(out_dir).lexically_normal();
-  if (!out.has_filename()) out = out.parent_path();
+  const auto out = directory_path(out_dir);  // the staging directory and lock go beside it
   check_export_target(out);
   TrialDir trial(run_dir);
   // A recipe's output.dir after `bertft train` without --out: the run is its train/.
@@ -130,31 +128,30 @@ void export_model(const fs::path& run_dir,
   adapter.configure_export(config);
   const auto weights = read_weights(trial.best_weights(), scalar_type(recipe.model.dtype));
 
-  // One exporter at a time per `out`: each replaces the directory whole, and the temporary
+  // One exporter at a time per `out`: each replaces the directory whole, and the staging
   // one, left by an export that died, is removed by the next.
   const auto turn =
       FileLock::acquire(out.parent_path() / ("." + out.filename().string() + ".lock"));
-  const auto tmp = out.parent_path() / (".tmp-" + out.filename().string());
   check_export_target(out);  // again in this exporter's turn
-  remove_tree(tmp);
-  fs::create_directories(tmp);
-  save_weights(tmp, to_hf_keys(weights, config.family()));
   // configure_export() named the family's class (a task may pick it by family, as pretraining).
   const auto architecture = config.architectures().empty()
                                 ? family_architecture(config.family(), adapter.architecture())
                                 : config.architectures().front();
-  save_config(tmp, config, architecture);
-  tok::load_tokenizer(dir, config.vocab_size())->save(tmp);
-  YAML::Node task = YAML::Clone(adapter.options());
-  task["type"] = adapter.type();
-  YAML::Node meta(YAML::NodeType::Map);
-  meta["task"] = task;
-  meta["labels"] = adapter.labels();
-  meta["source"] = fs::absolute(trial.root()).string();
-  meta["main_metric"] = result->main_metric;
-  meta["goal"] = tasks::metrics::goal_name(result->goal);
-  meta["dev_score"] = result->score();
-  write_file_atomic(tmp / kTaskFile, dump_recipe(meta));
+  const auto tmp = write_staged(out, [&](const fs::path& staging) {
+    save_weights(staging, to_hf_keys(weights, config.family()));
+    save_config(staging, config, architecture);
+    tok::load_tokenizer(dir, config.vocab_size())->save(staging);
+    YAML::Node task = YAML::Clone(adapter.options());
+    task["type"] = adapter.type();
+    YAML::Node meta(YAML::NodeType::Map);
+    meta["task"] = task;
+    meta["labels"] = adapter.labels();
+    meta["source"] = fs::absolute(trial.root()).string();
+    meta["main_metric"] = result->main_metric;
+    meta["goal"] = tasks::metrics::goal_name(result->goal);
+    meta["dev_score"] = result->score();
+    write_file_atomic(staging / kTaskFile, dump_recipe(meta));
+  });
   remove_tree(out);
   fs::rename(tmp, out);
   log::info("[export] {} ({} {:.4f}) -> {} as {}", trial.root().string(), result->main_metric,

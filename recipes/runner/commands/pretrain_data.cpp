@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
-#include <system_error>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
@@ -55,8 +54,7 @@ void check_shard_target(const fs::path& out) {
 /// whole (an earlier run's shards would otherwise stay beside the new ones) once all are
 /// written in a staging directory beside it.
 int run_pretrain_data(const PretrainDataArgs& a) {
-  auto out = fs::absolute(a.out).lexically_normal();
-  if (!out.has_filename()) out = out.parent_path();  // "dir/" and "dir/." name dir
+  const auto out = directory_path(a.out);
   check_shard_target(out);
   std::unique_ptr<tok::Tokenizer> tokenizer;
   if (a.model.empty() == a.vocab.empty())
@@ -79,17 +77,11 @@ int run_pretrain_data(const PretrainDataArgs& a) {
   if (documents.empty()) throw DataError("pretrain-data: the corpus has no text");
   const auto instances = tasks::create_instances(documents, a.options, tokenizer->special_tokens(),
                                                  tokenizer->vocab_size());
-  const auto staging = out.parent_path() / (".tmp-" + out.filename().string());
-  remove_tree(staging);  // left by a run that died
   tasks::InstanceStats stats;
-  try {
-    stats = tasks::write_instance_shards(instances, staging, a.options,
+  const auto staging = write_staged(out, [&](const fs::path& dir) {
+    stats = tasks::write_instance_shards(instances, dir, a.options,
                                          tokenizer->special_tokens().mask_id);
-  } catch (...) {
-    std::error_code ignored;
-    remove_tree(staging, ignored);
-    throw;
-  }
+  });
   check_shard_target(out);  // again: the user may have put something there meanwhile
   remove_tree(out);
   fs::rename(staging, out);
