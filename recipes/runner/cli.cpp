@@ -176,6 +176,22 @@ void check_out_holds_no_model(const std::string& out, const std::string& writes)
           "--out {}: already holds a model ({}); {}, so give a new directory", out, file, writes));
 }
 
+namespace {
+/// The files a tokenizer directory may hold (PretrainedDir::find and load_tokenizer read them).
+constexpr const char* kTokenizerFiles[] = {"vocab.txt",
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "spiece.model",
+                                           "spiece.vocab",
+                                           "spm.model",
+                                           "sentencepiece.bpe.model",
+                                           "tokenizer.model",
+                                           "tokenizer.json",
+                                           "added_tokens.json",
+                                           "tokenizer_config.json",
+                                           "special_tokens_map.json"};
+}  // namespace
+
 void write_model_dir(const std::string& out,
                      const std::function<void(const std::filesystem::path& dir)>& write) {
   namespace fs = std::filesystem;
@@ -186,9 +202,23 @@ void write_model_dir(const std::string& out,
     return;
   }
   // A directory with the user's other files: ours move in, config.json (what makes it a
-  // model) last.
+  // model) last. Another tokenizer's files that ours would not replace (a WordPiece vocab.txt
+  // beside a new spiece.model, an old added_tokens.json) would be read with it: refused.
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(staging)) files.push_back(entry.path());
+  const auto stale = foreign_entries(target, [&](const std::string& name) {
+    return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) !=
+               std::end(kTokenizerFiles) &&
+           !fs::exists(staging / name);
+  });
+  if (!stale.empty()) {
+    remove_tree(staging);
+    throw ConfigError(fmt::format(
+        "--out {}: holds tokenizer files that the new ones would not replace ({}), and loading "
+        "the directory would read them too; nothing was written: give a new directory or "
+        "remove those files",
+        out, stale));
+  }
   std::stable_partition(files.begin(), files.end(),
                         [](const fs::path& f) { return f.filename() != "config.json"; });
   for (const auto& file : files) fs::rename(file, target / file.filename());

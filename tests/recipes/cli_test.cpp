@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "recipes/runner/command.h"
 #include "tests/support/test_support.h"
@@ -55,6 +56,36 @@ TEST_F(CliTest, AModelDirectoryIsWrittenWholeOrNotAtAll) {
   EXPECT_EQ(read_file(notes / "README.md"), "mine");
   EXPECT_EQ(read_file(notes / "config.json"), "{}");
   EXPECT_FALSE(fs::exists(dir_.path() / ".tmp-notes"));
+}
+
+// Into a directory holding another tokenizer's files that the new model would not replace
+// (read with it by a loader): refused, nothing written; the same kind of files are replaced.
+TEST_F(CliTest, AModelDirectoryIsNotWrittenBesideAnotherTokenizer) {
+  namespace fs = std::filesystem;
+  const auto out = dir_.path() / "vocab";
+  fs::create_directories(out);
+  testing::write_bytes(out / "vocab.txt", "old\n");
+  testing::write_bytes(out / "tokenizer_config.json", "{\"old\": 1}");
+  testing::write_bytes(out / "notes.md", "mine");
+  try {
+    write_model_dir(out.string(), [](const fs::path& d) {
+      testing::write_bytes(d / "spiece.model", "sp");
+      testing::write_bytes(d / "tokenizer_config.json", "{}");
+    });
+    ADD_FAILURE() << "a SentencePiece model was written beside a WordPiece vocab.txt";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("(vocab.txt)"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out / "spiece.model"));
+  EXPECT_EQ(read_file(out / "tokenizer_config.json"), "{\"old\": 1}");
+  EXPECT_FALSE(fs::exists(dir_.path() / ".tmp-vocab"));
+
+  write_model_dir(out.string(), [](const fs::path& d) {
+    testing::write_bytes(d / "vocab.txt", "new\n");
+    testing::write_bytes(d / "tokenizer_config.json", "{}");
+  });
+  EXPECT_EQ(read_file(out / "vocab.txt"), "new\n");
+  EXPECT_EQ(read_file(out / "notes.md"), "mine");
 }
 
 // quickstart goes on only in its own output of the same options (its finished trials are kept):

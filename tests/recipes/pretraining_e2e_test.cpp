@@ -121,6 +121,11 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
       bertft("vocab " + p("train.txt") + " --out " + p("vocab") + " --vocab-size 400 --lowercase"),
       0)
       << last_log_;
+  // A SentencePiece model beside that vocab.txt would be shadowed by it: refused.
+  expect_refused(
+      "vocab " + p("train.txt") + " --type sentencepiece --vocab-size 200 --out " + p("vocab"),
+      "would not replace (special_tokens_map.json, tokenizer.json, vocab.txt)");
+  EXPECT_FALSE(fs::exists(path("vocab/spiece.model")));
   ASSERT_EQ(
       bertft("new-model --vocab " + p("vocab/vocab.txt") + " --lowercase --out " + p("scratch") +
              " --hidden 64 --layers 2 --heads 2 --intermediate 128 --max-positions 64"),

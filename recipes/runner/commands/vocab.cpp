@@ -18,17 +18,20 @@ struct VocabArgs {
 };
 
 /// `bertft vocab`: a WordPiece vocab.txt or a SentencePiece model trained on corpus files (never
-/// into a model's directory: its weights index the vocabulary there).
+/// into a model's directory: its weights index the vocabulary there), its files written as one
+/// set by write_model_dir.
 int run_vocab(const VocabArgs& a) {
   check_out_holds_no_model(a.out, "vocab writes a new vocabulary");
-  const fs::path out(a.out);
-  fs::create_directories(out);
   if (a.type == "sentencepiece") {
     std::vector<fs::path> inputs(a.inputs.begin(), a.inputs.end());
-    tok::train_sentencepiece(inputs, (out / "spiece").string(), a.vocab_size, a.model_type);
-    const tok::SentencePieceTokenizer tokenizer(out / "spiece.model");
-    log::info("[vocab] {}: {} pieces", (out / "spiece.model").string(), tokenizer.vocab_size());
-    tokenizer.save(out);
+    int64_t pieces = 0;
+    write_model_dir(a.out, [&](const fs::path& dir) {
+      tok::train_sentencepiece(inputs, (dir / "spiece").string(), a.vocab_size, a.model_type);
+      const tok::SentencePieceTokenizer tokenizer(dir / "spiece.model");
+      tokenizer.save(dir);
+      pieces = tokenizer.vocab_size();
+    });
+    log::info("[vocab] {}: {} pieces", (fs::path(a.out) / "spiece.model").string(), pieces);
     return 0;
   }
   std::vector<std::string> texts;
@@ -42,8 +45,9 @@ int run_vocab(const VocabArgs& a) {
   auto vocab = tok::train_wordpiece(texts, options);
   const tok::WordPieceTokenizer tokenizer(
       std::move(vocab), wordpiece_options(a.lowercase, tok::CasingCheck::kOff), "trained vocab");
-  tokenizer.save(out);
-  log::info("[vocab] {}: {} entries", (out / "vocab.txt").string(), tokenizer.vocab_size());
+  write_model_dir(a.out, [&](const fs::path& dir) { tokenizer.save(dir); });
+  log::info("[vocab] {}: {} entries", (fs::path(a.out) / "vocab.txt").string(),
+            tokenizer.vocab_size());
   return 0;
 }
 }  // namespace
