@@ -52,6 +52,15 @@ if [ ! -d "$npm_dir/node_modules/tokenizers" ] && command -v npm >/dev/null; the
     echo "[setup] warning: npm install of the HF tokenizer reference failed; its test will skip" >&2
 fi
 
+# Hugging Face transformers (Python, Debian's python3-torch) where ../shared has its reference
+# kit: the tests load bertft's exports with it (tests/recipes/hf_export_test.cpp). Never part
+# of bertft; where it is absent or its set-up fails, those tests skip.
+hf_kit="$root/../shared/tools/hf-reference/setup.sh"
+if [ -x "$hf_kit" ] && [ ! -x "$build_dir/hf-reference/python" ]; then
+  "$hf_kit" "$build_dir/hf-reference" >&2 ||
+    echo "[setup] warning: the HF reference set-up failed; the HF export tests will skip" >&2
+fi
+
 [ "${BERTFT_SKIP_BUILD:-0}" = 1 ] && exit 0
 
 if [ ! -f "$build_dir/build.ninja" ]; then

@@ -1,0 +1,297 @@
+// Every fine-tuning head's export loaded by Hugging Face transformers itself: `bertft train` ->
+// `bertft export` -> `bertft predict` on real data subsets (../shared/data), then the HF
+// reference (../shared/tools/hf-reference: transformers 4.31, its setup.sh run into
+// build/hf-reference or $BERTFT_HF_PYTHON) loads the export with AutoTokenizer and
+// AutoModelFor<task>.from_pretrained (hf_export_check.py) and runs the same inputs: no missing,
+// unexpected or mismatched key, HF's class, the same predictions, probabilities within 1e-5,
+// and HF's tokenizer giving bertft's ids. Skips where the reference or the data is absent.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "bert/common/file_util.h"
+#include "tests/support/test_support.h"
+
+namespace bert {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct HeadCase {
+  std::string name;          ///< the test's name
+  std::string checker;       ///< hf_export_check.py's task: seqcls | tokcls | qa | mc
+  std::string architecture;  ///< the class HF must build from config.json
+  std::string task;          ///< the recipe's task mapping
+  int max_len;
+};
+
+void PrintTo(const HeadCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+fs::path hf_python() {
+  const char* python = std::getenv("BERTFT_HF_PYTHON");
+  return python != nullptr && *python != '\0'
+             ? fs::path(python)
+             : fs::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
+}
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::vector<std::string> lines;
+  std::istringstream in(read_file(file));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> fields;
+  std::stringstream in(line);
+  for (std::string field; std::getline(in, field, '\t');) fields.push_back(field);
+  return fields;
+}
+
+class HfExportTest : public ::testing::TestWithParam<HeadCase> {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(hf_python()) || !fs::exists(checker_script()))
+      GTEST_SKIP() << "no HF reference (run ../shared/tools/hf-reference/setup.sh "
+                      "build/hf-reference, or set BERTFT_HF_PYTHON)";
+    if (!fs::exists(data() / "bert-vocab" / "bert-base-cased-vocab.txt"))
+      GTEST_SKIP() << "no ../shared/data";
+  }
+  static fs::path data() { return testing::shared_dir() / "data"; }
+  static fs::path checker_script() {
+    return testing::shared_dir() / "tools" / "hf-reference" / "hf_export_check.py";
+  }
+  fs::path path(const std::string& name) const { return dir_.path() / name; }
+
+  void bertft(const std::string& args,
+              const std::string& log,
+              const fs::path& input = "/dev/null") {
+    const auto run = testing::run_bertft(args, path(log), "", input);
+    ASSERT_EQ(run.code, 0) << args << "\n" << run.output;
+  }
+
+  /// Writes this case's examples to `file` in the format its reader and the checker take;
+  /// returns how many predictions the checker compares, and (seqcls, qa) writes the texts
+  /// for `bertft tokenize` to `texts`.
+  int write_examples(const fs::path& file, const fs::path& texts);
+
+  /// hf_export_check.py's report on the export.
+  json check(const fs::path& model,
+             const fs::path& examples,
+             const fs::path& predictions,
+             const fs::path& tokens) {
+    const auto out = path("check.json"), err = path("check.log");
+    std::string command = hf_python().string() + " " + checker_script().string() + " " +
+                          GetParam().checker + " " + model.string() + " " + examples.string() +
+                          " " + predictions.string() + " --max-len " +
+                          std::to_string(GetParam().max_len);
+    if (!tokens.empty()) command += " --bertft-tok " + tokens.string();
+    const int status =
+        std::system((command + " > " + out.string() + " 2> " + err.string()).c_str());
+    EXPECT_EQ(status, 0) << command << "\n" << read_file(err);
+    try {
+      return json::parse(read_file(out));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << command << ": " << e.what() << "\n" << read_file(err);
+      return json::object();
+    }
+  }
+
+  testing::TempDir dir_;
+};
+
+int HfExportTest::write_examples(const fs::path& file, const fs::path& texts) {
+  const auto& name = GetParam().name;
+  std::string out, text_lines;
+  int n = 0;
+  if (name == "sst2" || name == "mrpc") {
+    const auto lines = lines_of(data() / "glue" / (name == "sst2" ? "SST-2" : "MRPC") / "dev.tsv");
+    const auto header = split_tabs(lines.at(0));
+    for (size_t i = 0; i < lines.size() && n <= 40; ++i) {
+      out += lines[i] + "\n";
+      if (i == 0) continue;
+      const auto fields = split_tabs(lines[i]);
+      json text = name == "sst2" ? json{{"text", fields.at(0)}}
+                                 : json{{"text", fields.at(3)}, {"text_pair", fields.at(4)}};
+      text_lines += text.dump() + "\n";
+      ++n;
+    }
+    fs::create_directories(file.parent_path());
+  } else if (name == "conll") {
+    bool in_sentence = false;
+    for (const auto& line : lines_of(data() / "conll2003" / "valid.txt")) {
+      out += line + "\n";
+      const bool blank = line.find_first_not_of(" \r") == std::string::npos;
+      if (!blank && line.rfind("-DOCSTART-", 0) != 0) in_sentence = true;
+      if (blank && in_sentence) {
+        in_sentence = false;
+        if (++n == 40) break;
+      }
+    }
+  } else if (name == "squad") {
+    // The first article's paragraphs short enough for one window (bertft would split a longer
+    // context; the checker reads one), four questions each.
+    const auto squad = json::parse(read_file(data() / "squad" / "dev-v1.1.json"));
+    json paragraphs = json::array();
+    for (const auto& p : squad["data"][0]["paragraphs"]) {
+      if (p["context"].get<std::string>().size() > 900) continue;
+      json kept = p;
+      kept["qas"] = json::array();
+      for (const auto& q : p["qas"]) {
+        if (kept["qas"].size() == 4) break;
+        kept["qas"].push_back(q);
+        text_lines += json{{"text", q["question"]}, {"text_pair", p["context"]}}.dump() + "\n";
+        ++n;
+      }
+      paragraphs.push_back(kept);
+      if (paragraphs.size() == 6) break;
+    }
+    out = json{{"version", "1.1"}, {"data", {{{"title", "t"}, {"paragraphs", paragraphs}}}}}.dump();
+  } else {
+    // SWAG's columns, generated sentences: the right ending repeats the context's subject.
+    const std::vector<std::string> subjects = {"The dog", "A woman", "The man", "Two kids"},
+                                   verbs = {"walks", "runs", "looks", "sits", "waits", "turns"},
+                                   places = {"the park", "a room", "the river", "the road"};
+    std::mt19937 rng(5);
+    out =
+        "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,"
+        "label\n";
+    for (; n < 32; ++n) {
+      const auto& subject = subjects[rng() % subjects.size()];
+      const int label = static_cast<int>(rng() % 4);
+      std::string row = "v" + std::to_string(n) + ",0,x," + subject + " " +
+                        verbs[rng() % verbs.size()] + " to " + places[rng() % places.size()] + "." +
+                        "," + subject + ",gold";
+      for (int e = 0; e < 4; ++e)
+        row += "," + (e == label ? std::string("then") : std::string("never")) + " " +
+               verbs[rng() % verbs.size()] + " near " + places[rng() % places.size()] + ".";
+      out += row + "," + std::to_string(label) + "\n";
+    }
+  }
+  testing::write_bytes(file, out);
+  if (!texts.empty()) testing::write_bytes(texts, text_lines);
+  return n;
+}
+
+TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
+  const auto& c = GetParam();
+  const bool with_tokens = c.checker == "seqcls" || c.checker == "qa";
+  const auto examples = c.checker == "seqcls"
+                            ? path("glue") / (c.name == "sst2" ? "SST-2" : "MRPC") / "dev.tsv"
+                        : c.checker == "tokcls" ? path("conll.txt")
+                        : c.checker == "qa"     ? path("squad.json")
+                                                : path("swag.csv");
+  const auto texts = with_tokens ? path("texts.jsonl") : fs::path();
+  const int n = write_examples(examples, texts);
+  ASSERT_GT(n, 0);
+
+  bertft("new-model --vocab " + (data() / "bert-vocab" / "bert-base-cased-vocab.txt").string() +
+             " --out " + path("base").string() +
+             " --hidden 32 --layers 2 --heads 2 --intermediate 64 --max-positions 512 --seed 3",
+         "new-model.log");
+  // Trained on the examples themselves, so that the heads' weights are far from their start.
+  testing::write_bytes(path("recipe.yaml"), "model: {pretrained: " + path("base").string() +
+                                                "}\ntask: " + c.task +
+                                                "\ndata:\n  train: {path: " + examples.string() +
+                                                "}\n  dev: {path: " + examples.string() +
+                                                "}\ntraining: {epochs: 2, batch_size: 8, "
+                                                "learning_rate: 1.0e-3, precision: fp32}\n"
+                                                "output: {dir: " +
+                                                path("runs").string() + "}\n");
+  bertft("--threads 1 train " + path("recipe.yaml").string(), "train.log");
+  const auto model = path("export");
+  bertft("export " + path("runs").string() + " --out " + model.string(), "export.log");
+  const auto predicted = path(c.checker == "tokcls" ? "predicted.txt"
+                              : c.checker == "qa"   ? "predicted.json"
+                                                    : "predicted.jsonl");
+  bertft("predict --model " + model.string() + " --data " + examples.string() + " --out " +
+             predicted.string(),
+         "predict.log");
+  auto predictions = predicted;
+  if (c.checker == "tokcls") {
+    // The checker reads {"words", "tags"} a sentence; predict writes CoNLL columns.
+    std::string jsonl;
+    std::set<std::string> distinct_tags;
+    json words = json::array(), tags = json::array();
+    for (const auto& line : lines_of(predicted)) {
+      std::istringstream fields(line);
+      std::vector<std::string> columns;
+      for (std::string f; fields >> f;) columns.push_back(f);
+      if (!columns.empty()) {
+        words.push_back(columns.front());
+        tags.push_back(columns.back());
+        distinct_tags.insert(columns.back());
+      } else if (!words.empty()) {
+        jsonl += json{{"words", words}, {"tags", tags}}.dump() + "\n";
+        words = json::array();
+        tags = json::array();
+      }
+    }
+    if (!words.empty()) jsonl += json{{"words", words}, {"tags", tags}}.dump() + "\n";
+    // Agreement on one tag everywhere would say little about the head.
+    EXPECT_GE(distinct_tags.size(), 3u) << fmt::format("{}", fmt::join(distinct_tags, " "));
+    predictions = path("predicted.jsonl");
+    testing::write_bytes(predictions, jsonl);
+  }
+  fs::path tokens;
+  if (with_tokens) {
+    const auto run = testing::run_bertft("tokenize --model " + model.string() + " --max-length " +
+                                             std::to_string(c.max_len) +
+                                             (c.checker == "qa" ? " --truncation only_second" : ""),
+                                         path("tokenize.log"), "", texts);
+    ASSERT_EQ(run.code, 0) << run.output;
+    std::string lines;
+    for (const auto& line : testing::json_lines(run.output)) lines += line.dump() + "\n";
+    tokens = path("tokens.jsonl");
+    testing::write_bytes(tokens, lines);
+  }
+
+  const json report = check(model, examples, predictions, tokens);
+  ASSERT_TRUE(report.contains("n")) << report.dump(1);
+  for (const auto* key : {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"})
+    EXPECT_TRUE(report["loading_info"][key].empty()) << key << ": " << report.dump(1);
+  EXPECT_EQ(report["model_class"], c.architecture);
+  EXPECT_EQ(report["n"], n);
+  EXPECT_EQ(report["prediction_agreement"], fmt::format("{}/{}", n, n)) << report.dump(1);
+  if (report.contains("max_abs_diff_probability")) {
+    EXPECT_LT(report["max_abs_diff_probability"].get<double>(), 1e-5) << report.dump(1);
+  }
+  if (with_tokens) {
+    EXPECT_EQ(report["tokenization_mismatch_vs_bertft_tokenize"], fmt::format("0/{}", n))
+        << report.dump(1);
+  }
+  if (report.contains("word_tag_agreement")) {
+    const auto agreement = report["word_tag_agreement"].get<std::string>();
+    const auto slash = agreement.find('/');
+    EXPECT_EQ(agreement.substr(0, slash), agreement.substr(slash + 1)) << report.dump(1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Heads,
+    HfExportTest,
+    ::testing::Values(
+        HeadCase{"sst2", "seqcls", "BertForSequenceClassification",
+                 "{type: sequence_classification, max_seq_length: 64}", 64},
+        HeadCase{"mrpc", "seqcls", "BertForSequenceClassification",
+                 "{type: sequence_classification, max_seq_length: 128}", 128},
+        HeadCase{"conll", "tokcls", "BertForTokenClassification",
+                 "{type: token_classification, max_seq_length: 128, document_context: false}", 128},
+        HeadCase{"squad", "qa", "BertForQuestionAnswering",
+                 "{type: question_answering, max_seq_length: 384}", 384},
+        HeadCase{"swag", "mc", "BertForMultipleChoice",
+                 "{type: multiple_choice, max_seq_length: 64}", 64}),
+    [](const ::testing::TestParamInfo<HeadCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace bert
