@@ -340,6 +340,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   options.normalizer.handle_chinese_chars = read_bool("tokenize_chinese_chars").value_or(true);
   read_specials();
   options.special = special;
+  options.hf_class = model_type == "distilbert" ? "DistilBertTokenizer"
+                     : model_type == "electra"  ? "ElectraTokenizer"
+                                                : "BertTokenizer";
   const auto added = read_added_tokens(dir, special);
   for (const auto& d : added) options.added_tokens.push_back(d.token);
   auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);

@@ -320,7 +320,7 @@ void WordPieceTokenizer::save(const std::filesystem::path& dir) const {
   if (!added.empty()) write_file_atomic(dir / "added_tokens.json", added.dump(2) + "\n");
   const auto& n = options_.normalizer;
   nlohmann::ordered_json config = {
-      {"tokenizer_class", "BertTokenizer"},
+      {"tokenizer_class", options_.hf_class},
       {"do_lower_case", n.lowercase},
       {"strip_accents",
        n.strip_accents == n.lowercase ? nlohmann::json(nullptr) : nlohmann::json(n.strip_accents)},

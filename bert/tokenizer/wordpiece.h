@@ -35,6 +35,9 @@ struct WordPieceOptions {
   /// HF's order. Each takes its vocabulary id when its content is a vocabulary line, else the
   /// next id after the vocabulary (as HF numbers them; `id` here is ignored).
   std::vector<AddedToken> added_tokens;
+  /// The HF class save() names in tokenizer_config.json, which AutoTokenizer builds: the model
+  /// family's (DistilBERT's takes no token_type_ids, and HF's model refuses them).
+  std::string hf_class = "BertTokenizer";
 };
 
 /// The lines of a vocab.txt (line number = id), without line ends ("\n" or "\r\n"). Throws

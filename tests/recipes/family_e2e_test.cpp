@@ -1,7 +1,8 @@
 // Each encoder family through the product's path: `bertft train` from the family's HF base model
 // (tests/fixtures/hf_families, made by HF) with its own tokenizer, `bertft export` in the family's
 // HF layout (model_type, XxxForSequenceClassification, HF's key names, tokenizer files), and
-// `bertft predict --text` on the export; and continued MLM pre-training from XxxForMaskedLM.
+// `bertft predict --text` on the export, which HF transformers itself loads and runs (where its
+// reference kit is set up); and continued MLM pre-training from XxxForMaskedLM.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ struct Family {
   std::string name;
   std::string architecture;
   std::vector<std::string> tokenizer_files;  ///< what the export must hold
+  std::string tokenizer_class;               ///< what AutoTokenizer must build from it
 };
 
 void PrintTo(const Family& family, std::ostream* os) {
@@ -112,6 +114,8 @@ TEST_P(FamilyEndToEndTest, TrainExportPredict) {
   EXPECT_EQ(config["architectures"], json::array({family.architecture}));
   EXPECT_EQ(config["id2label"], json({{"0", "no"}, {"1", "yes"}}));
   for (const auto& file : family.tokenizer_files) EXPECT_TRUE(fs::exists(out / file)) << file;
+  EXPECT_EQ(json::parse(read_file(out / "tokenizer_config.json"))["tokenizer_class"],
+            family.tokenizer_class);
   const auto hf =
       read_weights(family_dir(family.name) / "models" / "seqcls3" / "model.safetensors");
   const auto ours = read_weights(out / "model.safetensors");
@@ -133,6 +137,34 @@ TEST_P(FamilyEndToEndTest, TrainExportPredict) {
   ASSERT_EQ(got.size(), 1u) << run.output;
   EXPECT_TRUE(got[0]["label"] == "yes" || got[0]["label"] == "no") << run.output;
   EXPECT_GT(got[0]["score"].get<double>(), 0.0);
+
+  // HF transformers itself loads the export with the family's tokenizer and predicts as bertft
+  // does (where the HF reference kit is set up; XLM-R's slow tokenizer needs Python's
+  // sentencepiece, which the kit lacks).
+  if (family.name == "xlm-roberta" || !testing::hf_export_check_command()) return;
+  const auto test_tsv = dir_.path() / "glue" / "SST-2" / "test.tsv";
+  std::string tsv = "index\tsentence\n", texts;
+  int n = 0;
+  for (const auto& example : testing::json_lines(examples(words, 24, 3))) {
+    tsv += std::to_string(n++) + "\t" + example["text"].get<std::string>() + "\n";
+    texts += json{{"text", example["text"]}}.dump() + "\n";
+  }
+  fs::create_directories(test_tsv.parent_path());
+  testing::write_bytes(test_tsv, tsv);
+  testing::write_bytes(dir_.path() / "texts.jsonl", texts);
+  const auto predicted = dir_.path() / "predicted.jsonl", tokens = dir_.path() / "tokens.jsonl";
+  run = testing::run_bertft("predict --model " + out.string() + " --data " + test_tsv.string() +
+                                " --out " + predicted.string(),
+                            dir_.path() / "predict.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  testing::write_bertft_tokens("--model " + out.string() + " --max-length 16",
+                               dir_.path() / "texts.jsonl", tokens);
+  testing::expect_hf_agrees(
+      testing::run_hf_export_check("seqcls " + out.string() + " " + test_tsv.string() + " " +
+                                       predicted.string() + " --max-len 16 --bertft-tok " +
+                                       tokens.string(),
+                                   dir_.path()),
+      family.architecture, n, /*with_tokens=*/true);
 }
 
 TEST_P(FamilyEndToEndTest, ContinuedMaskedLmPretraining) {
@@ -206,14 +238,20 @@ TEST_P(FamilyEndToEndTest, ContinuedMaskedLmPretraining) {
 INSTANTIATE_TEST_SUITE_P(
     HfFamilies,
     FamilyEndToEndTest,
-    ::testing::Values(Family{"roberta",
-                             "RobertaForSequenceClassification",
-                             {"vocab.json", "merges.txt", "tokenizer_config.json"}},
-                      Family{"xlm-roberta",
-                             "XLMRobertaForSequenceClassification",
-                             {"sentencepiece.bpe.model", "tokenizer_config.json"}},
-                      Family{"distilbert", "DistilBertForSequenceClassification", {"vocab.txt"}},
-                      Family{"electra", "ElectraForSequenceClassification", {"vocab.txt"}}),
+    ::testing::Values(
+        Family{"roberta",
+               "RobertaForSequenceClassification",
+               {"vocab.json", "merges.txt", "tokenizer_config.json"},
+               "RobertaTokenizer"},
+        Family{"xlm-roberta",
+               "XLMRobertaForSequenceClassification",
+               {"sentencepiece.bpe.model", "tokenizer_config.json"},
+               "XLMRobertaTokenizer"},
+        Family{"distilbert",
+               "DistilBertForSequenceClassification",
+               {"vocab.txt"},
+               "DistilBertTokenizer"},
+        Family{"electra", "ElectraForSequenceClassification", {"vocab.txt"}, "ElectraTokenizer"}),
     [](const auto& info) {
       std::string name = info.param.name;
       name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

@@ -9,7 +9,6 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -37,13 +36,6 @@ void PrintTo(const HeadCase& c, std::ostream* os) {
   *os << c.name;
 }
 
-fs::path hf_python() {
-  const char* python = std::getenv("BERTFT_HF_PYTHON");
-  return python != nullptr && *python != '\0'
-             ? fs::path(python)
-             : fs::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
-}
-
 std::vector<std::string> lines_of(const fs::path& file) {
   std::vector<std::string> lines;
   std::istringstream in(read_file(file));
@@ -61,16 +53,13 @@ std::vector<std::string> split_tabs(const std::string& line) {
 class HfExportTest : public ::testing::TestWithParam<HeadCase> {
  protected:
   void SetUp() override {
-    if (!fs::exists(hf_python()) || !fs::exists(checker_script()))
+    if (!testing::hf_export_check_command())
       GTEST_SKIP() << "no HF reference (run ../shared/tools/hf-reference/setup.sh "
                       "build/hf-reference, or set BERTFT_HF_PYTHON)";
     if (!fs::exists(data() / "bert-vocab" / "bert-base-cased-vocab.txt"))
       GTEST_SKIP() << "no ../shared/data";
   }
   static fs::path data() { return testing::shared_dir() / "data"; }
-  static fs::path checker_script() {
-    return testing::shared_dir() / "tools" / "hf-reference" / "hf_export_check.py";
-  }
   fs::path path(const std::string& name) const { return dir_.path() / name; }
 
   void bertft(const std::string& args,
@@ -84,28 +73,6 @@ class HfExportTest : public ::testing::TestWithParam<HeadCase> {
   /// returns how many predictions the checker compares, and (seqcls, qa) writes the texts
   /// for `bertft tokenize` to `texts`.
   int write_examples(const fs::path& file, const fs::path& texts);
-
-  /// hf_export_check.py's report on the export.
-  json check(const fs::path& model,
-             const fs::path& examples,
-             const fs::path& predictions,
-             const fs::path& tokens) {
-    const auto out = path("check.json"), err = path("check.log");
-    std::string command = hf_python().string() + " " + checker_script().string() + " " +
-                          GetParam().checker + " " + model.string() + " " + examples.string() +
-                          " " + predictions.string() + " --max-len " +
-                          std::to_string(GetParam().max_len);
-    if (!tokens.empty()) command += " --bertft-tok " + tokens.string();
-    const int status =
-        std::system((command + " > " + out.string() + " 2> " + err.string()).c_str());
-    EXPECT_EQ(status, 0) << command << "\n" << read_file(err);
-    try {
-      return json::parse(read_file(out));
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << command << ": " << e.what() << "\n" << read_file(err);
-      return json::object();
-    }
-  }
 
   testing::TempDir dir_;
 };
@@ -245,36 +212,19 @@ TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
   }
   fs::path tokens;
   if (with_tokens) {
-    const auto run = testing::run_bertft("tokenize --model " + model.string() + " --max-length " +
-                                             std::to_string(c.max_len) +
-                                             (c.checker == "qa" ? " --truncation only_second" : ""),
-                                         path("tokenize.log"), "", texts);
-    ASSERT_EQ(run.code, 0) << run.output;
-    std::string lines;
-    for (const auto& line : testing::json_lines(run.output)) lines += line.dump() + "\n";
     tokens = path("tokens.jsonl");
-    testing::write_bytes(tokens, lines);
+    testing::write_bertft_tokens("--model " + model.string() + " --max-length " +
+                                     std::to_string(c.max_len) +
+                                     (c.checker == "qa" ? " --truncation only_second" : ""),
+                                 texts, tokens);
   }
 
-  const json report = check(model, examples, predictions, tokens);
-  ASSERT_TRUE(report.contains("n")) << report.dump(1);
-  for (const auto* key : {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"})
-    EXPECT_TRUE(report["loading_info"][key].empty()) << key << ": " << report.dump(1);
-  EXPECT_EQ(report["model_class"], c.architecture);
-  EXPECT_EQ(report["n"], n);
-  EXPECT_EQ(report["prediction_agreement"], fmt::format("{}/{}", n, n)) << report.dump(1);
-  if (report.contains("max_abs_diff_probability")) {
-    EXPECT_LT(report["max_abs_diff_probability"].get<double>(), 1e-5) << report.dump(1);
-  }
-  if (with_tokens) {
-    EXPECT_EQ(report["tokenization_mismatch_vs_bertft_tokenize"], fmt::format("0/{}", n))
-        << report.dump(1);
-  }
-  if (report.contains("word_tag_agreement")) {
-    const auto agreement = report["word_tag_agreement"].get<std::string>();
-    const auto slash = agreement.find('/');
-    EXPECT_EQ(agreement.substr(0, slash), agreement.substr(slash + 1)) << report.dump(1);
-  }
+  const json report = testing::run_hf_export_check(
+      fmt::format("{} {} {} {} --max-len {}{}", c.checker, model.string(), examples.string(),
+                  predictions.string(), c.max_len,
+                  tokens.empty() ? "" : " --bertft-tok " + tokens.string()),
+      dir_.path());
+  testing::expect_hf_agrees(report, c.architecture, n, with_tokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(

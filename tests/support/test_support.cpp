@@ -49,6 +49,70 @@ BertftRun run_bertft(const std::string& args,
   return run;
 }
 
+std::optional<std::string> hf_export_check_command() {
+  const char* env = std::getenv("BERTFT_HF_PYTHON");
+  const std::filesystem::path python =
+      env != nullptr && *env != '\0'
+          ? std::filesystem::path(env)
+          : std::filesystem::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
+  const auto script = shared_dir() / "tools" / "hf-reference" / "hf_export_check.py";
+  if (!std::filesystem::exists(python) || !std::filesystem::exists(script)) return std::nullopt;
+  return python.string() + " " + script.string();
+}
+
+nlohmann::json run_hf_export_check(const std::string& args, const std::filesystem::path& dir) {
+  const auto checker = hf_export_check_command();
+  if (!checker) {
+    ADD_FAILURE() << "no HF reference kit";
+    return nlohmann::json::object();
+  }
+  const auto out = dir / "hf_check.json", err = dir / "hf_check.log";
+  const std::string command = *checker + " " + args;
+  const int status = std::system((command + " > " + out.string() + " 2> " + err.string()).c_str());
+  EXPECT_EQ(status, 0) << command << "\n" << read_file(err);
+  try {
+    return nlohmann::json::parse(read_file(out));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << command << ": " << e.what() << "\n" << read_file(err);
+    return nlohmann::json::object();
+  }
+}
+
+void write_bertft_tokens(const std::string& args,
+                         const std::filesystem::path& texts,
+                         const std::filesystem::path& out) {
+  const auto run = run_bertft("tokenize " + args, out.string() + ".log", "", texts);
+  EXPECT_EQ(run.code, 0) << run.output;
+  std::string lines;
+  for (const auto& line : json_lines(run.output)) lines += line.dump() + "\n";
+  write_bytes(out, lines);
+}
+
+void expect_hf_agrees(const nlohmann::json& report,
+                      const std::string& architecture,
+                      int n,
+                      bool with_tokens) {
+  ASSERT_TRUE(report.contains("n")) << report.dump(1);
+  for (const auto* key : {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"})
+    EXPECT_TRUE(report["loading_info"][key].empty()) << key << ": " << report.dump(1);
+  EXPECT_EQ(report["model_class"], architecture);
+  EXPECT_EQ(report["n"], n);
+  const auto all = std::to_string(n) + "/" + std::to_string(n);
+  EXPECT_EQ(report["prediction_agreement"], all) << report.dump(1);
+  if (report.contains("max_abs_diff_probability")) {
+    EXPECT_LT(report["max_abs_diff_probability"].get<double>(), 1e-5) << report.dump(1);
+  }
+  if (with_tokens) {
+    EXPECT_EQ(report["tokenization_mismatch_vs_bertft_tokenize"], "0/" + std::to_string(n))
+        << report.dump(1);
+  }
+  if (report.contains("word_tag_agreement")) {
+    const auto agreement = report["word_tag_agreement"].get<std::string>();
+    const auto slash = agreement.find('/');
+    EXPECT_EQ(agreement.substr(0, slash), agreement.substr(slash + 1)) << report.dump(1);
+  }
+}
+
 std::vector<nlohmann::json> json_lines(const std::string& output) {
   std::vector<nlohmann::json> out;
   std::istringstream in(output);

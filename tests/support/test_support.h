@@ -114,6 +114,31 @@ BertftRun run_bertft(const std::string& args,
 /// lines), parsed.
 std::vector<nlohmann::json> json_lines(const std::string& output);
 
+/// The HF reference kit's interpreter ($BERTFT_HF_PYTHON, else build/hf-reference/python, as
+/// ../shared/tools/hf-reference/setup.sh makes it) and ../shared's hf_export_check.py; nullopt
+/// where either is absent (the caller skips).
+std::optional<std::string> hf_export_check_command();
+
+/// Runs `hf_export_check.py <args>` (HF transformers loads a bertft export and predicts on the
+/// same inputs as `bertft predict`) and returns its report; a failure to run or parse is a test
+/// failure and returns an empty object. stdout/stderr go to `dir`/hf_check.{json,log}.
+nlohmann::json run_hf_export_check(const std::string& args, const std::filesystem::path& dir);
+
+/// `bertft tokenize <args>` of the lines in `texts`: its JSON lines written to `out` (for
+/// hf_export_check.py's --bertft-tok); a failure is a test failure.
+void write_bertft_tokens(const std::string& args,
+                         const std::filesystem::path& texts,
+                         const std::filesystem::path& out);
+
+/// What a report of run_hf_export_check must say: HF built `architecture` with no missing,
+/// unexpected or mismatched key, compared `n` inputs and agreed on every prediction,
+/// probabilities within 1e-5 where it compares them, and (`with_tokens`) its tokenizer gave
+/// bertft's ids on every input.
+void expect_hf_agrees(const nlohmann::json& report,
+                      const std::string& architecture,
+                      int n,
+                      bool with_tokens);
+
 /// Writes `bytes` to `path` (test helper, not atomic).
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
 
