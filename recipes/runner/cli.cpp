@@ -192,6 +192,23 @@ constexpr const char* kTokenizerFiles[] = {"vocab.txt",
                                            "special_tokens_map.json"};
 }  // namespace
 
+void check_no_other_tokenizer(const std::string& out,
+                              const std::function<bool(const std::string& name)>& written) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(out)) return;
+  const auto stale = foreign_entries(out, [&](const std::string& name) {
+    return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) !=
+               std::end(kTokenizerFiles) &&
+           !written(name);
+  });
+  if (!stale.empty())
+    throw ConfigError(fmt::format(
+        "--out {}: holds tokenizer files that the new ones would not replace ({}), and loading "
+        "the directory would read them too; nothing was written: give a new directory or "
+        "remove those files",
+        out, stale));
+}
+
 void write_model_dir(const std::string& out,
                      const std::function<void(const std::filesystem::path& dir)>& write) {
   namespace fs = std::filesystem;
@@ -202,23 +219,16 @@ void write_model_dir(const std::string& out,
     return;
   }
   // A directory with the user's other files: ours move in, config.json (what makes it a
-  // model) last. Another tokenizer's files that ours would not replace (a WordPiece vocab.txt
-  // beside a new spiece.model, an old added_tokens.json) would be read with it: refused.
+  // model) last; never beside another tokenizer's files.
+  try {
+    check_no_other_tokenizer(out,
+                             [&](const std::string& name) { return fs::exists(staging / name); });
+  } catch (const ConfigError&) {
+    remove_tree(staging);
+    throw;
+  }
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(staging)) files.push_back(entry.path());
-  const auto stale = foreign_entries(target, [&](const std::string& name) {
-    return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) !=
-               std::end(kTokenizerFiles) &&
-           !fs::exists(staging / name);
-  });
-  if (!stale.empty()) {
-    remove_tree(staging);
-    throw ConfigError(fmt::format(
-        "--out {}: holds tokenizer files that the new ones would not replace ({}), and loading "
-        "the directory would read them too; nothing was written: give a new directory or "
-        "remove those files",
-        out, stale));
-  }
   std::stable_partition(files.begin(), files.end(),
                         [](const fs::path& f) { return f.filename() != "config.json"; });
   for (const auto& file : files) fs::rename(file, target / file.filename());

@@ -70,10 +70,18 @@ CLI::Validator positive();
 /// would no longer belong together.
 void check_out_holds_no_model(const std::string& out, const std::string& writes);
 
+/// Throws ConfigError "--out <out>: holds tokenizer files that the new ones would not replace
+/// (...)" where directory `out` holds tokenizer files (vocab.txt, spiece.model, tokenizer.json,
+/// added_tokens.json, ...) for which `written` (a file name) is false: a loader would read them
+/// with the new ones (vocab.txt is taken before a new spiece.model).
+void check_no_other_tokenizer(const std::string& out,
+                              const std::function<bool(const std::string& name)>& written);
+
 /// Writes a model directory to `out` as one step: `write` fills a staging directory beside it
 /// (".tmp-<name>"), which then becomes `out` (renamed where `out` is new; its files moved in,
-/// config.json last, where `out` is a directory already). A failure in `write` removes the
-/// staging directory and leaves `out` as it was, so a rerun finds no half-written model there.
+/// config.json last, where `out` is a directory already; refused by check_no_other_tokenizer
+/// there). A failure in `write` removes the staging directory and leaves `out` as it was, so a
+/// rerun finds no half-written model there.
 void write_model_dir(const std::string& out,
                      const std::function<void(const std::filesystem::path& dir)>& write);
 

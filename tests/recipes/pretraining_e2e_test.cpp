@@ -121,11 +121,12 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
       bertft("vocab " + p("train.txt") + " --out " + p("vocab") + " --vocab-size 400 --lowercase"),
       0)
       << last_log_;
-  // A SentencePiece model beside that vocab.txt would be shadowed by it: refused.
+  // A SentencePiece model beside that vocab.txt would be shadowed by it: refused, before training.
   expect_refused(
       "vocab " + p("train.txt") + " --type sentencepiece --vocab-size 200 --out " + p("vocab"),
       "would not replace (special_tokens_map.json, tokenizer.json, vocab.txt)");
   EXPECT_FALSE(fs::exists(path("vocab/spiece.model")));
+  EXPECT_EQ(last_log_.find("sentencepiece_trainer"), std::string::npos) << "refused after training";
   ASSERT_EQ(
       bertft("new-model --vocab " + p("vocab/vocab.txt") + " --lowercase --out " + p("scratch") +
              " --hidden 64 --layers 2 --heads 2 --intermediate 128 --max-positions 64"),

@@ -22,7 +22,15 @@ struct VocabArgs {
 /// set by write_model_dir.
 int run_vocab(const VocabArgs& a) {
   check_out_holds_no_model(a.out, "vocab writes a new vocabulary");
-  if (a.type == "sentencepiece") {
+  // Before the training (write_model_dir checks again with what was written).
+  const bool sentencepiece = a.type == "sentencepiece";
+  check_no_other_tokenizer(a.out, [&](const std::string& name) {
+    return name == "tokenizer_config.json" ||
+           (sentencepiece ? name == "spiece.model" || name == "spiece.vocab"
+                          : name == "vocab.txt" || name == "special_tokens_map.json" ||
+                                name == "tokenizer.json");
+  });
+  if (sentencepiece) {
     std::vector<fs::path> inputs(a.inputs.begin(), a.inputs.end());
     int64_t pieces = 0;
     write_model_dir(a.out, [&](const fs::path& dir) {
