@@ -9,7 +9,6 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -83,8 +82,7 @@ int HfExportTest::write_examples(const fs::path& file, const fs::path& texts) {
   int n = 0;
   if (name == "sst2" || name == "mrpc") {
     const auto lines = lines_of(data() / "glue" / (name == "sst2" ? "SST-2" : "MRPC") / "dev.tsv");
-    const auto header = split_tabs(lines.at(0));
-    for (size_t i = 0; i < lines.size() && n <= 40; ++i) {
+    for (size_t i = 0; i < lines.size() && n < 40; ++i) {
       out += lines[i] + "\n";
       if (i == 0) continue;
       const auto fields = split_tabs(lines[i]);
@@ -125,7 +123,7 @@ int HfExportTest::write_examples(const fs::path& file, const fs::path& texts) {
     }
     out = json{{"version", "1.1"}, {"data", {{{"title", "t"}, {"paragraphs", paragraphs}}}}}.dump();
   } else {
-    // SWAG's columns, generated sentences: the right ending repeats the context's subject.
+    // SWAG's columns, generated sentences: the labelled ending starts "then", the others "never".
     const std::vector<std::string> subjects = {"The dog", "A woman", "The man", "Two kids"},
                                    verbs = {"walks", "runs", "looks", "sits", "waits", "turns"},
                                    places = {"the park", "a room", "the river", "the road"};
