@@ -250,9 +250,11 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   }
 
   std::string model_type = "bert";
+  std::string class_stem = "Bert";  // of the family's HF classes ("DistilBert", ...)
   try {
     const json model_config = parse_json_limited(read_file(dir.config));
     if (model_config.is_object()) model_type = model_config.value("model_type", model_type);
+    class_stem = family_class_stem(parse_model_type(model_type, dir.config.string()));
   } catch (const std::exception&) {
     // config.json's own problems are reported where the model reads it.
   }
@@ -340,9 +342,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   options.normalizer.handle_chinese_chars = read_bool("tokenize_chinese_chars").value_or(true);
   read_specials();
   options.special = special;
-  options.hf_class = model_type == "distilbert" ? "DistilBertTokenizer"
-                     : model_type == "electra"  ? "ElectraTokenizer"
-                                                : "BertTokenizer";
+  options.hf_class = class_stem + "Tokenizer";
   const auto added = read_added_tokens(dir, special);
   for (const auto& d : added) options.added_tokens.push_back(d.token);
   auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);
