@@ -27,8 +27,7 @@ PretrainedDir PretrainedDir::find(const fs::path& dir) {
   d.config = dir / "config.json";
   if (!fs::exists(d.config)) throw CheckpointError(fmt::format("{}: no config.json", dir.string()));
   if (fs::exists(dir / "vocab.txt")) d.vocab = dir / "vocab.txt";
-  for (const char* name :
-       {"spiece.model", "spm.model", "sentencepiece.bpe.model", "tokenizer.model"}) {
+  for (const char* name : kSentencePieceFiles) {
     if (!d.sentencepiece && fs::exists(dir / name)) d.sentencepiece = dir / name;
   }
   if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {

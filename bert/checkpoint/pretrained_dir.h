@@ -15,6 +15,10 @@ namespace bert {
 /// The HF file name of unsharded safetensors weights.
 inline constexpr const char* kSafetensorsWeightsFile = "model.safetensors";
 
+/// The SentencePiece model file names PretrainedDir::find looks for, in its order of preference.
+inline constexpr const char* kSentencePieceFiles[] = {"spiece.model", "spm.model",
+                                                      "sentencepiece.bpe.model", "tokenizer.model"};
+
 enum class WeightsFormat {
   kSafetensors,         ///< model.safetensors
   kSafetensorsSharded,  ///< model.safetensors.index.json + shards

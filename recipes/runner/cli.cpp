@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
@@ -177,30 +178,31 @@ void check_out_holds_no_model(const std::string& out, const std::string& writes)
 }
 
 namespace {
-/// The files a tokenizer directory may hold (PretrainedDir::find and load_tokenizer read them).
+/// The files a tokenizer directory may hold (PretrainedDir::find and load_tokenizer read them),
+/// besides kSentencePieceFiles.
 constexpr const char* kTokenizerFiles[] = {"vocab.txt",
                                            "vocab.json",
                                            "merges.txt",
-                                           "spiece.model",
                                            "spiece.vocab",
-                                           "spm.model",
-                                           "sentencepiece.bpe.model",
-                                           "tokenizer.model",
                                            "tokenizer.json",
                                            "added_tokens.json",
                                            "tokenizer_config.json",
                                            "special_tokens_map.json"};
+
+bool is_tokenizer_file(const std::string& name) {
+  const auto in = [&](const auto& names) {
+    return std::find(std::begin(names), std::end(names), name) != std::end(names);
+  };
+  return in(kTokenizerFiles) || in(kSentencePieceFiles);
+}
 }  // namespace
 
 void check_no_other_tokenizer(const std::string& out,
                               const std::function<bool(const std::string& name)>& written) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(out)) return;
-  const auto stale = foreign_entries(out, [&](const std::string& name) {
-    return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) !=
-               std::end(kTokenizerFiles) &&
-           !written(name);
-  });
+  const auto stale = foreign_entries(
+      out, [&](const std::string& name) { return is_tokenizer_file(name) && !written(name); });
   if (!stale.empty())
     throw ConfigError(fmt::format(
         "--out {}: holds tokenizer files that the new ones would not replace ({}), and loading "
