@@ -235,6 +235,37 @@ void ByteLevelBpeTokenizer::merge_word(
   }
 }
 
+std::string ByteLevelBpeTokenizer::detokenize(const std::vector<std::string>& tokens) const {
+  static const std::unordered_map<char32_t, char> kByteOf = [] {
+    std::unordered_map<char32_t, char> m;
+    std::vector<char32_t> cps;
+    std::vector<uint32_t> offsets;
+    for (int b = 0; b < 256; ++b) {
+      unicode::decode_utf8(byte_symbols()[static_cast<size_t>(b)], cps, offsets);
+      m.emplace(cps.at(0), static_cast<char>(b));
+    }
+    return m;
+  }();
+  std::string bytes, token_bytes;
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> offsets;
+  for (const auto& token : tokens) {
+    unicode::decode_utf8(token, cps, offsets);
+    token_bytes.clear();
+    bool symbols = true;
+    for (const char32_t c : cps) {
+      const auto it = kByteOf.find(c);
+      if (it == kByteOf.end()) {
+        symbols = false;
+        break;
+      }
+      token_bytes.push_back(it->second);
+    }
+    bytes += symbols ? token_bytes : token;  // an added token's own text stays as it is
+  }
+  return unicode::replace_invalid_utf8(bytes);
+}
+
 std::vector<Piece> ByteLevelBpeTokenizer::tokenize(std::string_view text) const {
   if (!options_.added_tokens.empty()) return tokenize_with_added(text);
   // <mask> takes the whitespace before it into its token text (HF's lstrip); its offsets stay
@@ -389,7 +420,8 @@ void ByteLevelBpeTokenizer::save(const std::filesystem::path& dir) const {
       {"add_prefix_space", false},
       {"trim_offsets", true},
       {"errors", "replace"},
-      {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512}};
+      {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512},
+      {"clean_up_tokenization_spaces", clean_up_spaces_}};
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
   nlohmann::ordered_json special = {{"bos_token", special_.cls},  {"eos_token", special_.sep},
                                     {"unk_token", special_.unk},  {"sep_token", special_.sep},

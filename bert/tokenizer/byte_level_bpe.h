@@ -56,11 +56,14 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   /// The HF `tokenizer.json` that describes this tokenizer (fast-tokenizer format).
   nlohmann::json hf_tokenizer_json() const;
   /// The added tokens with their ids (empty when there are none).
-  const std::vector<AddedToken>& added_tokens() const { return options_.added_tokens; }
+  const std::vector<AddedToken>& added_tokens() const override { return options_.added_tokens; }
   /// Entries of vocab.json (the ids before the added tokens).
-  int64_t base_vocab_size() const { return static_cast<int64_t>(base_vocab_size_); }
+  int64_t base_vocab_size() const override { return static_cast<int64_t>(base_vocab_size_); }
 
  private:
+  /// Each token's byte symbols back to bytes (a token with other characters: its own bytes),
+  /// read as UTF-8 with U+FFFD for what is invalid.
+  std::string detokenize(const std::vector<std::string>& tokens) const override;
   /// BPE pieces of the words of text[begin, end), words numbered on from `word`.
   void stretch_pieces(std::string_view text,
                       size_t begin,

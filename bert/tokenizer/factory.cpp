@@ -248,6 +248,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     const auto n = it->get<int64_t>();
     if (n > 0 && n < (int64_t{1} << 40)) max_length = n;  // HF writes 1e30 for "unlimited"
   }
+  // decode()'s clean-up, true where the key is absent (HF 4.31's default).
+  const bool clean_up =
+      config_bool(config, config_name, "clean_up_tokenization_spaces").value_or(true);
 
   std::string model_type = "bert";
   std::string class_stem = "Bert";  // of the family's HF classes ("DistilBert", ...)
@@ -283,6 +286,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     auto tokenizer = ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, options);
     check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(), "vocab.json");
     tokenizer->set_model_max_length(max_length);
+    tokenizer->set_clean_up_spaces(clean_up);
     return tokenizer;
   }
   if (!dir.vocab && dir.sentencepiece) {
@@ -296,6 +300,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
           std::make_unique<SentencePieceTokenizer>(*dir.sentencepiece, SentencePieceIds::kModel);
       refuse_added_tokens(read_added_tokens(dir, tokenizer->special_tokens()), *tokenizer);
       tokenizer->set_model_max_length(max_length);
+      tokenizer->set_clean_up_spaces(clean_up);
       return tokenizer;
     }
     // The added tokens are read against XLM-R's special tokens (fairseq's names).
@@ -308,6 +313,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
                     dir.sentencepiece->filename().string().c_str());
     tokenizer->set_model_max_length(max_length);
+    tokenizer->set_clean_up_spaces(clean_up);
     return tokenizer;
   }
   if (!dir.vocab)
@@ -348,6 +354,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);
   check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(), "vocab.txt");
   tokenizer->set_model_max_length(max_length);
+  tokenizer->set_clean_up_spaces(clean_up);
   return tokenizer;
 }
 

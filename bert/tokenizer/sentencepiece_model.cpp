@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -115,6 +116,28 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
 
 SentencePieceTokenizer::~SentencePieceTokenizer() {
   if (processor_ != nullptr) module_->free(processor_);
+}
+
+std::string SentencePieceTokenizer::detokenize(const std::vector<std::string>& tokens) const {
+  static constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581 "▁"
+  std::string text;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    // HF's fast tokenizer gives an added token matched in the normalized text as normalized.
+    const auto added = std::find_if(added_.begin(), added_.end(), [&](const AddedToken& t) {
+      return t.normalized && t.content == tokens[i];
+    });
+    const std::string normalized =
+        added != added_.end() ? normalize_like_hf(added->content).text : std::string();
+    const std::string_view token = added != added_.end() ? std::string_view(normalized) : tokens[i];
+    // The first piece's "▁" is the space the pre-tokenizer put before the text.
+    size_t at =
+        i == 0 && token.substr(0, kSpaceSymbol.size()) == kSpaceSymbol ? kSpaceSymbol.size() : 0;
+    for (size_t hit; (hit = token.find(kSpaceSymbol, at)) != std::string_view::npos;
+         at = hit + kSpaceSymbol.size())
+      text.append(token.substr(at, hit - at)).push_back(' ');
+    text.append(token.substr(at));
+  }
+  return text;
 }
 
 std::vector<Piece> SentencePieceTokenizer::tokenize(std::string_view text) const {
@@ -285,7 +308,8 @@ void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
       {"sep_token", special_.sep},
       {"pad_token", special_.pad},
       {"mask_token", special_.mask},
-      {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512}};
+      {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512},
+      {"clean_up_tokenization_spaces", clean_up_spaces_}};
   if (!fairseq) {
     // AlbertTokenizer lower-cases and strips accents unless told not to; bertft does neither.
     config["do_lower_case"] = false;

@@ -58,12 +58,14 @@ class SentencePieceTokenizer final : public Tokenizer {
   /// model's own ids.
   nlohmann::json hf_tokenizer_json() const;
   /// The added tokens with their ids (empty when there are none).
-  const std::vector<AddedToken>& added_tokens() const { return added_; }
+  const std::vector<AddedToken>& added_tokens() const override { return added_; }
   /// Pieces before the added tokens (fairseq's numbering: the model's pieces, the four
   /// specials and <mask>).
-  int64_t base_vocab_size() const { return base_vocab_size_; }
+  int64_t base_vocab_size() const override { return base_vocab_size_; }
 
  private:
+  /// The pieces concatenated, "▁" as a space, less the first piece's leading space.
+  std::string detokenize(const std::vector<std::string>& tokens) const override;
   /// tokenize() with added tokens: those matched in the raw text (with the special tokens),
   /// then, in each stretch between, normalized, the normalized ones, then HF's pipeline.
   std::vector<Piece> tokenize_with_added(std::string_view text) const;

@@ -53,6 +53,48 @@ void Tokenizer::set_vocab(std::vector<std::string> id_to_token, SpecialTokens sp
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 }
 
+const std::vector<AddedToken>& Tokenizer::added_tokens() const {
+  static const std::vector<AddedToken> none;
+  return none;
+}
+
+std::string clean_up_tokenization(std::string text) {
+  static const std::pair<std::string_view, std::string_view> kReplacements[] = {
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kReplacements) {
+    std::string out;
+    out.reserve(text.size());
+    size_t at = 0;
+    for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size())
+      out.append(text, at, hit - at).append(to);
+    out.append(text, at, std::string::npos);
+    text = std::move(out);
+  }
+  return text;
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
+  std::vector<bool> special_id;
+  if (skip_special_tokens) {
+    special_id.assign(id_to_token_.size(), false);
+    for (const int64_t id :
+         {special_.unk_id, special_.cls_id, special_.sep_id, special_.pad_id, special_.mask_id})
+      if (id >= 0) special_id[static_cast<size_t>(id)] = true;
+    for (const auto& t : added_tokens())
+      if (t.special && t.id >= 0 && t.id < vocab_size())
+        special_id[static_cast<size_t>(t.id)] = true;
+  }
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (const int64_t id : ids) {
+    const auto& token = id_to_token(id);
+    if (!skip_special_tokens || !special_id[static_cast<size_t>(id)]) tokens.push_back(token);
+  }
+  auto text = detokenize(tokens);
+  return clean_up_spaces_ ? clean_up_tokenization(std::move(text)) : text;
+}
+
 int64_t Tokenizer::token_to_id(std::string_view token) const {
   const auto it = token_to_id_.find(std::string(token));
   return it == token_to_id_.end() ? -1 : it->second;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bert/tokenizer/added_tokens.h"
 #include "bert/tokenizer/encoding.h"
 
 namespace bert::tok {
@@ -47,6 +48,11 @@ struct SpecialTokens {
 /// pre-training) that this vocabulary lacks, by name; empty when it has them all.
 std::vector<std::string> missing_input_tokens(const SpecialTokens& special);
 
+/// HF's clean_up_tokenization (decode's clean_up_tokenization_spaces): " ." " ?" " !" " ,"
+/// " n't" " 'm" " 's" " 've" " 're" lose their space and " ' " becomes "'", each over the whole
+/// text in this order.
+std::string clean_up_tokenization(std::string text);
+
 /// Text -> Encoding for BERT: a subword model (WordPiece or SentencePiece) followed by BERT's
 /// post-processing ([CLS] A [SEP] B [SEP], segment ids, truncation, padding). Immutable after
 /// construction; every method is safe to call from several threads.
@@ -79,7 +85,21 @@ class Tokenizer {
       const EncodeOptions& options = {},
       int threads = 0) const;
 
+  /// Text of `ids` as HF's fast tokenizer decodes them (transformers 4.31: the `tokenizers`
+  /// decode, then clean_up_tokenization_spaces): the tokens, less the special ones (added
+  /// special tokens included) with `skip_special_tokens`, through the sub-word model's
+  /// detokenize(); then, with clean_up_spaces(), no space before . ? ! , and English
+  /// contractions (HF's clean_up_tokenization). An id outside the vocabulary is a TokenizerError.
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
+  /// HF's clean_up_tokenization_spaces (tokenizer_config.json; true where absent, as in HF 4.31).
+  bool clean_up_spaces() const { return clean_up_spaces_; }
+  void set_clean_up_spaces(bool on) { clean_up_spaces_ = on; }
+
   int64_t vocab_size() const { return static_cast<int64_t>(id_to_token_.size()); }
+  /// The ids before the added tokens (the sub-word model's own vocabulary).
+  virtual int64_t base_vocab_size() const { return vocab_size(); }
+  /// The tokens added after training, with their ids (empty when there are none).
+  virtual const std::vector<AddedToken>& added_tokens() const;
   /// -1 if the token is not in the vocabulary.
   int64_t token_to_id(std::string_view token) const;
   const std::string& id_to_token(int64_t id) const;
@@ -94,6 +114,12 @@ class Tokenizer {
   void set_model_max_length(int64_t n) { model_max_length_ = n; }
 
  protected:
+  /// The tokens as text, as the HF fast tokenizer's decoder gives them: WordPiece puts a space
+  /// before each token but the first and glues "##" pieces on (then its own clean-up, the
+  /// tokenizer.json decoder's); byte-level BPE maps each token's byte symbols back to bytes (a
+  /// token with another character keeps its own bytes) and reads them as UTF-8, U+FFFD for what
+  /// is invalid; SentencePiece turns "▁" into spaces and drops the first token's leading one.
+  virtual std::string detokenize(const std::vector<std::string>& tokens) const = 0;
   /// Appends [PAD] tokens (attention 0, offsets (0, 0)) until `e` has `length` tokens.
   void pad(Encoding& e, size_t length) const;
   /// Sets the vocabulary and resolves the special-token ids (missing ones stay -1).
@@ -120,6 +146,7 @@ class Tokenizer {
   bool special_first_byte_[256] = {};
   int64_t model_max_length_ = 0;
   bool roberta_template_ = false;
+  bool clean_up_spaces_ = true;
 };
 
 template <class Normal, class Special>

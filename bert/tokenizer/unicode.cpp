@@ -54,6 +54,47 @@ void append_utf8(char32_t c, std::string& out) {
   }
 }
 
+std::string replace_invalid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  for (size_t i = 0; i < bytes.size();) {
+    const unsigned char lead = byte(i);
+    if (lead < 0x80) {
+      out.push_back(static_cast<char>(lead));
+      ++i;
+      continue;
+    }
+    // The sequence's length and the range its second byte must fall in (no overlong forms,
+    // surrogates or code points past U+10FFFF).
+    size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    }
+    size_t valid = 1;  // bytes of the maximal subpart
+    while (length > 0 && valid < length && i + valid < bytes.size()) {
+      const unsigned char b = byte(i + valid);
+      if (valid == 1 ? (b < low || b > high) : (b < 0x80 || b > 0xBF)) break;
+      ++valid;
+    }
+    if (length > 0 && valid == length)
+      out.append(bytes.substr(i, length));
+    else
+      out.append("\xEF\xBF\xBD");  // U+FFFD
+    i += valid;
+  }
+  return out;
+}
+
 namespace {
 
 struct CodePointRange {

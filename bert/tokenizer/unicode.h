@@ -17,6 +17,10 @@ void decode_utf8(std::string_view text,
                  std::vector<char32_t>& code_points,
                  std::vector<uint32_t>& byte_offsets);
 void append_utf8(char32_t c, std::string& out);
+/// `bytes` with each invalid UTF-8 sequence replaced by U+FFFD, one for each maximal subpart
+/// of an ill-formed sequence (Unicode's recommended practice, which Rust's
+/// String::from_utf8_lossy and Python's errors="replace" follow).
+std::string replace_invalid_utf8(std::string_view bytes);
 
 /// \t \n \r and every character with the Unicode White_Space property.
 bool is_whitespace(char32_t c);

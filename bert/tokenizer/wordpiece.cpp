@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "bert/common/error.h"
@@ -214,6 +215,33 @@ void WordPieceTokenizer::normalized_pieces(const NormalizedText& text,
   for (const auto& w : words) word_pieces(text, w.begin, w.end, word++, out);
 }
 
+std::string WordPieceTokenizer::detokenize(const std::vector<std::string>& tokens) const {
+  const auto& prefix = options_.continuing_subword_prefix;
+  std::string text, piece;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    piece = tokens[i];
+    // HF's fast tokenizer gives an added token matched in the normalized text as normalized.
+    const auto added =
+        std::find_if(options_.added_tokens.begin(), options_.added_tokens.end(),
+                     [&](const AddedToken& t) { return t.normalized && t.content == piece; });
+    if (added != options_.added_tokens.end()) {
+      NormalizedText form;
+      normalizer_.normalize(added->content, 0, form);
+      piece.clear();
+      for (const char32_t c : form.chars) unicode::append_utf8(c, piece);
+    }
+    if (i > 0) {
+      if (!prefix.empty() && piece.rfind(prefix, 0) == 0)
+        piece.erase(0, prefix.size());
+      else
+        piece.insert(0, " ");
+    }
+    // The decoder's clean-up, token by token (HF's WordPiece decoder with cleanup).
+    text += clean_up_spaces_ ? clean_up_tokenization(piece) : piece;
+  }
+  return text;
+}
+
 std::vector<Piece> WordPieceTokenizer::tokenize(std::string_view text) const {
   if (!options_.added_tokens.empty()) return tokenize_with_added(text);
   std::vector<Piece> out;
@@ -298,7 +326,9 @@ nlohmann::json WordPieceTokenizer::hf_tokenizer_json() const {
         {"sep", {special_.sep, special_.sep_id}},
         {"cls", {special_.cls, special_.cls_id}}}},
       {"decoder",
-       {{"type", "WordPiece"}, {"prefix", options_.continuing_subword_prefix}, {"cleanup", true}}},
+       {{"type", "WordPiece"},
+        {"prefix", options_.continuing_subword_prefix},
+        {"cleanup", clean_up_spaces_}}},
       {"model",
        {{"type", "WordPiece"},
         {"unk_token", special_.unk},
@@ -331,7 +361,7 @@ void WordPieceTokenizer::save(const std::filesystem::path& dir) const {
       {"cls_token", special_.cls},
       {"mask_token", special_.mask},
       {"model_max_length", model_max_length_ > 0 ? model_max_length_ : 512},
-      {"clean_up_tokenization_spaces", true},
+      {"clean_up_tokenization_spaces", clean_up_spaces_},
   };
   write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
   nlohmann::ordered_json special_map = {{"unk_token", special_.unk},

@@ -14,6 +14,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/tokenizer/factory.h"
+#include "bert/tokenizer/unicode.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tok {
@@ -48,6 +49,30 @@ std::unique_ptr<ByteLevelBpeTokenizer> tiny(
   for (const auto& [a, b] : merges) vocab.push_back(a + b);
   vocab.push_back("<mask>");
   return std::make_unique<ByteLevelBpeTokenizer>(vocab, merges, ByteLevelBpeTokenizer::Options{});
+}
+
+TEST(ByteLevelBpeTest, DecodesBytesBackToText) {
+  const std::string g = byte_symbol(' ');
+  const auto t = tiny({{"l", "o"}, {g, "lo"}, {"h", "e"}, {"he", "lo"}, {"e", "l"}});
+  const auto e = t->encode("helo lo", std::string_view("x \xe2\x98\x83"));  // U+2603: 3 pieces
+  EXPECT_EQ(t->decode(e.ids), "<s>helo lo</s></s>x \xe2\x98\x83</s>");
+  EXPECT_EQ(t->decode(e.ids, /*skip_special_tokens=*/true), "helo lox \xe2\x98\x83");
+  // Part of a character: U+FFFD for the bytes that do not make one, as HF (from_utf8_lossy).
+  EXPECT_EQ(t->decode({t->token_to_id(byte_symbol(0xe2)), t->token_to_id("h")}), "\xef\xbf\xbdh");
+}
+
+TEST(Utf8Test, InvalidSequencesBecomeOneReplacementEachMaximalSubpart) {
+  // Python's bytes.decode("utf-8", "replace") on the same bytes.
+  const std::string r = "\xef\xbf\xbd";
+  EXPECT_EQ(unicode::replace_invalid_utf8("a\xe2\x82"), "a" + r);
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xed\xa0\x80"), r + r + r);  // a surrogate
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xc0\x80"), r + r);          // overlong
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xe0\x80\xaf"), r + r + r);
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xf4\x90\x80\x80"), r + r + r + r);  // > U+10FFFF
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xf0\x9f\x98x"), r + "x");
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xff"), r);
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xe2\x82\xac\xe2"), "\xe2\x82\xac" + r);
+  EXPECT_EQ(unicode::replace_invalid_utf8("\xf0\x9f\x98\x80 ok"), "\xf0\x9f\x98\x80 ok");
 }
 
 TEST(ByteLevelBpeTest, MergesByRankWithTrimmedOffsets) {

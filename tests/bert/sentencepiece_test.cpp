@@ -74,6 +74,10 @@ TEST(SentencePieceTest, FairseqIdsAsHfXlmRobertaTokenizer) {
             std::vector<int64_t>({0, 1, 2, 3, xlmr.vocab_size() - 1}));
   EXPECT_EQ(xlmr.id_to_token(xlmr.vocab_size() - 1), "<mask>");
   EXPECT_TRUE(xlmr.roberta_template());
+  // Decoding (HF's Metaspace decoder): "▁" as spaces, the first piece's dropped.
+  const auto ids = xlmr.encode("This is a test").ids;
+  EXPECT_EQ(xlmr.decode(ids), "<s> This is a test</s>");
+  EXPECT_EQ(xlmr.decode(ids, /*skip_special_tokens=*/true), "This is a test");
 
   const std::string text = "This is a test of 92000 falsé ☃ words.";
   const auto ours = xlmr.tokenize(text), theirs = plain.tokenize(text);

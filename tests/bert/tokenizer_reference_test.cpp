@@ -170,7 +170,8 @@ std::vector<Input> real_inputs() {
   } while (0)
 
 /// Encodes `inputs` with HF's tokenizers from `tokenizer_json` and with `tokenizer`; fails when
-/// any input differs in ids, tokens, offsets (or type ids, with `types`), showing the first ten.
+/// any input differs in ids, tokens, offsets (or type ids, with `types`), or in its ids decoded
+/// back to text (with and without special tokens), showing the first ten.
 void expect_identical_to_hf(const Tokenizer& tokenizer,
                             const json& tokenizer_json,
                             const std::vector<Input>& inputs,
@@ -194,7 +195,7 @@ void expect_identical_to_hf(const Tokenizer& tokenizer,
 
   std::ifstream out(dir.path() / "out.jsonl");
   std::string line;
-  size_t i = 0, mismatches = 0, tokens = 0;
+  size_t i = 0, mismatches = 0, decode_mismatches = 0, tokens = 0;
   while (std::getline(out, line)) {
     ASSERT_LT(i, inputs.size());
     const auto ref = json::parse(line);
@@ -208,6 +209,18 @@ void expect_identical_to_hf(const Tokenizer& tokenizer,
     const bool same = ref["ids"] == json(e.ids) && ref["tokens"] == json(e.tokens) &&
                       ref["offsets"] == offsets &&
                       (!types || ref["token_type_ids"] == json(e.type_ids));
+    // decode(): HF's fast tokenizer gives the Rust decode, then (clean_up_tokenization_spaces,
+    // true in these tokenizers) Python's clean-up of spaces.
+    for (const bool skip : {false, true}) {
+      const auto hf_text =
+          clean_up_tokenization(ref[skip ? "decoded_skip" : "decoded"].get<std::string>());
+      const auto text = tokenizer.decode(e.ids, skip);
+      if (text != hf_text && ++decode_mismatches <= 10)
+        ADD_FAILURE() << "input " << i - 1 << " decoded" << (skip ? " (no special tokens)" : "")
+                      << ": " << json(input.text).dump(-1, ' ', true)
+                      << "\n  hf:     " << json(hf_text).dump(-1, ' ', true)
+                      << "\n  bertft: " << json(text).dump(-1, ' ', true);
+    }
     if (!same && ++mismatches <= 10) {
       ADD_FAILURE() << "input " << i - 1 << ": " << json(input.text).dump(-1, ' ', true)
                     << "\n  hf:     " << ref["tokens"].dump(-1, ' ', true) << " "
@@ -217,6 +230,7 @@ void expect_identical_to_hf(const Tokenizer& tokenizer,
   }
   EXPECT_EQ(i, inputs.size());
   EXPECT_EQ(mismatches, 0U) << "of " << inputs.size() << " inputs";
+  EXPECT_EQ(decode_mismatches, 0U) << "decoded, of " << inputs.size() << " inputs";
   ::testing::Test::RecordProperty("inputs", static_cast<int>(inputs.size()));
   ::testing::Test::RecordProperty("tokens", static_cast<int>(tokens));
 }

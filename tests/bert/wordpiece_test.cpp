@@ -51,6 +51,29 @@ TEST_F(RealVocabTest, SpecialIdsOfBertBase) {
   EXPECT_EQ(uncased_->vocab_size(), 30522);
 }
 
+TEST_F(RealVocabTest, DecodesAsHf) {
+  // HF's outputs (transformers 4.31, tokenizer.decode) for these texts' ids.
+  const auto decode = [&](std::string_view text, bool skip) {
+    return cased_->decode(cased_->encode(text).ids, skip);
+  };
+  EXPECT_EQ(decode("Hello, world! It isn't fine.", false),
+            "[CLS] Hello, world! It isn't fine. [SEP]");
+  EXPECT_EQ(decode("Hello, world! It isn't fine.", true), "Hello, world! It isn't fine.");
+  EXPECT_EQ(decode("The playing [MASK] of Z\u00fcrich's co-op ?", false),
+            "[CLS] The playing [MASK] of Z\u00fcrich's co - op? [SEP]");
+  EXPECT_EQ(decode("The playing [MASK] of Z\u00fcrich's co-op ?", true),
+            "The playing of Z\u00fcrich's co - op?");
+  EXPECT_EQ(decode("na\u00efve \u4e2d\u6587 text", false),
+            "[CLS] na\u00efve \u4e2d \u6587 text [SEP]");
+  EXPECT_EQ(cased_->decode({cased_->token_to_id("##ing")}), "##ing");  // a lone continuation
+  EXPECT_EQ(cased_->decode({}), "");
+  EXPECT_THROW(cased_->decode({cased_->vocab_size()}), TokenizerError);
+  // clean_up_tokenization_spaces false: the spaces stay.
+  cased_->set_clean_up_spaces(false);
+  EXPECT_EQ(decode("Hello, world! It isn't fine.", false),
+            "[CLS] Hello , world ! It isn ' t fine . [SEP]");
+}
+
 TEST_F(RealVocabTest, EncodesWithIdsOffsetsAndSpecials) {
   const auto e = cased_->encode("The cat sat.");
   EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "The", "cat", "sat", ".", "[SEP]"}));

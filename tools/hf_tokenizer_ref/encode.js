@@ -1,5 +1,7 @@
 // Encodes JSONL inputs ({"text": ..., "text_pair": ...}) with Hugging Face's tokenizers
-// (Rust core) and writes one JSON line per input: ids, tokens, offsets and type ids. The Node
+// (Rust core) and writes one JSON line per input: ids, tokens, offsets, type ids, and the ids
+// decoded back to text with and without the special tokens (the Rust decode, before
+// transformers' Python clean-up of spaces). The Node
 // binding reports offsets in Unicode code points (checked: "a\u{1F600}b c" puts "c" at [4, 5]),
 // the unit bertft's Encoding::offsets uses.
 // Usage: node encode.js TOKENIZER_JSON IN_JSONL OUT_JSONL [MAX_LENGTH STRATEGY]
@@ -22,7 +24,11 @@ async function main() {
     let record;
     try {
       const e = await tokenizer.encode(input.text, pair);
-      record = { ids: e.getIds(), tokens: e.getTokens(), offsets: e.getOffsets(), token_type_ids: e.getTypeIds() };
+      const ids = e.getIds();
+      record = {
+        ids, tokens: e.getTokens(), offsets: e.getOffsets(), token_type_ids: e.getTypeIds(),
+        decoded: await tokenizer.decode(ids, false), decoded_skip: await tokenizer.decode(ids, true),
+      };
     } catch (err) {
       record = { error: String(err) };
     }
