@@ -17,6 +17,7 @@
 #include "bert/tokenizer/factory.h"
 #include "bert/tokenizer/unicode.h"
 #include "data/text_file.h"
+#include "recipes/runner/fill_mask.h"
 #include "recipes/runner/recipe.h"
 #include "recipes/runner/run_dir.h"
 #include "recipes/runner/trial.h"
@@ -188,6 +189,15 @@ FinetunedModel load_finetuned(const fs::path& path) {
 
 namespace {
 
+/// --precision int8: the model's encoder projections in dynamic int8 (CPU only).
+void quantize_if_int8(FinetunedModel& m, const PredictOptions& o) {
+  if (o.precision != "int8") return;
+  if (!torch::Device(o.device).is_cpu())
+    throw ConfigError("--precision int8 runs on the CPU only, not --device " + o.device);
+  const auto n = quantize_dynamic_int8(*m.model);
+  log::info("[predict] int8: {} encoder projections in dynamic int8 ({})", n, int8_engine());
+}
+
 /// Reads and featurises `spec` with the model's adapter and runs the model over it (batch size,
 /// device and precision from `o`): the features and the per-feature outputs.
 std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predict_spec(
@@ -199,12 +209,7 @@ std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predic
   trainer_options.device = o.device;
   trainer_options.precision =
       parse_enum<tasks::Precision>(o.precision).value_or(tasks::Precision::kFp32);
-  if (o.precision == "int8") {
-    if (!torch::Device(o.device).is_cpu())
-      throw ConfigError("--precision int8 runs on the CPU only, not --device " + o.device);
-    const auto n = quantize_dynamic_int8(*m.model);
-    log::info("[predict] int8: {} encoder projections in dynamic int8 ({})", n, int8_engine());
-  }
+  quantize_if_int8(m, o);
   const tasks::Trainer trainer(trainer_options);
   auto outputs = trainer.predict(*m.adapter, m.model, *features);
   return {std::move(features), std::move(outputs)};
@@ -382,6 +387,23 @@ int run_predict_text(const PredictOptions& o) {
     data::check_text_utf8(o.choices[i], fmt::format("--choice {}", i + 1));
   data::check_text_utf8(o.question, "--question");
   data::check_text_utf8(o.context, "--context");
+  if (type == "pretraining") {  // fill-mask (and BERT's next-sentence head) on each text
+    if (texts.empty()) throw ConfigError("predict: a pre-training model takes --text");
+    quantize_if_int8(m, o);
+    FillMaskOptions options;
+    options.top_k = o.top_k;
+    options.device = torch::Device(o.device);
+    options.bf16 = o.precision == "bf16";
+    m.model->to(options.device);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      options.where = o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text";
+      std::cout << fill_mask(*m.model, *m.tokenizer, m.config, texts[i].first, texts[i].second,
+                             options)
+                       .dump()
+                << "\n";
+    }
+    return code(ExitCode::kOk);
+  }
   std::vector<std::vector<RawWord>> words;  // token classification: each text's words
   std::string outside;
   if (type == "sequence_classification") {

@@ -59,6 +59,7 @@ struct PredictOptions {
   std::string text, text_pair, question, context;
   std::vector<std::string> choices;  ///< multiple choice: the candidates for --text's context
   int64_t batch_size = 64;
+  int64_t top_k = 5;    ///< pre-training models: candidates per mask token
   bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
 };
 int run_predict(const PredictOptions& options);
@@ -67,7 +68,8 @@ int run_predict(const PredictOptions& options);
 /// {"answer", "start", "end", "score"} with the span in characters (Unicode code points) of the
 /// context and the span's probability among the n-best; token classification {"entities"}
 /// (group_entities over split_words); multiple choice {"choice", "text", "score"} for --text
-/// (the context) and --choice (two or more).
+/// (the context) and --choice (two or more); a pre-training model (MLM, BERT's NSP) fills each
+/// text's mask tokens and, for a pair, says whether the second text follows (fill_mask).
 int run_predict_text(const PredictOptions& options);
 
 /// A word of raw text as BERT's pre-tokenizer cuts it (whitespace and control characters

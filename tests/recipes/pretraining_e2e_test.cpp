@@ -196,6 +196,101 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
   ASSERT_EQ(bertft("inspect " + p("pretrained") + " --strict"), 0) << last_log_;
   EXPECT_NE(last_log_.find("loaded as  BertForPreTraining"), std::string::npos) << last_log_;
 
+  // Fill-mask on the export (`predict --text -`, a line per text): the word after the verb,
+  // "near" in "the ADJ NOUN VERB near the NOUN ." and "with" in "a NOUN and a NOUN VERB with the
+  // ADJ NOUN .", follows from the templates alone, so the model must rank it first; the top
+  // candidate's sequence is the sentence itself, as HF decodes it.
+  std::string masked_lines;
+  std::vector<std::string> answers, sentences;
+  for (int topic = 0; answers.size() < 24; topic = (topic + 1) % 8) {
+    const auto sentence = language.sentence(topic);
+    for (const std::string word : {"near", "with"}) {
+      const auto at = sentence.find(" " + word + " ");
+      if (at == std::string::npos) continue;
+      masked_lines +=
+          sentence.substr(0, at) + " [MASK] " + sentence.substr(at + word.size() + 2) + "\n";
+      answers.push_back(word);
+      sentences.push_back(sentence.substr(0, sentence.size() - 2) + ".");  // HF's " ." -> "."
+    }
+  }
+  testing::write_bytes(path("masked.txt"), masked_lines);
+  auto run = testing::run_bertft("--threads 1 predict --model " + p("pretrained") + " --text -",
+                                 path("fill.log"), "", path("masked.txt"));
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto filled = testing::json_lines(run.output);
+  ASSERT_EQ(filled.size(), answers.size()) << run.output;
+  size_t right = 0;
+  for (size_t i = 0; i < filled.size(); ++i) {
+    const auto& candidates = filled[i]["masks"].at(0);
+    ASSERT_EQ(filled[i]["masks"].size(), 1u) << filled[i].dump();
+    ASSERT_EQ(candidates.size(), 5u) << filled[i].dump();
+    double sum = 0;
+    for (size_t r = 0; r < candidates.size(); ++r) {
+      sum += candidates[r]["score"].get<double>();
+      if (r > 0) EXPECT_LE(candidates[r]["score"], candidates[r - 1]["score"]) << filled[i].dump();
+    }
+    EXPECT_LE(sum, 1.0 + 1e-6);
+    EXPECT_FALSE(filled[i].contains("next_sentence")) << filled[i].dump();
+    if (candidates[0]["token_str"] == answers[i]) {
+      ++right;
+      EXPECT_EQ(candidates[0]["sequence"], sentences[i]) << filled[i].dump();
+    }
+  }
+  RecordProperty("fill_mask_top1", std::to_string(right) + "/" + std::to_string(answers.size()));
+  EXPECT_GE(right, answers.size() * 3 / 4) << run.output;
+
+  // Two masks: each one's sequences keep the special tokens and the other mask (as HF's
+  // pipeline shows them); a pair adds BERT's next-sentence prediction; --top-k.
+  std::string inputs;
+  for (const auto& [text, pair] : std::vector<std::pair<std::string, std::string>>{
+           {"[MASK] " + language.sentence(1), ""},
+           {"the [MASK] " + language.sentence(2) + " [MASK]", ""},
+           {language.sentence(3), language.sentence(3)},
+           {language.sentence(4) + " [MASK] .", language.sentence(5)}}) {
+    json row = {{"text", text}};
+    if (!pair.empty()) row["text_pair"] = pair;
+    inputs += row.dump() + "\n";
+  }
+  testing::write_bytes(path("inputs.jsonl"), inputs);
+  std::vector<json> ours;
+  for (const auto& line : testing::json_lines(inputs)) {
+    std::string args = "--threads 1 predict --model " + p("pretrained") + " --top-k 3 --text '" +
+                       line["text"].get<std::string>() + "'";
+    if (line.contains("text_pair"))
+      args += " --text-pair '" + line["text_pair"].get<std::string>() + "'";
+    run = testing::run_bertft(args, path("fill2.log"));
+    ASSERT_EQ(run.code, 0) << args << "\n" << run.output;
+    ours.push_back(testing::json_lines(run.output).at(0));
+  }
+  ASSERT_EQ(ours[1]["masks"].size(), 2u) << ours[1].dump();
+  EXPECT_EQ(ours[1]["masks"][0].size(), 3u) << ours[1].dump();
+  EXPECT_EQ(ours[1]["masks"][0][0]["sequence"].get<std::string>().rfind("[CLS] ", 0), 0u)
+      << ours[1].dump();
+  EXPECT_NE(ours[1]["masks"][0][0]["sequence"].get<std::string>().find("[MASK]"), std::string::npos)
+      << ours[1].dump();
+  for (const size_t i : {2, 3}) {
+    const auto& next = ours[i]["next_sentence"];
+    EXPECT_TRUE(next["label"] == "IsNext" || next["label"] == "NotNext") << ours[i].dump();
+  }
+  EXPECT_FALSE(ours[2].contains("masks")) << ours[2].dump();
+  // Neither a mask nor a pair: nothing to predict, said with where.
+  run = testing::run_bertft("predict --model " + p("pretrained") + " --text 'the cat sat'",
+                            path("nomask.log"));
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_NE(run.output.find("--text: no [MASK] token to fill"), std::string::npos) << run.output;
+  testing::write_bytes(path("second_bad.txt"), "the [MASK] .\nthe cat sat\n");
+  run = testing::run_bertft("predict --model " + p("pretrained") + " --text -", path("nomask.log"),
+                            "", path("second_bad.txt"));
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_NE(run.output.find("stdin line 2: no [MASK] token"), std::string::npos) << run.output;
+
+  // The same inputs in HF transformers (BertForPreTraining): the same candidates, scores,
+  // decoded texts and next-sentence probabilities.
+  if (testing::hf_python())
+    testing::expect_fill_mask_agrees(
+        testing::run_hf_fill_mask(path("pretrained"), path("inputs.jsonl"), 3, dir_.path()), ours,
+        "BertForPreTraining", /*same_ids=*/true);
+
   // Fine-tune through a recipe from the pre-trained model.
   testing::write_bytes(path("finetune.yaml"),
                        "model: {pretrained: " + p("pretrained") +

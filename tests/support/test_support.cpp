@@ -49,25 +49,31 @@ BertftRun run_bertft(const std::string& args,
   return run;
 }
 
-std::optional<std::string> hf_export_check_command() {
+std::optional<std::filesystem::path> hf_python() {
   const char* env = std::getenv("BERTFT_HF_PYTHON");
   const std::filesystem::path python =
       env != nullptr && *env != '\0'
           ? std::filesystem::path(env)
           : std::filesystem::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
-  const auto script = shared_dir() / "tools" / "hf-reference" / "hf_export_check.py";
-  if (!std::filesystem::exists(python) || !std::filesystem::exists(script)) return std::nullopt;
-  return python.string() + " " + script.string();
+  if (!std::filesystem::exists(python)) return std::nullopt;
+  return python;
 }
 
-nlohmann::json run_hf_export_check(const std::string& args, const std::filesystem::path& dir) {
-  const auto checker = hf_export_check_command();
-  if (!checker) {
-    ADD_FAILURE() << "no HF reference kit";
-    return nlohmann::json::object();
-  }
-  const auto out = dir / "hf_check.json", err = dir / "hf_check.log";
-  const std::string command = *checker + " " + args;
+std::optional<std::string> hf_export_check_command() {
+  const auto python = hf_python();
+  const auto script = shared_dir() / "tools" / "hf-reference" / "hf_export_check.py";
+  if (!python || !std::filesystem::exists(script)) return std::nullopt;
+  return python->string() + " " + script.string();
+}
+
+namespace {
+
+/// Runs `command` with stdout to `dir`/`name`.json and stderr to `dir`/`name`.log and parses
+/// the JSON; a failure is a test failure and returns an empty object.
+nlohmann::json run_json_command(const std::string& command,
+                                const std::filesystem::path& dir,
+                                const std::string& name) {
+  const auto out = dir / (name + ".json"), err = dir / (name + ".log");
   const int status = std::system((command + " > " + out.string() + " 2> " + err.string()).c_str());
   EXPECT_EQ(status, 0) << command << "\n" << read_file(err);
   try {
@@ -76,6 +82,35 @@ nlohmann::json run_hf_export_check(const std::string& args, const std::filesyste
     ADD_FAILURE() << command << ": " << e.what() << "\n" << read_file(err);
     return nlohmann::json::object();
   }
+}
+
+}  // namespace
+
+nlohmann::json run_hf_export_check(const std::string& args, const std::filesystem::path& dir) {
+  const auto checker = hf_export_check_command();
+  if (!checker) {
+    ADD_FAILURE() << "no HF reference kit";
+    return nlohmann::json::object();
+  }
+  return run_json_command(*checker + " " + args, dir, "hf_check");
+}
+
+nlohmann::json run_hf_fill_mask(const std::filesystem::path& model,
+                                const std::filesystem::path& inputs,
+                                int k,
+                                const std::filesystem::path& dir) {
+  const auto python = hf_python();
+  if (!python) {
+    ADD_FAILURE() << "no HF reference kit";
+    return nlohmann::json::object();
+  }
+  const auto script =
+      std::filesystem::path(BERTFT_SOURCE_DIR) / "tests" / "support" / "hf_fill_mask.py";
+  const auto tokens = dir / "hf_fill_mask_tokens.jsonl";
+  write_bertft_tokens("--model " + model.string(), inputs, tokens);
+  return run_json_command(python->string() + " " + script.string() + " " + model.string() + " " +
+                              inputs.string() + " " + std::to_string(k) + " " + tokens.string(),
+                          dir, "hf_fill_mask");
 }
 
 void write_bertft_tokens(const std::string& args,
@@ -161,6 +196,57 @@ double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void expect_fill_mask_agrees(const nlohmann::json& hf,
+                             const std::vector<nlohmann::json>& ours,
+                             const std::string& model_class,
+                             bool same_ids) {
+  ASSERT_TRUE(hf.contains("results")) << hf.dump(1);
+  EXPECT_EQ(hf["model_class"], model_class);
+  for (const auto* key : {"missing_keys", "unexpected_keys", "mismatched_keys"})
+    EXPECT_TRUE(hf["loading_info"].value(key, nlohmann::json::array()).empty())
+        << key << ": " << hf["loading_info"].dump();
+  ASSERT_EQ(hf["results"].size(), ours.size());
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const auto& h = hf["results"][i];
+    const auto& b = ours[i];
+    const auto where = "input " + std::to_string(i) + " " + b["text"].dump();
+    if (same_ids) EXPECT_EQ(h["hf_ids"], h["ids"]) << where;
+    const auto masks = b.value("masks", nlohmann::json::array());
+    ASSERT_EQ(h["masks"].size(), masks.size()) << where;
+    for (size_t m = 0; m < masks.size(); ++m) {
+      const auto &hc = h["masks"][m], &bc = masks[m];
+      ASSERT_EQ(hc.size(), bc.size()) << where;
+      for (size_t r = 0; r < bc.size(); ++r) {
+        const double score = bc[r]["score"];
+        EXPECT_NEAR(score, hc[r]["score"].get<double>(), 1e-5) << where << " rank " << r;
+        // Candidates whose scores tie within 1e-6 may come in either order.
+        size_t same = r;
+        for (size_t q = 0; q < hc.size(); ++q)
+          if (hc[q]["token"] == bc[r]["token"] &&
+              std::abs(hc[q]["score"].get<double>() - score) < 1e-6)
+            same = q;
+        if (hc[same]["token"] != bc[r]["token"]) {
+          ADD_FAILURE() << where << " mask " << m << " rank " << r << ": HF " << hc[r].dump()
+                        << ", bertft " << bc[r].dump();
+          continue;
+        }
+        EXPECT_EQ(bc[r]["token_str"], hc[same]["token_str"]) << where;
+        EXPECT_EQ(bc[r]["sequence"], hc[same]["sequence"]) << where;
+      }
+    }
+    if (h.contains("next_sentence") && b.contains("text_pair")) {
+      ASSERT_TRUE(b.contains("next_sentence")) << where << " " << b.dump();
+      const bool is_next = b["next_sentence"]["label"] == "IsNext";
+      EXPECT_NEAR(b["next_sentence"]["score"].get<double>(),
+                  h["next_sentence"][is_next ? 0 : 1].get<double>(), 1e-5)
+          << where;
+      EXPECT_GE(b["next_sentence"]["score"].get<double>(), 0.5) << where;
+    } else {
+      EXPECT_FALSE(b.contains("next_sentence")) << where << " " << b.dump();
+    }
+  }
 }
 
 }  // namespace bert::testing

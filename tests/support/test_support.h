@@ -119,6 +119,30 @@ std::vector<nlohmann::json> json_lines(const std::string& output);
 /// where either is absent (the caller skips).
 std::optional<std::string> hf_export_check_command();
 
+/// The HF reference kit's Python interpreter (build/hf-reference/python, or $BERTFT_HF_PYTHON);
+/// nullopt where it is not set up.
+std::optional<std::filesystem::path> hf_python();
+
+/// Runs tests/support/hf_fill_mask.py (HF transformers' fill-mask on `model`, `k` candidates,
+/// for the JSON lines {"text", "text_pair"?} of `inputs`, run on bertft's ids: `bertft tokenize
+/// --model model` of them, written to `dir`) and returns its report; a failure to run or parse
+/// is a test failure and returns an empty object.
+nlohmann::json run_hf_fill_mask(const std::filesystem::path& model,
+                                const std::filesystem::path& inputs,
+                                int k,
+                                const std::filesystem::path& dir);
+
+/// What `bertft predict --text` of a pre-training model printed (`ours`, a JSON line per input)
+/// must share with run_hf_fill_mask's report on the same inputs: HF built `model_class` with no
+/// missing or unexpected key, and for every input the same mask count, at each mask the same
+/// candidates in order (a swap only between scores within 1e-6), token_str and sequence equal,
+/// scores within 1e-5, and the next-sentence probability within 1e-5 where HF has an NSP head;
+/// with `same_ids`, HF's own (slow) tokenizer gave bertft's ids.
+void expect_fill_mask_agrees(const nlohmann::json& hf,
+                             const std::vector<nlohmann::json>& ours,
+                             const std::string& model_class,
+                             bool same_ids);
+
 /// Runs `hf_export_check.py <args>` (HF transformers loads a bertft export and predicts on the
 /// same inputs as `bertft predict`) and returns its report; a failure to run or parse is a test
 /// failure and returns an empty object. stdout/stderr go to `dir`/hf_check.{json,log}.

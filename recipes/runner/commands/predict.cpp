@@ -15,11 +15,16 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
                               "Data file (JSONL, GLUE TSV, CSV, SQuAD JSON, CoNLL, SWAG CSV)")
                    ->check(CLI::ExistingFile);
   auto* text = app.add_option(
-      "--text", o->text, "Classification on raw text (- = stdin lines; a tab separates a pair)");
+      "--text", o->text,
+      "Raw text (- = stdin lines; a tab separates a pair): classification, tagging, or with a "
+      "pre-training model the [MASK] tokens filled (and, for a pair, next-sentence prediction)");
   app.add_option("--text-pair", o->text_pair, "The second text of a pair (with --text)")
       ->needs(text);
   app.add_option("--choice", o->choices,
                  "Multiple choice: a candidate for the context in --text (repeat, two or more)")
+      ->needs(text);
+  app.add_option("--top-k", o->top_k, "Pre-training models: candidates per mask token")
+      ->check(positive())
       ->needs(text);
   auto* question = app.add_option("--question", o->question, "Question answering: the question");
   auto* context = app.add_option("--context", o->context, "Question answering: the context");
