@@ -180,8 +180,17 @@ FinetunedModel load_finetuned(const fs::path& path) {
   m.tokenizer = tok::load_tokenizer(m.dir, m.config.vocab_size());
   m.adapter = task_of_model_dir(m.dir, m.config);
   m.model = m.adapter->build_model(m.config);
-  const auto report = load_state_dict(*m.model, read_weights(m.dir.weights, torch::kFloat32),
-                                      m.dir.weights.string());
+  const auto weights = read_weights(m.dir.weights, torch::kFloat32);
+  LoadOptions options;
+  if (m.adapter->type() == "pretraining" && m.config.family() == ModelFamily::kBert) {
+    // An HF BertForMaskedLM checkpoint has no pooler and no NSP head: MLM alone.
+    m.next_sentence_head = weights.count("cls.seq_relationship.weight") > 0;
+    if (!m.next_sentence_head) {
+      options.allow_missing_prefixes = {"bert.pooler.", "cls.seq_relationship."};
+      log::info("[model] {}: no next-sentence head (MLM alone)", m.dir.weights.string());
+    }
+  }
+  const auto report = load_state_dict(*m.model, weights, m.dir.weights.string(), options);
   log::info("[model] {}", report.summary());
   m.model->eval();
   return m;
@@ -394,6 +403,7 @@ int run_predict_text(const PredictOptions& o) {
     options.top_k = o.top_k;
     options.device = torch::Device(o.device);
     options.bf16 = o.precision == "bf16";
+    options.next_sentence = m.next_sentence_head;
     m.model->to(options.device);
     for (size_t i = 0; i < texts.size(); ++i) {
       options.where = o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text";

@@ -34,6 +34,10 @@ struct FinetunedModel {
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<tasks::TaskAdapter> adapter;
   tasks::TaskModel model;
+  /// A BERT pre-training model whose checkpoint has BERT's NSP head (pooler and
+  /// seq_relationship); false for an MLM-only one (HF BertForMaskedLM), whose NSP head is left
+  /// as initialised, and for the other families.
+  bool next_sentence_head = false;
 };
 
 /// The task adapter of a fine-tuned model directory, with its labels: from bertft_task.yaml,
@@ -45,7 +49,8 @@ std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,
 /// Loads an exported directory (or any HF BertFor{SequenceClassification, TokenClassification,
 /// QuestionAnswering, MultipleChoice} directory: the task then comes from config.json's
 /// architectures and problem_type): task adapter with its labels, model with every weight
-/// loaded strictly, in eval mode.
+/// loaded strictly (but a BERT pre-training model's NSP head, which HF's BertForMaskedLM
+/// checkpoints lack: next_sentence_head says whether it was there), in eval mode.
 FinetunedModel load_finetuned(const std::filesystem::path& dir);
 
 /// `bertft predict`: predictions of the model in `model_dir` for a data file, written to `out`

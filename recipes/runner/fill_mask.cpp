@@ -21,7 +21,7 @@ json fill_mask(tasks::TaskModelImpl& model,
   auto* pretraining = dynamic_cast<tasks::PretrainingModelImpl*>(&model);
   if (pretraining == nullptr)
     throw ConfigError("fill_mask: the model has no masked-language-model head");
-  const bool nsp = !pretraining->lm_head.has_value();  // BERT's heads: MLM + NSP
+  const bool nsp = !pretraining->lm_head.has_value() && o.next_sentence;  // BERT's MLM + NSP
   const auto& special = tokenizer.special_tokens();
   if (special.mask_id < 0)
     throw ConfigError(fmt::format("the model's tokenizer has no mask token ('{}')", special.mask));
@@ -35,12 +35,15 @@ json fill_mask(tasks::TaskModelImpl& model,
   for (int64_t i = 0; i < length; ++i)
     if (encoding.ids[static_cast<size_t>(i)] == special.mask_id) masked.push_back(i);
   const bool next_sentence = pair.has_value() && nsp;
-  if (masked.empty() && !next_sentence)
+  if (masked.empty() && !next_sentence) {
+    const bool bert = !pretraining->lm_head.has_value();
     throw DataError(fmt::format(
         "{}: no {} token to fill{}", o.where, special.mask,
-        !nsp   ? ""
-        : pair ? ""
-               : " (and no second text, --text-pair or a tab, for next-sentence prediction)"));
+        pair && bert   ? " (and the model has no next-sentence head for the pair)"
+        : !pair && nsp ? " (and no second text, --text-pair or a tab, for next-sentence "
+                         "prediction)"
+                       : ""));
+  }
 
   tasks::Batch batch;
   const auto row = [](const std::vector<int64_t>& v) { return torch::tensor(v).unsqueeze(0); };

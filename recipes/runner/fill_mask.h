@@ -14,7 +14,10 @@ namespace bert::recipes {
 struct FillMaskOptions {
   int64_t top_k = 5;  ///< candidates per mask token (at most the vocabulary)
   torch::Device device = torch::kCPU;
-  bool bf16 = false;             ///< autocast the forward pass to bf16
+  bool bf16 = false;  ///< autocast the forward pass to bf16
+  /// The model's NSP head was loaded (FinetunedModel::next_sentence_head): a pair then gets
+  /// next-sentence prediction.
+  bool next_sentence = true;
   std::string where = "--text";  ///< names the input in errors ("--text", "stdin line 3")
 };
 
@@ -26,7 +29,8 @@ struct FillMaskOptions {
 /// special tokens when there is one mask, with them when there are more, as the pipeline
 /// does)}. Returns {"text", "text_pair" (when given), "masks": [[candidates of mask 1], ...]
 /// (when there are masks), "next_sentence": {"label": "IsNext" | "NotNext", "score"} (with
-/// `pair`, for a model with BERT's NSP head: whether `pair` follows `text`)}. DataError naming
+/// `pair`, for a model with BERT's NSP head and options.next_sentence: whether `pair` follows
+/// `text`)}. DataError naming
 /// `options.where` for an input with neither a mask token nor (with an NSP head) a pair, one
 /// longer than the model's positions, or a pair for a model without an NSP head and no mask.
 nlohmann::json fill_mask(tasks::TaskModelImpl& model,

@@ -591,5 +591,55 @@ TEST_F(PretrainingEndToEnd, ExtendVocabAddsTokensToAnXlmRobertaModel) {
   expect_same_hidden_states(base, path("grown"), plain.ids);
 }
 
+TEST_F(PretrainingEndToEnd, FillMaskWithoutAnNspHeadAsHfBertForMaskedLm) {
+  // HF's BertForMaskedLM checkpoints have no pooler and no NSP head: the HF-saved
+  // BertForPreTraining fixture less those keys is one. predict fills masks with it exactly as
+  // with the whole model (the MLM head does not use them) and gives no next-sentence answer.
+  const auto fixture = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_tiny_bert_b" /
+                       "models" / "pretraining";
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int i = 5; i < 120; ++i) vocab += "w" + std::to_string(i) + "\n";
+  auto config = json::parse(read_file(fixture / "config.json"));
+  for (const auto* name : {"full", "mlm"}) {
+    fs::create_directories(path(name));
+    testing::write_bytes(path(name) / "vocab.txt", vocab);
+  }
+  testing::write_bytes(path("full") / "config.json", config.dump());
+  fs::copy_file(fixture / "model.safetensors", path("full") / "model.safetensors");
+  config["architectures"] = json::array({"BertForMaskedLM"});
+  testing::write_bytes(path("mlm") / "config.json", config.dump());
+  TensorMap weights;
+  for (const auto& [key, tensor] : read_weights(fixture / "model.safetensors"))
+    if (key.rfind("bert.pooler.", 0) != 0 && key.rfind("cls.seq_relationship.", 0) != 0)
+      weights.emplace(key, tensor);
+  save_weights(path("mlm"), weights);
+
+  const auto predict = [&](const std::string& model, const std::string& args) {
+    auto run = testing::run_bertft(
+        "--threads 1 predict --model " + path(model).string() + " " + args, path("predict.log"));
+    EXPECT_EQ(run.code, 0) << run.output;
+    const auto lines = testing::json_lines(run.output);
+    return lines.empty() ? json() : lines[0];
+  };
+  const std::string args = "--text 'w7 [MASK] w9 w10' --text-pair 'w11 w12'";
+  const auto full = predict("full", args), mlm = predict("mlm", args);
+  ASSERT_EQ(mlm["masks"].size(), 1u) << mlm.dump();
+  ASSERT_EQ(mlm["masks"][0].size(), full["masks"][0].size()) << full.dump();
+  for (size_t r = 0; r < mlm["masks"][0].size(); ++r) {
+    EXPECT_EQ(mlm["masks"][0][r]["token"], full["masks"][0][r]["token"]);
+    EXPECT_NEAR(mlm["masks"][0][r]["score"].get<double>(),
+                full["masks"][0][r]["score"].get<double>(), 1e-6);
+  }
+  EXPECT_TRUE(full.contains("next_sentence")) << full.dump();
+  EXPECT_FALSE(mlm.contains("next_sentence")) << mlm.dump();
+  // A pair without a mask is nothing to predict without that head.
+  auto run = testing::run_bertft(
+      "predict --model " + path("mlm").string() + " --text 'w7 w8' --text-pair 'w9'",
+      path("predict.log"));
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_NE(run.output.find("the model has no next-sentence head"), std::string::npos)
+      << run.output;
+}
+
 }  // namespace
 }  // namespace bert::recipes
