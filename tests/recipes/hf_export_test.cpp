@@ -4,11 +4,14 @@
 // build/hf-reference or $BERTFT_HF_PYTHON) loads the export with AutoTokenizer and
 // AutoModelFor<task>.from_pretrained (hf_export_check.py) and runs the same inputs: no missing,
 // unexpected or mismatched key, HF's class, the same predictions, probabilities within 1e-5,
-// and HF's tokenizer giving bertft's ids. Skips where the reference or the data is absent.
+// and HF's tokenizer giving bertft's ids; STS-B's regression output through
+// tests/support/hf_regression.py (scores within 1e-5). Skips where the reference or the data is
+// absent.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -25,10 +28,14 @@ using json = nlohmann::json;
 
 struct HeadCase {
   std::string name;          ///< the test's name
-  std::string checker;       ///< hf_export_check.py's task: seqcls | tokcls | qa | mc
+  std::string checker;       ///< hf_export_check.py's task: seqcls | tokcls | qa | mc; regression:
+                             ///< tests/support/hf_regression.py
   std::string architecture;  ///< the class HF must build from config.json
   std::string task;          ///< the recipe's task mapping
   int max_len;
+  /// Enough for the head's outputs to differ from input to input (STS-B's regression head, this
+  /// small, gives one score everywhere for tens of steps).
+  int epochs = 2;
 };
 
 void PrintTo(const HeadCase& c, std::ostream* os) {
@@ -40,6 +47,11 @@ std::vector<std::string> lines_of(const fs::path& file) {
   std::istringstream in(read_file(file));
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+/// The GLUE directory of a test case.
+std::string glue_dir(const std::string& name) {
+  return name == "sst2" ? "SST-2" : name == "mrpc" ? "MRPC" : "STS-B";
 }
 
 std::vector<std::string> split_tabs(const std::string& line) {
@@ -80,14 +92,15 @@ int HfExportTest::write_examples(const fs::path& file, const fs::path& texts) {
   const auto& name = GetParam().name;
   std::string out, text_lines;
   int n = 0;
-  if (name == "sst2" || name == "mrpc") {
-    const auto lines = lines_of(data() / "glue" / (name == "sst2" ? "SST-2" : "MRPC") / "dev.tsv");
+  if (name == "sst2" || name == "mrpc" || name == "stsb") {
+    const auto lines = lines_of(data() / "glue" / glue_dir(name) / "dev.tsv");
     for (size_t i = 0; i < lines.size() && n < 40; ++i) {
       out += lines[i] + "\n";
       if (i == 0) continue;
       const auto fields = split_tabs(lines[i]);
-      json text = name == "sst2" ? json{{"text", fields.at(0)}}
-                                 : json{{"text", fields.at(3)}, {"text_pair", fields.at(4)}};
+      json text = name == "sst2"   ? json{{"text", fields.at(0)}}
+                  : name == "mrpc" ? json{{"text", fields.at(3)}, {"text_pair", fields.at(4)}}
+                                   : json{{"text", fields.at(7)}, {"text_pair", fields.at(8)}};
       text_lines += text.dump() + "\n";
       ++n;
     }
@@ -150,9 +163,9 @@ int HfExportTest::write_examples(const fs::path& file, const fs::path& texts) {
 
 TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
   const auto& c = GetParam();
-  const bool with_tokens = c.checker == "seqcls" || c.checker == "qa";
-  const auto examples = c.checker == "seqcls"
-                            ? path("glue") / (c.name == "sst2" ? "SST-2" : "MRPC") / "dev.tsv"
+  const bool with_tokens = c.checker == "seqcls" || c.checker == "qa" || c.checker == "regression";
+  const auto examples = c.checker == "seqcls" || c.checker == "regression"
+                            ? path("glue") / glue_dir(c.name) / "dev.tsv"
                         : c.checker == "tokcls" ? path("conll.txt")
                         : c.checker == "qa"     ? path("squad.json")
                                                 : path("swag.csv");
@@ -165,14 +178,14 @@ TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
              " --hidden 32 --layers 2 --heads 2 --intermediate 64 --max-positions 512 --seed 3",
          "new-model.log");
   // Trained on the examples themselves, so that the heads' weights are far from their start.
-  testing::write_bytes(path("recipe.yaml"), "model: {pretrained: " + path("base").string() +
-                                                "}\ntask: " + c.task +
-                                                "\ndata:\n  train: {path: " + examples.string() +
-                                                "}\n  dev: {path: " + examples.string() +
-                                                "}\ntraining: {epochs: 2, batch_size: 8, "
-                                                "learning_rate: 1.0e-3, precision: fp32}\n"
-                                                "output: {dir: " +
-                                                path("runs").string() + "}\n");
+  testing::write_bytes(path("recipe.yaml"),
+                       "model: {pretrained: " + path("base").string() + "}\ntask: " + c.task +
+                           "\ndata:\n  train: {path: " + examples.string() + "}\n  dev: {path: " +
+                           examples.string() + "}\ntraining: {epochs: " + std::to_string(c.epochs) +
+                           ", batch_size: 8, "
+                           "learning_rate: 1.0e-3, precision: fp32}\n"
+                           "output: {dir: " +
+                           path("runs").string() + "}\n");
   bertft("--threads 1 train " + path("recipe.yaml").string(), "train.log");
   const auto model = path("export");
   bertft("export " + path("runs").string() + " --out " + model.string(), "export.log");
@@ -217,6 +230,33 @@ TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
                                  texts, tokens);
   }
 
+  if (c.checker == "regression") {
+    // hf_export_check.py compares labels; a regression's single output is compared here.
+    const auto report = testing::run_hf_script(
+        "hf_regression.py", model.string() + " " + texts.string() + " " + tokens.string(),
+        dir_.path());
+    ASSERT_TRUE(report.contains("results")) << report.dump(1);
+    EXPECT_EQ(report["model_class"], c.architecture);
+    EXPECT_EQ(report["problem_type"], "regression");
+    EXPECT_EQ(report["num_labels"], 1);
+    for (const auto* key : {"missing_keys", "unexpected_keys", "mismatched_keys"})
+      EXPECT_TRUE(report["loading_info"].value(key, json::array()).empty()) << report.dump(1);
+    const auto ours = testing::json_lines(read_file(predictions));
+    ASSERT_EQ(ours.size(), static_cast<size_t>(n));
+    ASSERT_EQ(report["results"].size(), ours.size());
+    double low = 1e30, high = -1e30;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      const auto& hf = report["results"][i];
+      EXPECT_EQ(hf["hf_ids"], hf["ids"]) << "input " << i;
+      const double score = ours[i]["score"];
+      EXPECT_NEAR(score, hf["score"].get<double>(), 1e-5) << "input " << i;
+      low = std::min(low, score);
+      high = std::max(high, score);
+    }
+    // One score everywhere would say little about the head.
+    EXPECT_GT(high - low, 0.1) << low << " .. " << high;
+    return;
+  }
   const json report = testing::run_hf_export_check(
       fmt::format("{} {} {} {} --max-len {}{}", c.checker, model.string(), examples.string(),
                   predictions.string(), c.max_len,
@@ -233,6 +273,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "{type: sequence_classification, max_seq_length: 64}", 64},
         HeadCase{"mrpc", "seqcls", "BertForSequenceClassification",
                  "{type: sequence_classification, max_seq_length: 128}", 128},
+        HeadCase{"stsb", "regression", "BertForSequenceClassification",
+                 "{type: sequence_classification, max_seq_length: 128}", 128, 40},
         HeadCase{"conll", "tokcls", "BertForTokenClassification",
                  "{type: token_classification, max_seq_length: 128, document_context: false}", 128},
         HeadCase{"squad", "qa", "BertForQuestionAnswering",

@@ -95,22 +95,28 @@ nlohmann::json run_hf_export_check(const std::string& args, const std::filesyste
   return run_json_command(*checker + " " + args, dir, "hf_check");
 }
 
-nlohmann::json run_hf_fill_mask(const std::filesystem::path& model,
-                                const std::filesystem::path& inputs,
-                                int k,
-                                const std::filesystem::path& dir) {
+nlohmann::json run_hf_script(const std::string& script,
+                             const std::string& args,
+                             const std::filesystem::path& dir) {
   const auto python = hf_python();
   if (!python) {
     ADD_FAILURE() << "no HF reference kit";
     return nlohmann::json::object();
   }
-  const auto script =
-      std::filesystem::path(BERTFT_SOURCE_DIR) / "tests" / "support" / "hf_fill_mask.py";
+  const auto path = std::filesystem::path(BERTFT_SOURCE_DIR) / "tests" / "support" / script;
+  return run_json_command(python->string() + " " + path.string() + " " + args, dir, script);
+}
+
+nlohmann::json run_hf_fill_mask(const std::filesystem::path& model,
+                                const std::filesystem::path& inputs,
+                                int k,
+                                const std::filesystem::path& dir) {
   const auto tokens = dir / "hf_fill_mask_tokens.jsonl";
   write_bertft_tokens("--model " + model.string(), inputs, tokens);
-  return run_json_command(python->string() + " " + script.string() + " " + model.string() + " " +
-                              inputs.string() + " " + std::to_string(k) + " " + tokens.string(),
-                          dir, "hf_fill_mask");
+  return run_hf_script(
+      "hf_fill_mask.py",
+      model.string() + " " + inputs.string() + " " + std::to_string(k) + " " + tokens.string(),
+      dir);
 }
 
 void write_bertft_tokens(const std::string& args,

@@ -123,6 +123,12 @@ std::optional<std::string> hf_export_check_command();
 /// nullopt where it is not set up.
 std::optional<std::filesystem::path> hf_python();
 
+/// Runs tests/support/`script` `args` with hf_python() and returns the JSON it prints (stderr in
+/// `dir`/<script>.log); a failure to run or parse is a test failure and returns an empty object.
+nlohmann::json run_hf_script(const std::string& script,
+                             const std::string& args,
+                             const std::filesystem::path& dir);
+
 /// Runs tests/support/hf_fill_mask.py (HF transformers' fill-mask on `model`, `k` candidates,
 /// for the JSON lines {"text", "text_pair"?} of `inputs`, run on bertft's ids: `bertft tokenize
 /// --model model` of them, written to `dir`) and returns its report; a failure to run or parse
