@@ -58,7 +58,7 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   /// The added tokens with their ids (empty when there are none).
   const std::vector<AddedToken>& added_tokens() const override { return options_.added_tokens; }
   /// Entries of vocab.json (the ids before the added tokens).
-  int64_t base_vocab_size() const override { return static_cast<int64_t>(base_vocab_size_); }
+  int64_t base_vocab_size() const { return static_cast<int64_t>(base_vocab_size_); }
 
  private:
   /// Each token's byte symbols back to bytes (a token with other characters: its own bytes),

@@ -61,7 +61,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   const std::vector<AddedToken>& added_tokens() const override { return added_; }
   /// Pieces before the added tokens (fairseq's numbering: the model's pieces, the four
   /// specials and <mask>).
-  int64_t base_vocab_size() const override { return base_vocab_size_; }
+  int64_t base_vocab_size() const { return base_vocab_size_; }
 
  private:
   /// The pieces concatenated, "▁" as a space, less the first piece's leading space.

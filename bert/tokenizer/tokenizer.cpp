@@ -75,21 +75,19 @@ std::string clean_up_tokenization(std::string text) {
 }
 
 std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
-  std::vector<bool> special_id;
+  std::vector<int64_t> special_ids;
   if (skip_special_tokens) {
-    special_id.assign(id_to_token_.size(), false);
-    for (const int64_t id :
-         {special_.unk_id, special_.cls_id, special_.sep_id, special_.pad_id, special_.mask_id})
-      if (id >= 0) special_id[static_cast<size_t>(id)] = true;
+    special_ids = {special_.unk_id, special_.cls_id, special_.sep_id, special_.pad_id,
+                   special_.mask_id};
     for (const auto& t : added_tokens())
-      if (t.special && t.id >= 0 && t.id < vocab_size())
-        special_id[static_cast<size_t>(t.id)] = true;
+      if (t.special) special_ids.push_back(t.id);
   }
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (const int64_t id : ids) {
     const auto& token = id_to_token(id);
-    if (!skip_special_tokens || !special_id[static_cast<size_t>(id)]) tokens.push_back(token);
+    if (std::find(special_ids.begin(), special_ids.end(), id) == special_ids.end())
+      tokens.push_back(token);
   }
   auto text = detokenize(tokens);
   return clean_up_spaces_ ? clean_up_tokenization(std::move(text)) : text;

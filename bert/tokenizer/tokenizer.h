@@ -96,8 +96,6 @@ class Tokenizer {
   void set_clean_up_spaces(bool on) { clean_up_spaces_ = on; }
 
   int64_t vocab_size() const { return static_cast<int64_t>(id_to_token_.size()); }
-  /// The ids before the added tokens (the sub-word model's own vocabulary).
-  virtual int64_t base_vocab_size() const { return vocab_size(); }
   /// The tokens added after training, with their ids (empty when there are none).
   virtual const std::vector<AddedToken>& added_tokens() const;
   /// -1 if the token is not in the vocabulary.

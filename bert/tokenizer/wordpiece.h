@@ -80,7 +80,7 @@ class WordPieceTokenizer final : public Tokenizer {
   /// The added tokens with their ids (empty when there are none).
   const std::vector<AddedToken>& added_tokens() const override { return options_.added_tokens; }
   /// Lines of vocab.txt (the ids before the added tokens).
-  int64_t base_vocab_size() const override { return static_cast<int64_t>(base_vocab_size_); }
+  int64_t base_vocab_size() const { return static_cast<int64_t>(base_vocab_size_); }
 
  private:
   /// A space before each token but the first, "##" pieces glued on; HF's clean-up of each.
