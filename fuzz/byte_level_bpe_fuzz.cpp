@@ -8,6 +8,7 @@
 
 #include "bert/common/error.h"
 #include "bert/tokenizer/byte_level_bpe.h"
+#include "bert/tokenizer/unicode.h"
 #include "fuzz/fuzz_input.h"
 
 namespace {
@@ -64,7 +65,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     for (const auto& piece : t.tokenize(first))
       if (piece.begin > piece.end || piece.end > first.size()) __builtin_trap();  // in the text
-    (void)t.encode(first, pair, options);
+    const auto encoding = t.encode(first, pair, options);
+    // decode(): whatever the ids, valid UTF-8 (invalid byte runs become U+FFFD).
+    const auto text_back = t.decode(encoding.ids, data[0] & 8);
+    std::vector<char32_t> cps;
+    std::vector<uint32_t> offsets;
+    try {
+      bert::tok::unicode::decode_utf8(text_back, cps, offsets);
+    } catch (const bert::Error&) {
+      __builtin_trap();
+    }
   } catch (const bert::Error&) {
   }
   return 0;

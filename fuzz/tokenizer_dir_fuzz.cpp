@@ -181,6 +181,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto encoding = tokenizer->encode("The token <e> x  中文 é [MASK]<mask> end", "pair");
     for (const auto id : encoding.ids)
       if (id < 0 || id >= model_vocab_size) __builtin_trap();  // an id the model cannot embed
+    (void)tokenizer->decode(encoding.ids, data[0] & 1);
   } catch (const bert::Error&) {
   }
   return 0;

@@ -40,9 +40,9 @@ std::vector<bert::tok::AddedToken> added_tokens() {
     t.rstrip = rstrip;
     return t;
   };
-  return {token("Tok", true, true, false, false),   token("<e>", false, false, true, true),
-          token("  ", true, false, false, true),    token("中文", true, false, true, false),
-          token("ß", false, true, false, false),    token(" x", true, false, true, true),
+  return {token("Tok", true, true, false, false),  token("<e>", false, false, true, true),
+          token("  ", true, false, false, true),   token("中文", true, false, true, false),
+          token("ß", false, true, false, false),   token(" x", true, false, true, true),
           token("the", true, false, false, false), token("É", true, false, false, false)};
 }
 
@@ -81,7 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& piece : t.tokenize(first))
       if (piece.begin > piece.end || piece.end > first.size()) __builtin_trap();  // in the text
     const auto encoding = t.encode(text.substr(0, nul), pair, options);
-    (void)encoding;
+    (void)t.decode(encoding.ids, data[0] & 16);
   } catch (const bert::Error&) {
   }
   return 0;
