@@ -372,6 +372,19 @@ json group_entities(const std::vector<RawWord>& words,
 int run_predict_text(const PredictOptions& o) {
   auto m = load_finetuned(o.model);
   const std::string type = m.adapter->type();
+  // One JSON line per answer, to --out (written once, atomically) or stdout ("-" too).
+  std::string answers;
+  const auto emit = [&](const json& line) { answers += line.dump() + "\n"; };
+  const auto finish = [&] {
+    if (o.out.empty() || o.out == "-") {
+      std::cout << answers << std::flush;
+    } else {
+      write_file_atomic(o.out, answers);
+      log::info("[predict] {} answers -> {}", std::count(answers.begin(), answers.end(), '\n'),
+                o.out);
+    }
+    return code(ExitCode::kOk);
+  };
   const ScratchDir scratch;
   data::DataSpec spec;
   json inputs = json::array();  // echoed beside each prediction
@@ -407,12 +420,9 @@ int run_predict_text(const PredictOptions& o) {
     m.model->to(options.device);
     for (size_t i = 0; i < texts.size(); ++i) {
       options.where = o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text";
-      std::cout << fill_mask(*m.model, *m.tokenizer, m.config, texts[i].first, texts[i].second,
-                             options)
-                       .dump()
-                << "\n";
+      emit(fill_mask(*m.model, *m.tokenizer, m.config, texts[i].first, texts[i].second, options));
     }
-    return code(ExitCode::kOk);
+    return finish();
   }
   std::vector<std::vector<RawWord>> words;  // token classification: each text's words
   std::string outside;
@@ -489,8 +499,8 @@ int run_predict_text(const PredictOptions& o) {
       }
       break;
     }
-    std::cout << out.dump() << "\n";
-    return code(ExitCode::kOk);
+    emit(out);
+    return finish();
   }
   if (type == "token_classification") {
     const auto& ner = dynamic_cast<const tasks::TokenClassificationAdapter&>(*m.adapter);
@@ -499,29 +509,27 @@ int run_predict_text(const PredictOptions& o) {
     for (size_t i = 0; i < words.size(); ++i) {
       json out = inputs[i];
       out["entities"] = group_entities(words[i], tags[i], scores[i], outside);
-      std::cout << out.dump() << "\n";
+      emit(out);
     }
-    return code(ExitCode::kOk);
+    return finish();
   }
   const auto predictions = m.adapter->predict(*features, outputs);
   if (type == "multiple_choice") {
     const auto best = predictions.at(0)["label"].get<size_t>();
-    std::cout << json{{"text", o.text},
-                      {"choice", best},
-                      {"choice_text", o.choices.at(best)},
-                      {"score", predictions[0]["probability"]}}
-                     .dump()
-              << "\n";
-    return code(ExitCode::kOk);
+    emit({{"text", o.text},
+          {"choice", best},
+          {"choice_text", o.choices.at(best)},
+          {"score", predictions[0]["probability"]}});
+    return finish();
   }
   for (size_t i = 0; i < predictions.size(); ++i) {
     json out = inputs[i];
     const auto& p = predictions[i];
     if (p.contains("label")) out["label"] = p["label"];
     out["score"] = p.contains("probability") ? p["probability"] : p["score"];
-    std::cout << out.dump() << "\n";
+    emit(out);
   }
-  return code(ExitCode::kOk);
+  return finish();
 }
 
 int run_eval(const std::string& model_dir,

@@ -77,6 +77,15 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
     EXPECT_NEAR(each[i]["score"].get<double>(), want[i]["probability"].get<double>(), 1e-9) << i;
   }
   EXPECT_FALSE(each[1].contains("text_pair"));
+
+  // --out: the same lines in the file (written whole), nothing on stdout.
+  const auto file = dir_.path() / "answers.jsonl";
+  const auto to_file =
+      testing::run_bertft("predict --model " + model + " --text - --out " + file.string(),
+                          dir_.path() / "file.log", "", dir_.path() / "stdin.txt");
+  ASSERT_EQ(to_file.code, 0) << to_file.output;
+  EXPECT_EQ(to_file.output.find("\"label\""), std::string::npos) << to_file.output;
+  EXPECT_EQ(testing::json_lines(read_file(file)), each);
 }
 
 // The answer, its character span in the context (past a two-byte character) and its probability.
