@@ -3,10 +3,13 @@
 # LibTorch of the machine's Python package (PyTorch 2.x with CUDA; no Debian packages there, so
 # scripts/device_kit.sh's .deb files, carried as .devkit, are unpacked first), then
 #   1. the quickstart's training on CPU with that LibTorch (the first checkpoint included);
-#   2. the tasks' and the encoder's tests on CPU with that LibTorch, then the Trainer's (resume
-#      included) and NCCL's on CUDA (BERTFT_TEST_DEVICE=cuda); stage ctest, not run
-#      by default, runs the whole suite on that LibTorch (BERTFT_DEVICE_TARGETS=all to build it);
-#   3. the quickstart task trained on CUDA in fp32, bf16 and fp16.
+#   2. the tasks' and the encoder's tests on CPU with that LibTorch (stage tests), then the
+#      Trainer's (resume included) and NCCL's on CUDA (BERTFT_TEST_DEVICE=cuda; stage cudatests);
+#      stage ctest, not run by default, runs the whole suite on that LibTorch
+#      (BERTFT_DEVICE_TARGETS=all to build it);
+#   3. the quickstart task trained on CUDA in fp32, bf16 and fp16;
+#   4. inference on CUDA against CPU: predict (the exported model, with logits), fill-mask and
+#      next-sentence prediction on raw text (the quickstart's pre-training model), embed.
 # A crash is rerun under cuda-gdb for its backtrace. Logs go to $OUT (the device tool's folder)
 # or build-device/out. Usage, on that machine: scripts/device_check.sh [stage ...] (default all).
 set -uo pipefail
@@ -15,7 +18,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BERTFT_DEVICE_BUILD:-$root/build-device}"
 out="${OUT:-$build/out}"
 mkdir -p "$out"
-stages="${*:-build cpu tests cuda}"
+stages="${*:-build cpu tests cudatests cuda infer}"
 exec > >(tee -a "$out/check.log") 2>&1
 say() { echo "[device +${SECONDS}s] $*"; }
 has_stage() { [[ " $stages " == *" $1 "* ]]; }
@@ -88,8 +91,9 @@ if has_stage ctest && [ -x "$build/tests/tasks_tests" ]; then  # all of it: not 
 fi
 
 if has_stage tests && [ -x "$build/tests/tasks_tests" ]; then
-  # The Trainer's, optimizer's and tasks' tests on CPU with that LibTorch, then on CUDA (there
-  # the Trainer's resume test stops a CUDA run after a checkpoint and resumes it, bit for bit).
+  # The Trainer's, optimizer's and tasks' tests on CPU with that LibTorch, then (cudatests) on
+  # CUDA: there the Trainer's resume test stops a CUDA run after a checkpoint and resumes it,
+  # bit for bit.
   timeout 300 "$build/tests/tasks_tests" --gtest_brief=1 >"$out/cpu_tests.log" 2>&1
   say "tasks_tests on CPU: rc=$?"
   grep -E "^\[  (FAILED|PASSED) |Failure|rror" "$out/cpu_tests.log" | head -30
@@ -100,6 +104,9 @@ if has_stage tests && [ -x "$build/tests/tasks_tests" ]; then
     grep -E "^\[  FAILED |Failure" "$out/bert_tests.log" | head -20
     tail -3 "$out/bert_tests.log"
   fi
+fi
+
+if has_stage cudatests && [ -x "$build/tests/tasks_tests" ]; then
   BERTFT_TEST_DEVICE=cuda timeout 300 "$build/tests/tasks_tests" \
     --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*' >"$out/cuda_tests.log" 2>&1
   rc=$?
@@ -120,5 +127,60 @@ if has_stage cuda && [ -x "$bertft" ] && [ -f "$qs/recipe.yaml" ]; then
       --set training.epochs=4 --set training.learning_rate=1e-3
     grep -h '"main"' "$build/run-$precision/result.json"
   done
+fi
+# The same inference on CPU and CUDA; compare_runs says how far apart they are (fp32 on both).
+compare_runs() {
+  python3 - "$@" <<'PY'
+import json, sys
+kind, a, b = sys.argv[1:4]
+def rows(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+ra, rb = rows(a), rows(b)
+assert len(ra) == len(rb) and ra, f"{len(ra)} vs {len(rb)} rows"
+worst, differ = 0.0, 0
+for x, y in zip(ra, rb):
+    if kind == "embed":
+        worst = max([worst] + [abs(p - q) for p, q in zip(x["embedding"], y["embedding"])])
+    elif kind == "predict":
+        differ += x["label"] != y["label"]
+        worst = max([worst] + [abs(p - q) for p, q in zip(x["logits"], y["logits"])])
+    else:  # fill-mask: each mask's candidates by token id, the NSP probability
+        for ca, cb in zip(x["masks"], y["masks"]):
+            sb = {c["token"]: c["score"] for c in cb}
+            differ += ca[0]["token"] != cb[0]["token"]
+            worst = max([worst] + [abs(c["score"] - sb[c["token"]]) for c in ca if c["token"] in sb])
+        if "next_sentence" in x:
+            worst = max(worst, abs(x["next_sentence"]["score"] - y["next_sentence"]["score"]))
+print(f"{kind}: {len(ra)} rows, {differ} different answers, largest difference {worst:.2e}")
+sys.exit(0 if worst < 1e-3 else 1)
+PY
+}
+
+if has_stage infer && [ -x "$bertft" ] && [ -d "$qs/model" ]; then
+  best="$qs/best_model"; [ -d "$best" ] || best=""
+  cut -f1 "$qs/data/test.tsv" | tail -n +2 | head -40 >"$build/texts.txt"
+  # Each text's second word masked; every third line also a pair (next-sentence prediction).
+  awk -F' ' '{ $2 = "[MASK]"; line = $0; getline nxt; if (NR % 3 == 0) line = line "\t" nxt;
+    print line }' "$build/texts.txt" >"$build/masked.txt"
+  for device in cpu cuda; do
+    if [ -n "$best" ]; then
+      run_or_trace 2 "$bertft" predict --model "$best" --data "$qs/data/test.tsv" --logits \
+        --device $device --out "$build/predict-$device.jsonl"
+    fi
+    run_or_trace 2 "$bertft" predict --model "$qs/model" --text - --top-k 5 --device $device \
+      --out "$build/fill-$device.jsonl" <"$build/masked.txt"
+    run_or_trace 2 "$bertft" embed --model "$qs/model" --data "$build/texts.txt" --pooling mean \
+      --device $device --out "$build/embed-$device.jsonl"
+  done
+  [ -n "$best" ] && compare_runs predict "$build"/predict-{cpu,cuda}.jsonl
+  compare_runs fill-mask "$build"/fill-{cpu,cuda}.jsonl
+  compare_runs embed "$build"/embed-{cpu,cuda}.jsonl
+  head -c 600 "$build/fill-cuda.jsonl"
+  # bf16 on CUDA: runs, and its labels against fp32's (differences are bf16's rounding).
+  run_or_trace 2 "$bertft" predict --model "$qs/model" --text - --device cuda --precision bf16 \
+    --out "$build/fill-bf16.jsonl" <"$build/masked.txt"
+  [ -n "$best" ] && run_or_trace 2 "$bertft" predict --model "$best" --data "$qs/data/test.tsv" \
+    --device cuda --precision bf16 --out "$build/predict-bf16.jsonl"
 fi
 say "done"
