@@ -560,7 +560,12 @@ int run_eval(const std::string& model_dir,
         "{}: data.{} has no labels to evaluate against; `bertft predict` writes predictions",
         spec.path.string(), split));
   const tasks::Trainer trainer(recipe.training);
-  const auto ev = trainer.evaluate(*m.adapter, m.model, *features);
+  auto ev = trainer.evaluate(*m.adapter, m.model, *features);
+  if (m.adapter->type() == "pretraining" && !m.next_sentence_head) {
+    // A BertForMaskedLM checkpoint: its NSP head would be freshly initialised, not evaluated.
+    for (const auto* key : {"nsp_accuracy", "nsp_loss"}) ev.metrics.erase(key);
+    log::info("[eval] {}: no next-sentence head, MLM metrics only", model_dir);
+  }
   std::cout << json{{"model", model_dir},
                     {"split", split},
                     {"data", spec.path.string()},

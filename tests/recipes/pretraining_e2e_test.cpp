@@ -639,6 +639,42 @@ TEST_F(PretrainingEndToEnd, FillMaskWithoutAnNspHeadAsHfBertForMaskedLm) {
   EXPECT_EQ(run.code, 1) << run.output;
   EXPECT_NE(run.output.find("the model has no next-sentence head"), std::string::npos)
       << run.output;
+
+  // eval on held-out pre-training instances: the same MLM metrics; NSP only where the head is.
+  std::string corpus;
+  std::mt19937 rng(3);
+  for (int d = 0; d < 30; ++d, corpus += "\n")
+    for (int s = 0; s < 4; ++s, corpus += "\n")
+      for (int w = 0; w < 5; ++w) corpus += (w ? " w" : "w") + std::to_string(5 + rng() % 115);
+  testing::write_bytes(path("held.txt"), corpus);
+  ASSERT_EQ(
+      bertft("pretrain-data " + path("held.txt").string() + " --model " + path("full").string() +
+             " --max-seq-length 32 --max-predictions-per-seq 5 --dupe-factor 2 --out " +
+             path("held").string()),
+      0)
+      << last_log_;
+  testing::write_bytes(path("eval.yaml"),
+                       "model: {pretrained: " + path("full").string() +
+                           "}\ntask: {type: pretraining}\ndata: {train: " + path("held").string() +
+                           ", dev: " + path("held").string() + "}\n");
+  const auto eval = [&](const std::string& model) {
+    EXPECT_EQ(
+        bertft("eval --model " + path(model).string() + " --recipe " + path("eval.yaml").string()),
+        0)
+        << last_log_;
+    const auto start = last_log_.find("{\n");
+    return start == std::string::npos ? json() : json::parse(last_log_.substr(start))["metrics"];
+  };
+  const auto with_nsp = eval("full"), without = eval("mlm");
+  EXPECT_TRUE(with_nsp.contains("nsp_accuracy")) << with_nsp.dump();
+  EXPECT_FALSE(without.contains("nsp_accuracy")) << without.dump();
+  EXPECT_FALSE(without.contains("nsp_loss")) << without.dump();
+  EXPECT_NE(last_log_.find("no next-sentence head, MLM metrics only"), std::string::npos)
+      << last_log_;
+  for (const auto* key : {"mlm_accuracy", "mlm_loss"}) {
+    ASSERT_TRUE(without.contains(key)) << without.dump();
+    EXPECT_NEAR(without[key].get<double>(), with_nsp[key].get<double>(), 1e-6) << key;
+  }
 }
 
 }  // namespace
