@@ -409,19 +409,30 @@ int run_predict_text(const PredictOptions& o) {
     data::check_text_utf8(o.choices[i], fmt::format("--choice {}", i + 1));
   data::check_text_utf8(o.question, "--question");
   data::check_text_utf8(o.context, "--context");
+  for (const auto& target : o.targets) data::check_text_utf8(target, "--targets");
+  if (!o.targets.empty() && type != "pretraining")
+    throw ConfigError(fmt::format(
+        "predict --targets: restricts the candidates of a pre-training model's masks; {} is a {} "
+        "model",
+        o.model, type));
   if (type == "pretraining") {  // fill-mask (and BERT's next-sentence head) on each text
     if (texts.empty()) throw ConfigError("predict: a pre-training model takes --text");
     quantize_if_int8(m, o);
     FillMaskOptions options;
     options.top_k = o.top_k;
+    if (!o.targets.empty())
+      options.targets = fill_mask_targets(*m.tokenizer, o.targets, "--targets");
+    options.batch_size = o.batch_size;
     options.device = torch::Device(o.device);
     options.bf16 = o.precision == "bf16";
     options.next_sentence = m.next_sentence_head;
     m.model->to(options.device);
-    for (size_t i = 0; i < texts.size(); ++i) {
-      options.where = o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text";
-      emit(fill_mask(*m.model, *m.tokenizer, m.config, texts[i].first, texts[i].second, options));
-    }
+    std::vector<FillMaskInput> inputs;
+    for (size_t i = 0; i < texts.size(); ++i)
+      inputs.push_back({texts[i].first, texts[i].second,
+                        o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text"});
+    for (const auto& answer : fill_mask(*m.model, *m.tokenizer, m.config, inputs, options))
+      emit(answer);
     return finish();
   }
   std::vector<std::vector<RawWord>> words;  // token classification: each text's words

@@ -65,6 +65,7 @@ struct PredictOptions {
   std::vector<std::string> choices;  ///< multiple choice: the candidates for --text's context
   int64_t batch_size = 64;
   int64_t top_k = 5;    ///< pre-training models: candidates per mask token
+  std::vector<std::string> targets;  ///< pre-training models: the candidates allowed (words)
   bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
 };
 int run_predict(const PredictOptions& options);

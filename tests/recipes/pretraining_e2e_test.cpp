@@ -273,6 +273,66 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
     EXPECT_TRUE(next["label"] == "IsNext" || next["label"] == "NotNext") << ours[i].dump();
   }
   EXPECT_FALSE(ours[2].contains("masks")) << ours[2].dump();
+  // The four in one batch (stdin lines, a tab before a pair; padded to the longest): each answer
+  // as its own run's.
+  std::string lines;
+  for (const auto& line : testing::json_lines(inputs))
+    lines += line["text"].get<std::string>() +
+             (line.contains("text_pair") ? "\t" + line["text_pair"].get<std::string>() : "") + "\n";
+  testing::write_bytes(path("four.txt"), lines);
+  run = testing::run_bertft(
+      "--threads 1 predict --model " + p("pretrained") + " --top-k 3 --batch-size 4 --text -",
+      path("four.log"), "", path("four.txt"));
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto batched = testing::json_lines(run.output);
+  ASSERT_EQ(batched.size(), ours.size()) << run.output;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_EQ(batched[i].contains("masks"), ours[i].contains("masks")) << i;
+    for (size_t m = 0; ours[i].contains("masks") && m < ours[i]["masks"].size(); ++m)
+      for (size_t r = 0; r < ours[i]["masks"][m].size(); ++r) {
+        const auto &a = batched[i]["masks"][m][r], &b = ours[i]["masks"][m][r];
+        EXPECT_EQ(a["token"], b["token"]) << i << " " << m << " " << r;
+        EXPECT_EQ(a["sequence"], b["sequence"]) << i << " " << m << " " << r;
+        EXPECT_NEAR(a["score"].get<double>(), b["score"].get<double>(), 1e-6) << i;
+      }
+    EXPECT_EQ(batched[i].contains("next_sentence"), ours[i].contains("next_sentence")) << i;
+    if (ours[i].contains("next_sentence"))
+      EXPECT_NEAR(batched[i]["next_sentence"]["score"].get<double>(),
+                  ours[i]["next_sentence"]["score"].get<double>(), 1e-6)
+          << i;
+  }
+  // --targets: those tokens alone, scored under the whole vocabulary's softmax (as the
+  // pipeline's targets); a word outside the vocabulary stands as its first token (here "near"
+  // again, counted once); none usable is refused.
+  const std::string first = masked_lines.substr(0, masked_lines.find('\n'));
+  run = testing::run_bertft(
+      "predict --model " + p("pretrained") + " --top-k 100000 --text '" + first + "'",
+      path("all.log"));
+  ASSERT_EQ(run.code, 0) << run.output;
+  std::map<std::string, double> everything;
+  const auto all_candidates = testing::json_lines(run.output).at(0)["masks"][0];
+  for (const auto& c : all_candidates)
+    everything[c["token_str"].get<std::string>()] = c["score"].get<double>();
+  run = testing::run_bertft("predict --model " + p("pretrained") + " --text '" + first +
+                                "' --targets with near 'near with'",
+                            path("targets.log"));
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("--targets 'near with': not in the vocabulary; its first token "
+                            "'near' stands for it"),
+            std::string::npos)
+      << run.output;
+  const auto targeted = testing::json_lines(run.output).at(0)["masks"][0];
+  ASSERT_EQ(targeted.size(), 2u) << targeted.dump();
+  EXPECT_EQ(targeted[0]["token_str"], answers[0]) << targeted.dump();  // the right word first
+  for (const auto& c : targeted)
+    EXPECT_EQ(c["score"].get<double>(), everything.at(c["token_str"].get<std::string>()))
+        << c.dump();
+  run = testing::run_bertft(
+      "predict --model " + p("pretrained") + " --text '" + first + "' --targets ' '",
+      path("targets.log"));
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_NE(run.output.find("--targets: no target is a token of the vocabulary"), std::string::npos)
+      << run.output;
   // Neither a mask nor a pair: nothing to predict, said with where.
   run = testing::run_bertft("predict --model " + p("pretrained") + " --text 'the cat sat'",
                             path("nomask.log"));

@@ -26,6 +26,10 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   app.add_option("--top-k", o->top_k, "Pre-training models: candidates per mask token")
       ->check(positive())
       ->needs(text);
+  app.add_option("--targets", o->targets,
+                 "Pre-training models: only these candidates (tokens, or words whose first token "
+                 "stands for them), as the fill-mask pipeline's targets")
+      ->needs(text);
   auto* question = app.add_option("--question", o->question, "Question answering: the question");
   auto* context = app.add_option("--context", o->context, "Question answering: the context");
   question->needs(context);
