@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "bert/checkpoint/family_keys.h"
 #include "bert/checkpoint/load.h"
@@ -496,6 +497,15 @@ int run_predict_text(const PredictOptions& o) {
         type));
   }
   const auto [features, outputs] = predict_spec(m, spec, o);
+  // --logits (classification, multiple choice): each example's raw scores, as --data gives them.
+  std::vector<json> logits;
+  if (o.logits && (type == "sequence_classification" || type == "multiple_choice"))
+    for (const auto& [suffix, text] : m.adapter->prediction_files(*features, outputs, true)) {
+      if (!suffix.empty()) continue;
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);)
+        if (!line.empty()) logits.push_back(json::parse(line).value("logits", json()));
+    }
   if (type == "question_answering") {
     const auto& qa = dynamic_cast<const tasks::QuestionAnsweringAdapter&>(*m.adapter);
     const auto decoded = qa.decode(*features, outputs);
@@ -527,10 +537,12 @@ int run_predict_text(const PredictOptions& o) {
   const auto predictions = m.adapter->predict(*features, outputs);
   if (type == "multiple_choice") {
     const auto best = predictions.at(0)["label"].get<size_t>();
-    emit({{"text", o.text},
-          {"choice", best},
-          {"choice_text", o.choices.at(best)},
-          {"score", predictions[0]["probability"]}});
+    json out = {{"text", o.text},
+                {"choice", best},
+                {"choice_text", o.choices.at(best)},
+                {"score", predictions[0]["probability"]}};
+    if (!logits.empty()) out["logits"] = logits.at(0);
+    emit(out);
     return finish();
   }
   for (size_t i = 0; i < predictions.size(); ++i) {
@@ -538,6 +550,7 @@ int run_predict_text(const PredictOptions& o) {
     const auto& p = predictions[i];
     if (p.contains("label")) out["label"] = p["label"];
     out["score"] = p.contains("probability") ? p["probability"] : p["score"];
+    if (i < logits.size()) out["logits"] = logits[i];
     emit(out);
   }
   return finish();

@@ -35,9 +35,9 @@ class PipelineTest : public testing::SeededTest {
                                  const std::string& name,
                                  const std::string& contents) {
     testing::write_bytes(dir_.path() / name, contents);
-    const auto run =
-        testing::run_bertft("predict --model " + model + " --data " + (dir_.path() / name).string(),
-                            dir_.path() / (name + ".log"));
+    const auto run = testing::run_bertft(
+        "predict --logits --model " + model + " --data " + (dir_.path() / name).string(),
+        dir_.path() / (name + ".log"));
     EXPECT_EQ(run.code, 0) << run.output;
     return testing::json_lines(run.output);
   }
@@ -65,6 +65,24 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
   EXPECT_EQ(got[0]["label"], want[0]["label"]);
   EXPECT_NEAR(got[0]["score"].get<double>(), want[0]["probability"].get<double>(), 1e-9);
   EXPECT_EQ(got[0]["text_pair"], "w12 w13");
+  EXPECT_FALSE(got[0].contains("logits")) << got[0].dump();
+  // --logits: the raw scores --data gives.
+  const auto raw = testing::run_bertft(
+      "predict --logits --model " + model + " --text 'w7 w9 W11 w40' --text-pair 'w12 w13'",
+      dir_.path() / "raw.log");
+  ASSERT_EQ(raw.code, 0) << raw.output;
+  const auto with_logits = testing::json_lines(raw.output);
+  ASSERT_EQ(with_logits.size(), 1u) << raw.output;
+  ASSERT_EQ(with_logits[0]["logits"].size(), 3u) << raw.output;
+  for (size_t c = 0; c < 3; ++c)
+    EXPECT_NEAR(with_logits[0]["logits"][c].get<double>(), want[0]["logits"][c].get<double>(),
+                1e-6);  // float rounding: --data ran two texts in one padded batch
+  // --targets is for a pre-training model's masks.
+  const auto targets = testing::run_bertft(
+      "predict --model " + model + " --text 'w7 w9' --targets w10", dir_.path() / "targets.log");
+  EXPECT_EQ(targets.code, 2) << targets.output;
+  EXPECT_NE(targets.output.find("predict --targets: restricts the candidates"), std::string::npos)
+      << targets.output;
 
   testing::write_bytes(dir_.path() / "stdin.txt", "w7 w9 W11 w40\tw12 w13\n\nw50 w60\n");
   const auto lines = testing::run_bertft("predict --model " + model + " --text -",
@@ -229,7 +247,7 @@ TEST_F(PipelineTest, MultipleChoiceOnRawTextMatchesTheDataPath) {
                    R"({"context": "w7 w8 w9", "ending0": "w10 w11", "ending1": "w30 w31 w32"})"
                    "\n");
   ASSERT_EQ(want.size(), 1u);
-  const auto run = testing::run_bertft("predict --model " + model +
+  const auto run = testing::run_bertft("predict --logits --model " + model +
                                            " --text 'w7 w8 w9' --choice 'w10 w11' --choice 'w30 "
                                            "w31 w32'",
                                        dir_.path() / "mc.log");
@@ -239,6 +257,9 @@ TEST_F(PipelineTest, MultipleChoiceOnRawTextMatchesTheDataPath) {
   EXPECT_EQ(got[0]["choice"], want[0]["label"]);
   EXPECT_EQ(got[0]["choice_text"], got[0]["choice"] == 0 ? "w10 w11" : "w30 w31 w32");
   EXPECT_NEAR(got[0]["score"].get<double>(), want[0]["probability"].get<double>(), 1e-9);
+  ASSERT_EQ(got[0]["logits"].size(), 2u) << run.output;
+  for (size_t c = 0; c < 2; ++c)
+    EXPECT_NEAR(got[0]["logits"][c].get<double>(), want[0]["logits"][c].get<double>(), 1e-6);
   const auto one = testing::run_bertft("predict --model " + model + " --text 'w7' --choice 'w10'",
                                        dir_.path() / "one.log");
   EXPECT_EQ(one.code, 2) << one.output;
