@@ -416,11 +416,16 @@ int run_predict_text(const PredictOptions& o) {
         "predict --targets: restricts the candidates of a pre-training model's masks; {} is a {} "
         "model",
         o.model, type));
+  if (o.top_k > 0 && type != "pretraining" && type != "question_answering")
+    throw ConfigError(fmt::format(
+        "predict --top-k: candidates of a pre-training model's masks or a question answering "
+        "model's answers; {} is a {} model",
+        o.model, type));
   if (type == "pretraining") {  // fill-mask (and BERT's next-sentence head) on each text
     if (texts.empty()) throw ConfigError("predict: a pre-training model takes --text");
     quantize_if_int8(m, o);
     FillMaskOptions options;
-    options.top_k = o.top_k;
+    options.top_k = o.top_k > 0 ? o.top_k : 5;
     if (!o.targets.empty())
       options.targets = fill_mask_targets(*m.tokenizer, o.targets, "--targets");
     options.batch_size = o.batch_size;
@@ -510,15 +515,27 @@ int run_predict_text(const PredictOptions& o) {
     const auto& qa = dynamic_cast<const tasks::QuestionAnsweringAdapter&>(*m.adapter);
     const auto decoded = qa.decode(*features, outputs);
     const auto answer = qa.predict(*features, outputs)["0"].get<std::string>();
-    json out = {{"answer", answer}, {"start", nullptr}, {"end", nullptr}, {"score", 0.0}};
-    for (const auto& c : decoded.nbest[0]) {
-      if (c.text != answer) continue;  // the n-best entry the answer came from (or the null one)
-      out["score"] = c.probability;
+    // An n-best entry as {"answer", "start", "end" (code points; null for the null answer),
+    // "score" (its probability among the n-best)}.
+    const auto entry = [&](const tasks::QaCandidate& c) {
+      json e = {{"answer", c.text}, {"start", nullptr}, {"end", nullptr}, {"score", c.probability}};
       if (c.byte_start >= 0) {
-        out["start"] = code_points_before(o.context, c.byte_start);
-        out["end"] = code_points_before(o.context, c.byte_end);
+        e["start"] = code_points_before(o.context, c.byte_start);
+        e["end"] = code_points_before(o.context, c.byte_end);
       }
-      break;
+      return e;
+    };
+    json out = {{"answer", answer}, {"start", nullptr}, {"end", nullptr}, {"score", 0.0}};
+    for (const auto& c : decoded.nbest[0])
+      if (c.text == answer) {  // the n-best entry the answer came from (or the null one)
+        out = entry(c);
+        break;
+      }
+    if (o.top_k > 1) {  // --top-k: the n-best's first entries too, best first
+      out["answers"] = json::array();
+      for (const auto& c : decoded.nbest[0])
+        if (static_cast<int64_t>(out["answers"].size()) < o.top_k)
+          out["answers"].push_back(entry(c));
     }
     emit(out);
     return finish();

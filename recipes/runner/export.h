@@ -64,7 +64,9 @@ struct PredictOptions {
   std::string text, text_pair, question, context;
   std::vector<std::string> choices;  ///< multiple choice: the candidates for --text's context
   int64_t batch_size = 64;
-  int64_t top_k = 5;    ///< pre-training models: candidates per mask token
+  /// Pre-training models: candidates per mask token (0: 5); question answering: with more than
+  /// one, the n-best's first answers too.
+  int64_t top_k = 0;
   std::vector<std::string> targets;  ///< pre-training models: the candidates allowed (words)
   bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
 };

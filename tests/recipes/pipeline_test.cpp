@@ -122,12 +122,13 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
   const auto start = got[0]["start"].get<int64_t>(), end = got[0]["end"].get<int64_t>();
   // Characters, not bytes: "é" is one character (two bytes) before every other token.
   const std::u32string chars = U"é w20 w21 w22 w23 w24 w25 w26 w27 w28";
-  std::string span;
-  for (int64_t i = start; i < end; ++i)
-    span += chars[static_cast<size_t>(i)] == U'é'
-                ? std::string("é")
-                : std::string(1, static_cast<char>(chars[static_cast<size_t>(i)]));
-  EXPECT_EQ(span, answer);
+  const auto span = [&](const json& from, const json& to) {
+    std::string text;
+    for (auto i = static_cast<size_t>(from.get<int64_t>()); i < to.get<size_t>(); ++i)
+      text += chars[i] == U'é' ? std::string("é") : std::string(1, static_cast<char>(chars[i]));
+    return text;
+  };
+  EXPECT_EQ(span(start, end), answer);
   EXPECT_GT(got[0]["score"].get<double>(), 0.0);
   EXPECT_LE(got[0]["score"].get<double>(), 1.0);
 
@@ -145,6 +146,31 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
       dir_.path() / "data.log");
   ASSERT_EQ(data.code, 0) << data.output;
   EXPECT_NE(data.output.find(json(answer).dump()), std::string::npos) << data.output;
+
+  // --top-k 3: the same answer, and the n-best's first three under "answers", best first, the
+  // first of them that answer; spans in characters again. Not for --data.
+  const auto three = testing::run_bertft(
+      "predict --model " + model + " --question 'w21 w5' --top-k 3 --context '" + context + "'",
+      dir_.path() / "three.log");
+  ASSERT_EQ(three.code, 0) << three.output;
+  const auto top = testing::json_lines(three.output);
+  ASSERT_EQ(top.size(), 1u) << three.output;
+  EXPECT_EQ(top[0]["answer"], answer);
+  ASSERT_EQ(top[0]["answers"].size(), 3u) << three.output;
+  EXPECT_EQ(top[0]["answers"][0]["answer"], answer) << three.output;
+  EXPECT_EQ(top[0]["answers"][0]["start"], start) << three.output;
+  for (size_t r = 1; r < 3; ++r) {
+    const auto& a = top[0]["answers"][r];
+    EXPECT_LE(a["score"].get<double>(), top[0]["answers"][r - 1]["score"].get<double>());
+    EXPECT_NE(a["answer"], answer) << three.output;
+    EXPECT_EQ(span(a["start"], a["end"]), a["answer"].get<std::string>()) << three.output;
+  }
+  EXPECT_FALSE(got[0].contains("answers")) << run.output;
+  const auto with_data = testing::run_bertft(
+      "predict --top-k 3 --model " + model + " --data " + (dir_.path() / "q.json").string(),
+      dir_.path() / "data3.log");
+  EXPECT_EQ(with_data.code, 2) << with_data.output;
+  EXPECT_NE(with_data.output.find("--top-k: for raw text"), std::string::npos) << with_data.output;
 }
 
 TEST(RawTextWords, CutAsBertsPreTokenizer) {

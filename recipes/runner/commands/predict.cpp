@@ -23,9 +23,10 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   app.add_option("--choice", o->choices,
                  "Multiple choice: a candidate for the context in --text (repeat, two or more)")
       ->needs(text);
-  app.add_option("--top-k", o->top_k, "Pre-training models: candidates per mask token")
-      ->check(positive())
-      ->needs(text);
+  app.add_option("--top-k", o->top_k,
+                 "Pre-training models: candidates per mask token (default 5); question "
+                 "answering: with 2 or more, the n-best's first answers under \"answers\" too")
+      ->check(positive());
   app.add_option("--targets", o->targets,
                  "Pre-training models: only these candidates (tokens, or words whose first token "
                  "stands for them), as the fill-mask pipeline's targets")
@@ -51,6 +52,8 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
     if (!o->text.empty() || !o->question.empty()) return run_predict_text(*o);
     if (o->data.empty())
       throw ConfigError("predict: give --data FILE, --text TEXT or --question/--context");
+    if (o->top_k > 0)
+      throw ConfigError("predict --top-k: for raw text (--text, --question), not --data");
     return run_predict(*o);
   };
 }
