@@ -41,6 +41,12 @@ class PipelineTest : public testing::SeededTest {
     EXPECT_EQ(run.code, 0) << run.output;
     return testing::json_lines(run.output);
   }
+  /// The JSON lines of `bertft predict <args>`, which must succeed (log: `name`.log).
+  std::vector<json> predict(const std::string& args, const std::string& name) {
+    const auto run = testing::run_bertft("predict " + args, dir_.path() / (name + ".log"));
+    EXPECT_EQ(run.code, 0) << run.output;
+    return testing::json_lines(run.output);
+  }
 
   testing::TempDir dir_;
 };
@@ -56,24 +62,17 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
                                  "\n");
   ASSERT_EQ(want.size(), 2u);
 
-  const auto one = testing::run_bertft(
-      "predict --model " + model + " --text 'w7 w9 W11 w40' --text-pair 'w12 w13'",
-      dir_.path() / "one.log");
-  ASSERT_EQ(one.code, 0) << one.output;
-  const auto got = testing::json_lines(one.output);
-  ASSERT_EQ(got.size(), 1u) << one.output;
+  const std::string pair = " --text 'w7 w9 W11 w40' --text-pair 'w12 w13'";
+  const auto got = predict("--model " + model + pair, "one");
+  ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0]["label"], want[0]["label"]);
   EXPECT_NEAR(got[0]["score"].get<double>(), want[0]["probability"].get<double>(), 1e-9);
   EXPECT_EQ(got[0]["text_pair"], "w12 w13");
   EXPECT_FALSE(got[0].contains("logits")) << got[0].dump();
   // --logits: the raw scores --data gives.
-  const auto raw = testing::run_bertft(
-      "predict --logits --model " + model + " --text 'w7 w9 W11 w40' --text-pair 'w12 w13'",
-      dir_.path() / "raw.log");
-  ASSERT_EQ(raw.code, 0) << raw.output;
-  const auto with_logits = testing::json_lines(raw.output);
-  ASSERT_EQ(with_logits.size(), 1u) << raw.output;
-  ASSERT_EQ(with_logits[0]["logits"].size(), 3u) << raw.output;
+  const auto with_logits = predict("--logits --model " + model + pair, "raw");
+  ASSERT_EQ(with_logits.size(), 1u);
+  ASSERT_EQ(with_logits[0]["logits"].size(), 3u) << with_logits[0].dump();
   for (size_t c = 0; c < 3; ++c)
     EXPECT_NEAR(with_logits[0]["logits"][c].get<double>(), want[0]["logits"][c].get<double>(),
                 1e-6);  // float rounding: --data ran two texts in one padded batch
@@ -111,14 +110,12 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "qa" / "model.safetensors");
   const auto model = model_with_vocab("qa", dir_.path() / "m").string();
   const std::string context = "é w20 w21 w22 w23 w24 w25 w26 w27 w28";
-  const auto run = testing::run_bertft(
-      "predict --model " + model + " --question 'w21 w5' --context '" + context + "'",
-      dir_.path() / "qa.log");
-  ASSERT_EQ(run.code, 0) << run.output;
-  const auto got = testing::json_lines(run.output);
-  ASSERT_EQ(got.size(), 1u) << run.output;
+  const std::string question =
+      "--model " + model + " --question 'w21 w5' --context '" + context + "'";
+  const auto got = predict(question, "qa");
+  ASSERT_EQ(got.size(), 1u);
   const auto answer = got[0]["answer"].get<std::string>();
-  ASSERT_FALSE(answer.empty()) << run.output;  // a v1.1 model always answers
+  ASSERT_FALSE(answer.empty()) << got[0].dump();  // a v1.1 model always answers
   const auto start = got[0]["start"].get<int64_t>(), end = got[0]["end"].get<int64_t>();
   // Characters, not bytes: "é" is one character (two bytes) before every other token.
   const std::u32string chars = U"é w20 w21 w22 w23 w24 w25 w26 w27 w28";
@@ -149,23 +146,20 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
 
   // --top-k 3: the same answer, and the n-best's first three under "answers", best first, the
   // first of them that answer; spans in characters again. Not for --data.
-  const auto three = testing::run_bertft(
-      "predict --model " + model + " --question 'w21 w5' --top-k 3 --context '" + context + "'",
-      dir_.path() / "three.log");
-  ASSERT_EQ(three.code, 0) << three.output;
-  const auto top = testing::json_lines(three.output);
-  ASSERT_EQ(top.size(), 1u) << three.output;
+  const auto top = predict(question + " --top-k 3", "three");
+  ASSERT_EQ(top.size(), 1u);
+  const auto three = top[0].dump();
   EXPECT_EQ(top[0]["answer"], answer);
-  ASSERT_EQ(top[0]["answers"].size(), 3u) << three.output;
-  EXPECT_EQ(top[0]["answers"][0]["answer"], answer) << three.output;
-  EXPECT_EQ(top[0]["answers"][0]["start"], start) << three.output;
+  ASSERT_EQ(top[0]["answers"].size(), 3u) << three;
+  EXPECT_EQ(top[0]["answers"][0]["answer"], answer) << three;
+  EXPECT_EQ(top[0]["answers"][0]["start"], start) << three;
   for (size_t r = 1; r < 3; ++r) {
     const auto& a = top[0]["answers"][r];
     EXPECT_LE(a["score"].get<double>(), top[0]["answers"][r - 1]["score"].get<double>());
-    EXPECT_NE(a["answer"], answer) << three.output;
-    EXPECT_EQ(span(a["start"], a["end"]), a["answer"].get<std::string>()) << three.output;
+    EXPECT_NE(a["answer"], answer) << three;
+    EXPECT_EQ(span(a["start"], a["end"]), a["answer"].get<std::string>()) << three;
   }
-  EXPECT_FALSE(got[0].contains("answers")) << run.output;
+  EXPECT_FALSE(got[0].contains("answers")) << got[0].dump();
   const auto with_data = testing::run_bertft(
       "predict --top-k 3 --model " + model + " --data " + (dir_.path() / "q.json").string(),
       dir_.path() / "data3.log");
