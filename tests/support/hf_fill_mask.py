@@ -7,7 +7,9 @@ at each mask token; each token decoded alone; the input with it in place, decode
 tokens when there is one mask, with them when there are more; padding dropped) and, for a model with
 an NSP head, the softmax of its seq_relationship logits. With TOKENS (`bertft tokenize` JSON lines for
 the same inputs) the model runs on bertft's ids and token types: the kit has only HF's slow
-tokenizers, and RoBERTa's strips the space after <mask>, which the fast one keeps.
+tokenizers, and RoBERTa's strips the space after <mask>, which the fast one keeps; where HF has no
+tokenizer for the model (XLM-R's needs Python's sentencepiece), token_str, sequence and hf_ids are
+null and tokenizer_class is null.
   hf_fill_mask.py MODEL_DIR INPUTS K [TOKENS]
 Prints one JSON object: model_class, tokenizer_class, loading_info, results (one per input: hf_ids,
 the slow tokenizer's ids; ids, those the model ran on; masks; next_sentence).
@@ -20,10 +22,29 @@ from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraini
 
 
 def load_tokenizer(model_dir):
-    try:
-        return AutoTokenizer.from_pretrained(model_dir)
-    except ImportError:  # the kit has no `tokenizers` package: the slow (Python) tokenizer
-        return AutoTokenizer.from_pretrained(model_dir, use_fast=False)
+    """HF's tokenizer, else its slow one (the kit has no `tokenizers` package), else None (XLM-R's
+    slow tokenizer needs Python's sentencepiece, which the kit lacks)."""
+    for fast in (True, False):
+        try:
+            return AutoTokenizer.from_pretrained(model_dir, use_fast=fast)
+        except (ImportError, ValueError):  # ValueError: "cannot be instantiated" (no backend)
+            continue
+    return None
+
+
+class IdsOnly:
+    """Without HF's tokenizer: the special ids from bertft's tokens, no decoding (token_str and
+    sequence are None; the model still runs on bertft's ids)."""
+
+    def __init__(self, config, given):
+        # bertft shows fairseq's <mask> with the space it takes (lstrip) as " <mask>".
+        tokens = {t.strip(): i for row in given for t, i in zip(row["tokens"], row["ids"])}
+        self.mask_token_id = tokens.get("<mask>", tokens.get("[MASK]"))
+        self.pad_token_id = config.pad_token_id
+        self.model_input_names = ["input_ids", "attention_mask"]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return None
 
 
 def fill(tok, ids, logits, k):
@@ -44,15 +65,22 @@ def fill(tok, ids, logits, k):
 
 def main():
     model_dir, inputs, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    given = iter([json.loads(l) for l in open(sys.argv[4], encoding="utf-8") if l.strip()]) if len(sys.argv) > 4 else None
+    rows = [json.loads(l) for l in open(sys.argv[4], encoding="utf-8") if l.strip()] if len(sys.argv) > 4 else None
+    given = iter(rows) if rows else None
     torch.set_num_threads(1)
     config = AutoConfig.from_pretrained(model_dir)
     tok = load_tokenizer(model_dir)
+    hf_tokenizer = tok is not None
+    if not hf_tokenizer:
+        if rows is None:
+            sys.exit("no HF tokenizer for " + model_dir + " and no bertft tokens to run on")
+        tok = IdsOnly(config, rows)
     pretraining = any(a.endswith("ForPreTraining") for a in (config.architectures or []))
     auto = AutoModelForPreTraining if pretraining else AutoModelForMaskedLM
     model, info = auto.from_pretrained(model_dir, output_loading_info=True)
     model.eval()
-    report = {"model_class": type(model).__name__, "tokenizer_class": type(tok).__name__,
+    report = {"model_class": type(model).__name__,
+              "tokenizer_class": type(tok).__name__ if hf_tokenizer else None,
               "loading_info": {key: sorted(str(v) for v in value) for key, value in info.items()},
               "results": []}
     with torch.no_grad():
@@ -60,7 +88,7 @@ def main():
             if not line.strip():
                 continue
             row = json.loads(line)
-            hf_ids = tok(row["text"], row.get("text_pair"))["input_ids"]
+            hf_ids = tok(row["text"], row.get("text_pair"))["input_ids"] if hf_tokenizer else None
             theirs = next(given) if given else None  # bertft's encoding of the same input
             ids = theirs["ids"] if theirs else hf_ids
             enc = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}

@@ -238,6 +238,7 @@ void expect_fill_mask_agrees(const nlohmann::json& hf,
                         << ", bertft " << bc[r].dump();
           continue;
         }
+        if (hc[same]["token_str"].is_null()) continue;  // HF had no tokenizer to decode with
         EXPECT_EQ(bc[r]["token_str"], hc[same]["token_str"]) << where;
         EXPECT_EQ(bc[r]["sequence"], hc[same]["sequence"]) << where;
       }

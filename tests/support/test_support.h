@@ -143,7 +143,8 @@ nlohmann::json run_hf_fill_mask(const std::filesystem::path& model,
 /// missing or unexpected key, and for every input the same mask count, at each mask the same
 /// candidates in order (a swap only between scores within 1e-6), token_str and sequence equal,
 /// scores within 1e-5, and the next-sentence probability within 1e-5 where HF has an NSP head;
-/// with `same_ids`, HF's own (slow) tokenizer gave bertft's ids.
+/// with `same_ids`, HF's own (slow) tokenizer gave bertft's ids. Where HF had no tokenizer for
+/// the model (XLM-R's needs Python's sentencepiece), token_str and sequence go unchecked.
 void expect_fill_mask_agrees(const nlohmann::json& hf,
                              const std::vector<nlohmann::json>& ours,
                              const std::string& model_class,
