@@ -213,6 +213,125 @@ void check_added_ids(const std::vector<DeclaredToken>& declared,
   }
 }
 
+/// A WordPiece tokenizer as a tokenizer.json alone describes it (a directory without
+/// vocab.txt): the vocabulary by id, the BertNormalizer's options, the model's settings and the
+/// special tokens its post-processor and model name.
+struct WordPieceJson {
+  std::vector<std::string> vocab;
+  BertNormalizerOptions normalizer;
+  std::optional<bool> strip_accents;  ///< null in the file: follows lower-casing
+  std::string prefix = "##", unk = "[UNK]";
+  size_t max_input_chars_per_word = 100;
+  std::optional<std::string> cls, sep;
+};
+
+/// Reads `path`'s "model" (WordPiece only), "normalizer" (BertNormalizer or null),
+/// "pre_tokenizer" (BertPreTokenizer) and "post_processor" (BertProcessing, TemplateProcessing
+/// or null). TokenizerError naming the file and key for anything else: bertft would tokenize it
+/// unlike HF.
+WordPieceJson read_wordpiece_json(const std::filesystem::path& path) {
+  const json file = read_json(path);
+  const auto where = [&](const std::string& key) { return path.string() + ": \"" + key + "\""; };
+  const auto type_of = [&](const char* key) -> std::string {
+    const auto it = file.is_object() ? file.find(key) : file.end();
+    if (it == file.end() || it->is_null()) return {};
+    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+      throw TokenizerError(where(key) + ": expected an object with a string \"type\"");
+    return (*it)["type"].get<std::string>();
+  };
+  const auto model_type = type_of("model");
+  if (model_type != "WordPiece")
+    throw TokenizerError(fmt::format(
+        "{}: a {} model; bertft reads a tokenizer.json without its vocabulary files only for "
+        "WordPiece (put vocab.json + merges.txt or the SentencePiece .model beside it)",
+        where("model.type"), model_type.empty() ? "missing" : "'" + model_type + "'"));
+  WordPieceJson out;
+  const json& model = file["model"];
+  const auto string_in = [&](const json& object, const char* key, const std::string& name,
+                             std::string& value) {
+    const auto it = object.find(key);
+    if (it == object.end() || it->is_null()) return;
+    if (!it->is_string()) throw TokenizerError(where(name) + ": expected a string");
+    value = it->get<std::string>();
+  };
+  string_in(model, "unk_token", "model.unk_token", out.unk);
+  string_in(model, "continuing_subword_prefix", "model.continuing_subword_prefix", out.prefix);
+  if (const auto it = model.find("max_input_chars_per_word"); it != model.end()) {
+    if (!it->is_number_unsigned() || it->get<uint64_t>() == 0)
+      throw TokenizerError(where("model.max_input_chars_per_word") + ": expected a count");
+    out.max_input_chars_per_word = it->get<size_t>();
+  }
+  const auto vocab = model.find("vocab");
+  if (vocab == model.end() || !vocab->is_object() || vocab->empty())
+    throw TokenizerError(where("model.vocab") + ": expected an object of token: id");
+  out.vocab.resize(vocab->size());
+  std::vector<bool> given(vocab->size(), false);
+  for (const auto& [token, id] : vocab->items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<uint64_t>() >= out.vocab.size() || given[id.get<size_t>()])
+      throw TokenizerError(fmt::format("{}: \"{}\": id {}: the ids must be 0 to {}, each once",
+                                       where("model.vocab"), token, id.dump().substr(0, 40),
+                                       out.vocab.size() - 1));
+    given[id.get<size_t>()] = true;
+    out.vocab[id.get<size_t>()] = token;
+  }
+
+  const auto normalizer = type_of("normalizer");
+  if (normalizer.empty()) {  // none: the text as it is
+    out.normalizer = {/*clean_text=*/false, /*handle_chinese_chars=*/false, /*lowercase=*/false,
+                      /*strip_accents=*/false};
+    out.strip_accents = false;
+  } else if (normalizer == "BertNormalizer") {
+    const json& n = file["normalizer"];
+    const auto flag = [&](const char* key, bool fallback) -> std::optional<bool> {
+      const auto it = n.find(key);
+      if (it == n.end() || it->is_null())
+        return fallback ? std::optional<bool>(true) : std::nullopt;
+      if (!it->is_boolean())
+        throw TokenizerError(where(std::string("normalizer.") + key) + ": expected true or false");
+      return it->get<bool>();
+    };
+    out.normalizer.clean_text = flag("clean_text", true).value_or(true);
+    out.normalizer.handle_chinese_chars = flag("handle_chinese_chars", true).value_or(true);
+    out.normalizer.lowercase = flag("lowercase", true).value_or(true);
+    out.strip_accents = flag("strip_accents", false);
+    out.normalizer.strip_accents = out.strip_accents.value_or(out.normalizer.lowercase);
+  } else {
+    throw TokenizerError(fmt::format(
+        "{}: '{}'; bertft's WordPiece normalizes as HF's BertNormalizer (or not at all)",
+        where("normalizer.type"), normalizer));
+  }
+  if (const auto pre = type_of("pre_tokenizer"); pre != "BertPreTokenizer")
+    throw TokenizerError(
+        fmt::format("{}: {}; bertft's WordPiece splits words as HF's BertPreTokenizer",
+                    where("pre_tokenizer.type"), pre.empty() ? "none" : "'" + pre + "'"));
+
+  // [CLS] and [SEP] as the post-processor names them.
+  const auto post = type_of("post_processor");
+  const json& p = post.empty() ? json() : file["post_processor"];
+  if (post == "BertProcessing") {
+    for (const auto& [key, name] : {std::pair{"cls", &out.cls}, std::pair{"sep", &out.sep}}) {
+      const auto it = p.find(key);
+      if (it != p.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+        *name = (*it)[0].get<std::string>();
+    }
+  } else if (post == "TemplateProcessing") {  // single: [CLS] $A [SEP]
+    std::vector<std::string> specials;
+    if (const auto single = p.find("single"); single != p.end() && single->is_array())
+      for (const auto& piece : *single)
+        if (piece.is_object() && piece.contains("SpecialToken") &&
+            piece["SpecialToken"].is_object() && piece["SpecialToken"].contains("id") &&
+            piece["SpecialToken"]["id"].is_string())
+          specials.push_back(piece["SpecialToken"]["id"].get<std::string>());
+    if (specials.size() == 2) out.cls = specials[0], out.sep = specials[1];
+  } else if (!post.empty()) {
+    throw TokenizerError(fmt::format(
+        "{}: '{}'; bertft adds BERT's [CLS] A [SEP] B [SEP] (BertProcessing, TemplateProcessing)",
+        where("post_processor.type"), post));
+  }
+  return out;
+}
+
 std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
                                            int64_t model_vocab_size,
                                            const TokenizerOverrides& overrides);
@@ -223,6 +342,23 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
                                           int64_t model_vocab_size,
                                           const TokenizerOverrides& overrides) {
   return build_tokenizer(dir, model_vocab_size, overrides);
+}
+
+std::optional<std::filesystem::path> tokenizer_file(const PretrainedDir& dir) {
+  // In build_tokenizer's order of choice.
+  if (dir.vocab) return dir.vocab;
+  if (dir.bpe_vocab && dir.bpe_merges) return dir.bpe_vocab;
+  if (dir.sentencepiece) return dir.sentencepiece;
+  if (const auto json_path = dir.dir / "tokenizer.json"; std::filesystem::exists(json_path))
+    return json_path;
+  return std::nullopt;
+}
+
+std::string tokenizer_kind(const PretrainedDir& dir) {
+  if (dir.vocab) return "WordPiece";
+  if (dir.bpe_vocab && dir.bpe_merges) return "byte-level BPE";
+  if (dir.sentencepiece) return "SentencePiece";
+  return tokenizer_file(dir) ? "WordPiece" : "";
 }
 
 namespace {
@@ -316,10 +452,20 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     tokenizer->set_clean_up_spaces(clean_up);
     return tokenizer;
   }
-  if (!dir.vocab)
-    throw TokenizerError(fmt::format(
-        "{}: no tokenizer files (vocab.txt, vocab.json + merges.txt, or a sentencepiece model)",
-        dir.dir.string()));
+  // WordPiece: vocab.txt, else a tokenizer.json alone (its normalizer, the model's settings).
+  std::optional<WordPieceJson> from_json;
+  const auto json_path = dir.dir / "tokenizer.json";
+  if (!dir.vocab) {
+    if (!std::filesystem::exists(json_path))
+      throw TokenizerError(fmt::format(
+          "{}: no tokenizer files (vocab.txt, vocab.json + merges.txt, a sentencepiece model, or "
+          "a WordPiece tokenizer.json)",
+          dir.dir.string()));
+    from_json = read_wordpiece_json(json_path);
+  }
+  const std::string source = from_json ? json_path.string() : dir.vocab->string();
+  std::vector<std::string> vocab =
+      from_json ? std::move(from_json->vocab) : read_vocab_file(*dir.vocab);
 
   WordPieceOptions options;
   options.model_vocab_size = model_vocab_size;
@@ -327,32 +473,45 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
                          : overrides.lowercase   ? CasingCheck::kError
                                                  : CasingCheck::kWarn;
   const auto read_bool = [&](const char* key) { return config_bool(config, config_name, key); };
+  if (from_json) {
+    options.normalizer = from_json->normalizer;
+    options.continuing_subword_prefix = from_json->prefix;
+    options.max_input_chars_per_word = from_json->max_input_chars_per_word;
+    special.unk = from_json->unk;
+    if (from_json->cls) special.cls = *from_json->cls;
+    if (from_json->sep) special.sep = *from_json->sep;
+  }
+  // Lower-casing: --lowercase, else tokenizer_config.json's do_lower_case (which HF's fast
+  // tokenizer also applies over tokenizer.json's normalizer), else tokenizer.json's normalizer,
+  // else (vocab.txt alone) the vocabulary's casing.
   std::optional<bool> lowercase = overrides.lowercase;
-  if (!lowercase && dir.tokenizer_config) lowercase = read_bool("do_lower_case").value_or(true);
+  if (!lowercase && dir.tokenizer_config) {
+    lowercase = read_bool("do_lower_case");
+    if (!lowercase && !from_json) lowercase = true;  // HF's BertTokenizer default
+  }
+  if (!lowercase && from_json) lowercase = options.normalizer.lowercase;
   if (!lowercase) {
     // No tokenizer_config.json: decide from the vocabulary instead of HF's lower-casing default,
     // which silently breaks cased checkpoints.
-    std::vector<std::string> vocab;
-    {
-      std::istringstream in(read_file(*dir.vocab));
-      std::string line;
-      while (std::getline(in, line)) vocab.push_back(line);
-    }
     lowercase = !vocab_casing(vocab).cased();
     log::info(
         "[tokenizer] {}: no tokenizer_config.json; the vocabulary is {}, so lower-casing is {}",
         dir.dir.string(), *lowercase ? "uncased" : "cased", *lowercase ? "on" : "off");
   }
   options.normalizer.lowercase = *lowercase;
-  options.normalizer.strip_accents = read_bool("strip_accents").value_or(*lowercase);
-  options.normalizer.handle_chinese_chars = read_bool("tokenize_chinese_chars").value_or(true);
+  options.normalizer.strip_accents =
+      read_bool("strip_accents")
+          .value_or(from_json && from_json->strip_accents ? *from_json->strip_accents : *lowercase);
+  options.normalizer.handle_chinese_chars =
+      read_bool("tokenize_chinese_chars").value_or(options.normalizer.handle_chinese_chars);
   read_specials();
   options.special = special;
   options.hf_class = class_stem + "Tokenizer";
   const auto added = read_added_tokens(dir, special);
   for (const auto& d : added) options.added_tokens.push_back(d.token);
-  auto tokenizer = WordPieceTokenizer::from_file(*dir.vocab, options);
-  check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(), "vocab.txt");
+  auto tokenizer = std::make_unique<WordPieceTokenizer>(std::move(vocab), options, source);
+  check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
+                  from_json ? "tokenizer.json" : "vocab.txt");
   tokenizer->set_model_max_length(max_length);
   tokenizer->set_clean_up_spaces(clean_up);
   return tokenizer;

@@ -19,12 +19,23 @@ struct TokenizerOverrides {
 /// Builds the tokenizer of a model directory: WordPiece from vocab.txt (casing and special
 /// tokens from tokenizer_config.json; without that file the casing is inferred from the
 /// vocabulary and logged), byte-level BPE from vocab.json + merges.txt (RoBERTa), else
-/// SentencePiece from its .model (with fairseq's ids for XLM-RoBERTa). Added tokens
+/// SentencePiece from its .model (with fairseq's ids for XLM-RoBERTa), else WordPiece from a
+/// tokenizer.json alone (its vocabulary, BertNormalizer and special tokens; tokenizer_config.json's
+/// do_lower_case, strip_accents and tokenize_chinese_chars over the normalizer's, as HF's fast
+/// tokenizer applies them; another model, normalizer or pre-tokenizer is refused). Added tokens
 /// (tokenizer.json's "added_tokens", added_tokens.json) are read as HF reads them for WordPiece
 /// and byte-level BPE, and refused for SentencePiece. `model_vocab_size` (the checkpoint's
 /// vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.
 std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
                                           int64_t model_vocab_size,
                                           const TokenizerOverrides& overrides = {});
+
+/// The file load_tokenizer builds `dir`'s tokenizer from (vocab.txt, vocab.json, the
+/// SentencePiece model, tokenizer.json), for messages; nullopt where it has none of them.
+std::optional<std::filesystem::path> tokenizer_file(const PretrainedDir& dir);
+
+/// The kind of tokenizer load_tokenizer builds for `dir` ("WordPiece", "byte-level BPE",
+/// "SentencePiece"); "" where it has no tokenizer files.
+std::string tokenizer_kind(const PretrainedDir& dir);
 
 }  // namespace bert::tok

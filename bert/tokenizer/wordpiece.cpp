@@ -106,7 +106,7 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab,
     if (!problem.empty()) {
       if (options_.check_casing == CasingCheck::kError)
         throw TokenizerError(problem + ", or disable the casing check (--no-casing-check)");
-      log::warn("[tokenizer] {} (as the checkpoint's tokenizer_config.json says)", problem);
+      log::warn("[tokenizer] {} (kept: the checkpoint's tokenizer files say so)", problem);
     }
   }
   base_vocab_size_ = vocab.size();

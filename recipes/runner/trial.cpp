@@ -34,8 +34,12 @@ std::string hash_file(const fs::path& path) {
 
 std::string tokenizer_fingerprint(const PretrainedDir& dir, const BertConfig& config) {
   std::string out = fmt::format("vocab_size={}", config.vocab_size());
-  for (const auto& file : {dir.vocab, dir.sentencepiece, dir.tokenizer_config})
-    if (file) out += "|" + file->filename().string() + "=" + hash_file(*file);
+  // Every file the tokenizer reads: its vocabulary, settings and added tokens.
+  const std::optional<fs::path> json_file = dir.dir / "tokenizer.json",
+                                added = dir.dir / "added_tokens.json";
+  for (const auto& file : {dir.vocab, dir.bpe_vocab, dir.bpe_merges, dir.sentencepiece,
+                           dir.tokenizer_config, json_file, added})
+    if (file && fs::exists(*file)) out += "|" + file->filename().string() + "=" + hash_file(*file);
   return out;
 }
 
@@ -159,7 +163,7 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   if (model_ok) {
     try_step(problems, [&] { tokenizer = tok::load_tokenizer(dir, config.vocab_size()); });
     if (tokenizer) {
-      const auto file = (dir.vocab ? *dir.vocab : dir.sentencepiece.value_or(dir.dir)).string();
+      const auto file = tok::tokenizer_file(dir).value_or(dir.dir).string();
       for (const auto& token : tok::missing_input_tokens(tokenizer->special_tokens()))
         problems.push_back(fmt::format("{}: no special token {} in the vocabulary", file, token));
     }

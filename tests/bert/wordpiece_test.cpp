@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
+#include "bert/tokenizer/factory.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tok {
@@ -278,6 +283,94 @@ TEST(WordPieceVocabTest, LineThatIsNotUtf8IsNamed) {
   testing::write_bytes(dir.path() / "vocab.txt", "[UNK]\nab\r\nc\xC3\xA9d\n");
   EXPECT_EQ(read_vocab_file(dir.path() / "vocab.txt"),
             (std::vector<std::string>{"[UNK]", "ab", "c\xC3\xA9d"}));
+}
+
+// A model directory whose WordPiece tokenizer is a tokenizer.json alone (no vocab.txt, as some
+// directories saved by HF's `tokenizers` have it) loads as the same tokenizer with vocab.txt:
+// the vocabulary by id, the normalizer's casing, the added tokens; tokenizer_config.json's
+// do_lower_case wins over the normalizer, as in HF's fast tokenizer. What bertft cannot
+// tokenize as HF would is refused, naming the key.
+TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
+  using json = nlohmann::json;
+  WordPieceOptions o;
+  o.check_casing = CasingCheck::kOff;
+  o.normalizer.lowercase = false;
+  o.normalizer.strip_accents = false;
+  o.added_tokens.push_back({"qz-word", -1});
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                          "Hello", "hello", "world", "##s",   "caf",
+                                          "##é",   "##e",   ",",     "!"};
+  testing::TempDir with_txt, alone;
+  WordPieceTokenizer(vocab, o).save(with_txt.path());
+  WordPieceTokenizer(vocab, o).save(alone.path());
+  fs::remove(alone.path() / "vocab.txt");
+  for (const auto* dir : {&with_txt, &alone}) {
+    write_file_atomic(dir->path() / "config.json", R"({"model_type": "bert"})");
+    write_file_atomic(dir->path() / "model.safetensors", "");
+  }
+  const auto load = [](const fs::path& dir) { return load_tokenizer(PretrainedDir::find(dir), 0); };
+  const std::string text = "Hello worlds, café! qz-word HELLO";
+  const auto want = load(with_txt.path())->encode(text, std::string_view("hello cafe"));
+  const auto json_only = load(alone.path());
+  const auto got = json_only->encode(text, std::string_view("hello cafe"));
+  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_EQ(got.offsets, want.offsets);
+  EXPECT_EQ(got.type_ids, want.type_ids);
+  EXPECT_EQ(json_only->token_to_id("qz-word"), 14);
+  EXPECT_EQ(json_only->decode(got.ids, true), load(with_txt.path())->decode(want.ids, true));
+
+  // The casing: without tokenizer_config.json the normalizer's (here lower-casing); with it,
+  // its do_lower_case.
+  const auto tokenizer_json = alone.path() / "tokenizer.json";
+  auto file = json::parse(read_file(tokenizer_json));
+  file["normalizer"]["lowercase"] = true;
+  write_file_atomic(tokenizer_json, file.dump());
+  const auto config = read_file(alone.path() / "tokenizer_config.json");
+  fs::remove(alone.path() / "tokenizer_config.json");
+  EXPECT_EQ(load(alone.path())->encode("HELLO Cafe").ids, (std::vector<int64_t>{2, 6, 9, 11, 3}));
+  write_file_atomic(alone.path() / "tokenizer_config.json", config);  // do_lower_case: false
+  EXPECT_EQ(load(alone.path())->encode("Hello").ids, (std::vector<int64_t>{2, 5, 3}));
+
+  const auto refused = [&](const std::function<void(json&)>& change, const std::string& message) {
+    auto changed = json::parse(read_file(tokenizer_json));
+    change(changed);
+    testing::TempDir dir;
+    for (const auto& entry : fs::directory_iterator(alone.path()))
+      fs::copy(entry.path(), dir.path() / entry.path().filename());
+    write_file_atomic(dir.path() / "tokenizer.json", changed.dump());
+    try {
+      load(dir.path());
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const TokenizerError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find((dir.path() / "tokenizer.json").string() + ": " + message),
+          std::string::npos)
+          << e.what();
+    }
+  };
+  refused([](json& f) { f["model"]["type"] = "BPE"; },
+          "\"model.type\": a 'BPE' model; bertft reads a tokenizer.json without its vocabulary "
+          "files only for WordPiece");
+  refused([](json& f) { f["model"]["vocab"]["world"] = 40; },
+          "\"model.vocab\": \"world\": id 40: the ids must be 0 to 13, each once");
+  refused(
+      [](json& f) {
+        f["normalizer"] = {{"type", "Sequence"}};
+      },
+      "\"normalizer.type\": 'Sequence'; bertft's WordPiece normalizes as HF's BertNormalizer");
+  refused(
+      [](json& f) {
+        f["pre_tokenizer"] = {{"type", "Whitespace"}};
+      },
+      "\"pre_tokenizer.type\": 'Whitespace'; bertft's WordPiece splits words as HF's "
+      "BertPreTokenizer");
+  fs::remove(tokenizer_json);
+  try {
+    load(alone.path());
+    ADD_FAILURE() << "a directory without tokenizer files was accepted";
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("no tokenizer files"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

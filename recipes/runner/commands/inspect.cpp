@@ -73,17 +73,16 @@ int run_inspect(const std::string& model_dir, bool strict) {
   for (const auto& what : report.mismatched) fmt::print("  mismatched {}\n", what);
   for (const auto& what : report.renamed) fmt::print("  renamed    {}\n", what);
   for (const auto& name : report.ignored) fmt::print("  ignored    {}\n", name);
-  if (dir.vocab || dir.sentencepiece) {
+  if (const auto file = tok::tokenizer_file(dir)) {
     const auto tokenizer = tok::load_tokenizer(dir, config.vocab_size());
     fmt::print("tokenizer  {} ({} entries; [CLS]={} [SEP]={} [PAD]={} [UNK]={} [MASK]={})\n",
-               dir.vocab ? "WordPiece" : "SentencePiece", tokenizer->vocab_size(),
+               tok::tokenizer_kind(dir), tokenizer->vocab_size(),
                tokenizer->special_tokens().cls_id, tokenizer->special_tokens().sep_id,
                tokenizer->special_tokens().pad_id, tokenizer->special_tokens().unk_id,
                tokenizer->special_tokens().mask_id);
     const auto missing = tok::missing_input_tokens(tokenizer->special_tokens());
     for (const auto& token : missing)
-      log::error("{}: no special token {} in the vocabulary",
-                 (dir.vocab ? *dir.vocab : *dir.sentencepiece).string(), token);
+      log::error("{}: no special token {} in the vocabulary", file->string(), token);
     if (!missing.empty()) return code(ExitCode::kFailed);
   }
   return code(ExitCode::kOk);
