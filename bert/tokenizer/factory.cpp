@@ -481,29 +481,33 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     if (from_json->cls) special.cls = *from_json->cls;
     if (from_json->sep) special.sep = *from_json->sep;
   }
-  // Lower-casing: --lowercase, else tokenizer_config.json's do_lower_case (which HF's fast
-  // tokenizer also applies over tokenizer.json's normalizer), else tokenizer.json's normalizer,
-  // else (vocab.txt alone) the vocabulary's casing.
+  // The normalizer: with tokenizer_config.json, as HF's BertTokenizer(Fast) takes it
+  // (do_lower_case true, strip_accents following it and tokenize_chinese_chars true where
+  // absent; the fast one sets these over tokenizer.json's normalizer too), unless it names the
+  // generic PreTrainedTokenizerFast, which keeps tokenizer.json's normalizer as it is. Without
+  // tokenizer_config.json: tokenizer.json's normalizer, or for vocab.txt alone the
+  // vocabulary's casing (not HF's lower-casing default, which silently breaks cased
+  // checkpoints). --lowercase over all of them.
+  const bool keeps_normalizer =
+      from_json &&
+      (!dir.tokenizer_config ||
+       config_string(config, config_name, "tokenizer_class") == "PreTrainedTokenizerFast");
   std::optional<bool> lowercase = overrides.lowercase;
-  if (!lowercase && dir.tokenizer_config) {
-    lowercase = read_bool("do_lower_case");
-    if (!lowercase && !from_json) lowercase = true;  // HF's BertTokenizer default
+  if (!keeps_normalizer) {
+    if (!lowercase && dir.tokenizer_config) lowercase = read_bool("do_lower_case").value_or(true);
+    if (!lowercase) {
+      lowercase = !vocab_casing(vocab).cased();
+      log::info(
+          "[tokenizer] {}: no tokenizer_config.json; the vocabulary is {}, so lower-casing is {}",
+          dir.dir.string(), *lowercase ? "uncased" : "cased", *lowercase ? "on" : "off");
+    }
+    options.normalizer.lowercase = *lowercase;
+    options.normalizer.strip_accents = read_bool("strip_accents").value_or(*lowercase);
+    options.normalizer.handle_chinese_chars = read_bool("tokenize_chinese_chars").value_or(true);
+  } else if (lowercase) {  // --lowercase over tokenizer.json's normalizer
+    options.normalizer.lowercase = *lowercase;
+    options.normalizer.strip_accents = from_json->strip_accents.value_or(*lowercase);
   }
-  if (!lowercase && from_json) lowercase = options.normalizer.lowercase;
-  if (!lowercase) {
-    // No tokenizer_config.json: decide from the vocabulary instead of HF's lower-casing default,
-    // which silently breaks cased checkpoints.
-    lowercase = !vocab_casing(vocab).cased();
-    log::info(
-        "[tokenizer] {}: no tokenizer_config.json; the vocabulary is {}, so lower-casing is {}",
-        dir.dir.string(), *lowercase ? "uncased" : "cased", *lowercase ? "on" : "off");
-  }
-  options.normalizer.lowercase = *lowercase;
-  options.normalizer.strip_accents =
-      read_bool("strip_accents")
-          .value_or(from_json && from_json->strip_accents ? *from_json->strip_accents : *lowercase);
-  options.normalizer.handle_chinese_chars =
-      read_bool("tokenize_chinese_chars").value_or(options.normalizer.handle_chinese_chars);
   read_specials();
   options.special = special;
   options.hf_class = class_stem + "Tokenizer";

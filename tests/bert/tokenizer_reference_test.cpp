@@ -270,6 +270,25 @@ TEST_P(TokenizerReferenceTest, IdenticalToHuggingFaceTokenizers) {
   expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/true);
 }
 
+// A directory holding only a tokenizer.json that HF's tokenizers wrote for this vocabulary (its
+// own serialisation: BertNormalizer with strip_accents null, TemplateProcessing for the cased
+// one, BertProcessing for the uncased), no vocab.txt and no tokenizer_config.json: bertft
+// builds the WordPiece tokenizer from it alone and encodes every input as HF does from it.
+TEST_P(TokenizerReferenceTest, LoadsHfsOwnTokenizerJsonWithoutVocabTxt) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "tokenizer.json";
+  const std::string command = "BERTFT_NODE_MODULES='" + node_modules().string() + "' node '" +
+                              BERTFT_SOURCE_DIR + "/tools/hf_tokenizer_ref/make_wordpiece.js' '" +
+                              vocab_.string() + "' " + (GetParam() ? "1 bert '" : "0 template '") +
+                              file.string() + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  write_file_atomic(dir.path() / "config.json", R"({"model_type": "bert"})");
+  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto tokenizer = load_tokenizer(PretrainedDir::find(dir.path()), 0);
+  EXPECT_EQ(tokenizer->vocab_size(), GetParam() ? 30522 : 28996);
+  expect_identical_to_hf(*tokenizer, json::parse(read_file(file)), all_inputs(), /*types=*/true);
+}
+
 /// Added tokens of every kind HF has: normalized (matched after lower-casing and accent
 /// stripping), raw with lstrip/rstrip, single_word, one that is a vocabulary line, a special
 /// one, ones with spaces, CJK, punctuation or accents inside.

@@ -320,7 +320,8 @@ TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
   EXPECT_EQ(json_only->decode(got.ids, true), load(with_txt.path())->decode(want.ids, true));
 
   // The casing: without tokenizer_config.json the normalizer's (here lower-casing); with it,
-  // its do_lower_case.
+  // its do_lower_case, or HF's BertTokenizerFast default (true) where it has none, unless it
+  // names PreTrainedTokenizerFast, which keeps the normalizer's.
   const auto tokenizer_json = alone.path() / "tokenizer.json";
   auto file = json::parse(read_file(tokenizer_json));
   file["normalizer"]["lowercase"] = true;
@@ -330,6 +331,15 @@ TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
   EXPECT_EQ(load(alone.path())->encode("HELLO Cafe").ids, (std::vector<int64_t>{2, 6, 9, 11, 3}));
   write_file_atomic(alone.path() / "tokenizer_config.json", config);  // do_lower_case: false
   EXPECT_EQ(load(alone.path())->encode("Hello").ids, (std::vector<int64_t>{2, 5, 3}));
+  file["normalizer"]["lowercase"] = false;
+  write_file_atomic(tokenizer_json, file.dump());
+  write_file_atomic(alone.path() / "tokenizer_config.json",
+                    R"({"tokenizer_class": "BertTokenizer"})");
+  EXPECT_EQ(load(alone.path())->encode("Hello").ids, (std::vector<int64_t>{2, 6, 3}));
+  write_file_atomic(alone.path() / "tokenizer_config.json",
+                    R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
+  EXPECT_EQ(load(alone.path())->encode("Hello").ids, (std::vector<int64_t>{2, 5, 3}));
+  write_file_atomic(alone.path() / "tokenizer_config.json", config);
 
   const auto refused = [&](const std::function<void(json&)>& change, const std::string& message) {
     auto changed = json::parse(read_file(tokenizer_json));
