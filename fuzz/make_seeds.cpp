@@ -184,9 +184,10 @@ int main(int argc, char** argv) {
     write(out / "embeddings_npy", {npy, npy.substr(0, npy.size() - 4)});
   }
   {
-    // tokenizer_dir: a first byte (bit 0 clear: WordPiece; set: bits 1-2 pick byte-level BPE
-    // (0), a SentencePiece model with its own ids (1) or XLM-R's numbering of it (2); the high
-    // nibble: room for added tokens), then tokenizer_config.json, tokenizer.json,
+    // tokenizer_dir: a first byte (bit 0 clear: WordPiece, from tokenizer.json alone where
+    // bits 1-2 are both set; set: bits 1-2 pick byte-level BPE (0), a SentencePiece model with
+    // its own ids (1) or XLM-R's numbering of it (2); the high nibble: room for added tokens),
+    // then tokenizer_config.json, tokenizer.json,
     // added_tokens.json and special_tokens_map.json split at NUL bytes. The WordPiece
     // vocabulary has 199 entries, the BPE one 264.
     const std::string nul(1, '\0');
@@ -206,7 +207,15 @@ int main(int argc, char** argv) {
                R"( "tokenizer_class": "AlbertTokenizer", "model_max_length": 512})",
            std::string("\x35") + R"({"tokenizer_class": "XLMRobertaTokenizer"})" + nul +
                R"({"added_tokens": [{"id": 35, "content": "<e>", "lstrip": true}]})" + nul +
-               R"({"<f>": 36})"});
+               R"({"<f>": 36})",
+           std::string("\x0e") + nul +
+               R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[PAD]": 0,)" +
+               R"( "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "the": 5, "tok": 6,)" +
+               R"( "##en": 7}}, "normalizer": {"type": "BertNormalizer", "lowercase": true,)" +
+               R"( "strip_accents": null}, "pre_tokenizer": {"type": "BertPreTokenizer"},)" +
+               R"( "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken":)" +
+               R"( {"id": "[CLS]"}}, {"Sequence": {"id": "A"}}, {"SpecialToken": {"id":)" +
+               R"( "[SEP]"}}]}, "added_tokens": [{"id": 8, "content": "<e>"}]})"});
   }
   write(out / "split_words",
         {"Acme Corp. hired Jane O'Neil in New York.", "中文字符 and 😀 emoji\u00a0here",

@@ -2,8 +2,8 @@
 // bytes, becomes tokenizer_config.json, tokenizer.json, added_tokens.json and
 // special_tokens_map.json (each present as far as the input reaches) beside a fixed vocab.txt
 // (WordPiece), vocab.json + merges.txt (byte-level BPE) or SentencePiece model (numbered by its
-// own ids, or XLM-R's fairseq ids); the tokenizer built, if any, then encodes a text with
-// added-token candidates in it.
+// own ids, or XLM-R's fairseq ids), or with no vocabulary file (WordPiece from tokenizer.json
+// alone); the tokenizer built, if any, then encodes a text with added-token candidates in it.
 #include <stdlib.h>
 
 #include <array>
@@ -130,9 +130,10 @@ constexpr std::array<const char*, 4> kFiles = {"tokenizer_config.json", "tokeniz
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   static const Dirs dirs;
-  // Bit 0 clear: WordPiece; set: bits 1-2 pick byte-level BPE (0 or 3), own-id SentencePiece
-  // (1) or XLM-R's (2).
+  // Bit 0 clear: WordPiece (bits 1-2 both set: from tokenizer.json alone, vocab.txt unseen);
+  // set: bits 1-2 pick byte-level BPE (0 or 3), own-id SentencePiece (1) or XLM-R's (2).
   const int pick = (data[0] >> 1) & 3;
+  const bool json_alone = !(data[0] & 1) && pick == 3;
   const Kind kind = !(data[0] & 1) ? kWordPiece
                     : pick == 1    ? kSentencePiece
                     : pick == 2    ? kXlmR
@@ -167,7 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     d.sentencepiece = dir / "spiece.model";
   } else if (kind == kXlmR) {
     d.sentencepiece = dir / "sentencepiece.bpe.model";
-  } else {
+  } else if (!json_alone) {
     d.vocab = dir / "vocab.txt";
   }
   if (has_config) d.tokenizer_config = dir / kFiles[0];
