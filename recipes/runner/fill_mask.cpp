@@ -100,6 +100,10 @@ std::vector<json> fill_mask(tasks::TaskModelImpl& model,
   const auto& special = tokenizer.special_tokens();
   if (special.mask_id < 0)
     throw ConfigError(fmt::format("the model's tokenizer has no mask token ('{}')", special.mask));
+  for (const auto id : o.targets)
+    if (id < 0 || id >= config.vocab_size())
+      throw ConfigError(fmt::format("--targets: token id {} is outside the model's {} embeddings",
+                                    id, config.vocab_size()));
 
   // Every input encoded and checked before any runs.
   std::vector<Encoded> encoded;
