@@ -26,7 +26,8 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   app.add_option("--top-k", o->top_k,
                  "Pre-training models: candidates per mask token (default 5); question "
                  "answering: with 2 or more, the n-best's first answers under \"answers\" too")
-      ->check(positive());
+      ->check(positive())
+      ->default_str("");  // the task's own default, not 0
   app.add_option("--targets", o->targets,
                  "Pre-training models: only these candidates (tokens, or words whose first token "
                  "stands for them), as the fill-mask pipeline's targets")
