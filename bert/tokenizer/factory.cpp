@@ -41,6 +41,16 @@ json read_json(const std::filesystem::path& path) {
   }
 }
 
+/// `object`'s boolean `key`: nullopt where absent or null; TokenizerError "<where>: "<key>":
+/// expected true or false" where it is something else.
+std::optional<bool> json_bool(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean())
+    throw TokenizerError(fmt::format("{}: \"{}\": expected true or false", where, key));
+  return it->get<bool>();
+}
+
 /// An added token as a file declares it.
 struct DeclaredToken {
   AddedToken token;
@@ -71,11 +81,7 @@ std::vector<DeclaredToken> read_added_tokens(const PretrainedDir& dir, const Spe
         d.file = path;
         d.token.content = entry["content"].get<std::string>();
         const auto flag = [&](const char* key, bool fallback) {
-          const auto it = entry.find(key);
-          if (it == entry.end() || it->is_null()) return fallback;
-          if (!it->is_boolean())
-            throw TokenizerError(fmt::format("{}: \"{}\": expected true or false", where, key));
-          return it->get<bool>();
+          return json_bool(entry, key, where).value_or(fallback);
         };
         d.token.special = flag("special", false);
         d.token.normalized = flag("normalized", !d.token.special);
@@ -282,19 +288,13 @@ WordPieceJson read_wordpiece_json(const std::filesystem::path& path) {
                       /*strip_accents=*/false};
     out.strip_accents = false;
   } else if (normalizer == "BertNormalizer") {
+    // HF's defaults where a key is absent or null: true, and strip_accents follows lowercase.
     const json& n = file["normalizer"];
-    const auto flag = [&](const char* key, bool fallback) -> std::optional<bool> {
-      const auto it = n.find(key);
-      if (it == n.end() || it->is_null())
-        return fallback ? std::optional<bool>(true) : std::nullopt;
-      if (!it->is_boolean())
-        throw TokenizerError(where(std::string("normalizer.") + key) + ": expected true or false");
-      return it->get<bool>();
-    };
-    out.normalizer.clean_text = flag("clean_text", true).value_or(true);
-    out.normalizer.handle_chinese_chars = flag("handle_chinese_chars", true).value_or(true);
-    out.normalizer.lowercase = flag("lowercase", true).value_or(true);
-    out.strip_accents = flag("strip_accents", false);
+    const auto flag = [&](const char* key) { return json_bool(n, key, where("normalizer")); };
+    out.normalizer.clean_text = flag("clean_text").value_or(true);
+    out.normalizer.handle_chinese_chars = flag("handle_chinese_chars").value_or(true);
+    out.normalizer.lowercase = flag("lowercase").value_or(true);
+    out.strip_accents = flag("strip_accents");
     out.normalizer.strip_accents = out.strip_accents.value_or(out.normalizer.lowercase);
   } else {
     throw TokenizerError(fmt::format(
@@ -355,10 +355,10 @@ std::optional<std::filesystem::path> tokenizer_file(const PretrainedDir& dir) {
 }
 
 std::string tokenizer_kind(const PretrainedDir& dir) {
-  if (dir.vocab) return "WordPiece";
-  if (dir.bpe_vocab && dir.bpe_merges) return "byte-level BPE";
-  if (dir.sentencepiece) return "SentencePiece";
-  return tokenizer_file(dir) ? "WordPiece" : "";
+  const auto file = tokenizer_file(dir);
+  if (!file) return "";
+  if (file == dir.sentencepiece) return "SentencePiece";
+  return file == dir.bpe_vocab ? "byte-level BPE" : "WordPiece";  // vocab.txt, tokenizer.json
 }
 
 namespace {

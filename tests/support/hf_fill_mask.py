@@ -18,18 +18,9 @@ import json
 import sys
 
 import torch
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraining
 
-
-def load_tokenizer(model_dir):
-    """HF's tokenizer, else its slow one (the kit has no `tokenizers` package), else None (XLM-R's
-    slow tokenizer needs Python's sentencepiece, which the kit lacks)."""
-    for fast in (True, False):
-        try:
-            return AutoTokenizer.from_pretrained(model_dir, use_fast=fast)
-        except (ImportError, ValueError):  # ValueError: "cannot be instantiated" (no backend)
-            continue
-    return None
+from hf_kit import load_tokenizer, read_jsonl
 
 
 class IdsOnly:
@@ -65,7 +56,7 @@ def fill(tok, ids, logits, k):
 
 def main():
     model_dir, inputs, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    rows = [json.loads(l) for l in open(sys.argv[4], encoding="utf-8") if l.strip()] if len(sys.argv) > 4 else None
+    rows = read_jsonl(sys.argv[4]) if len(sys.argv) > 4 else None
     given = iter(rows) if rows else None
     torch.set_num_threads(1)
     config = AutoConfig.from_pretrained(model_dir)
@@ -84,10 +75,7 @@ def main():
               "loading_info": {key: sorted(str(v) for v in value) for key, value in info.items()},
               "results": []}
     with torch.no_grad():
-        for line in open(inputs, encoding="utf-8"):
-            if not line.strip():
-                continue
-            row = json.loads(line)
+        for row in read_jsonl(inputs):
             hf_ids = tok(row["text"], row.get("text_pair"))["input_ids"] if hf_tokenizer else None
             theirs = next(given) if given else None  # bertft's encoding of the same input
             ids = theirs["ids"] if theirs else hf_ids

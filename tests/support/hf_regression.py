@@ -12,21 +12,18 @@ import json
 import sys
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
-
-def read_jsonl(path):
-    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+from hf_kit import load_tokenizer, read_jsonl
 
 
 def main():
     model_dir, texts, tokens = sys.argv[1], read_jsonl(sys.argv[2]), read_jsonl(sys.argv[3])
     torch.set_num_threads(1)
     config = AutoConfig.from_pretrained(model_dir)
-    try:
-        tok = AutoTokenizer.from_pretrained(model_dir)
-    except ImportError:  # the kit has no `tokenizers` package: the slow (Python) tokenizer
-        tok = AutoTokenizer.from_pretrained(model_dir, use_fast=False)
+    tok = load_tokenizer(model_dir)
+    if tok is None:
+        sys.exit("no HF tokenizer for " + model_dir)
     model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True)
     model.eval()
     report = {"model_class": type(model).__name__, "tokenizer_class": type(tok).__name__,
