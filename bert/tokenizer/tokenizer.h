@@ -91,6 +91,12 @@ class Tokenizer {
   /// detokenize(); then, with clean_up_spaces(), no space before . ? ! , and English
   /// contractions (HF's clean_up_tokenization). An id outside the vocabulary is a TokenizerError.
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
+  /// HF's convert_tokens_to_string: `tokens` through the fast tokenizer's decoder (detokenize),
+  /// without decode()'s clean-up over the whole text; what HF's token-classification pipeline
+  /// shows as a word or an entity.
+  std::string convert_tokens_to_string(const std::vector<std::string>& tokens) const {
+    return detokenize(tokens);
+  }
   /// HF's clean_up_tokenization_spaces (tokenizer_config.json; true where absent, as in HF 4.31).
   bool clean_up_spaces() const { return clean_up_spaces_; }
   void set_clean_up_spaces(bool on) { clean_up_spaces_ = on; }

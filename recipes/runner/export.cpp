@@ -25,6 +25,7 @@
 #include "tasks/question_answering/adapter.h"
 #include "tasks/registry.h"
 #include "tasks/token_classification/adapter.h"
+#include "tasks/token_classification/entities.h"
 #include "tasks/training/trainer.h"
 
 namespace bert::recipes {
@@ -335,41 +336,6 @@ std::vector<RawWord> split_words(const std::string& text) {
   return words;
 }
 
-json group_entities(const std::vector<RawWord>& words,
-                    const std::vector<std::string>& tags,
-                    const std::vector<double>& scores,
-                    const std::string& outside) {
-  json entities = json::array();
-  std::string type;
-  size_t first = 0;
-  const auto flush = [&](size_t end) {
-    if (end == first || type == outside) return;
-    double sum = 0;
-    for (size_t w = first; w < end; ++w) sum += scores[w];
-    std::string span;
-    for (size_t w = first; w < end; ++w) span += (w > first ? " " : "") + words[w].text;
-    entities.push_back({{"entity_group", type},
-                        {"score", sum / static_cast<double>(end - first)},
-                        {"word", span},
-                        {"start", words[first].start},
-                        {"end", words[end - 1].end}});
-  };
-  for (size_t w = 0; w < words.size(); ++w) {
-    const auto& tag = tags[w];
-    const bool prefixed =
-        tag.size() > 2 && tag[1] == '-' && std::string("BIES").find(tag[0]) != std::string::npos;
-    const bool begins = prefixed && (tag[0] == 'B' || tag[0] == 'S');
-    const std::string t = prefixed ? tag.substr(2) : tag;
-    if (w == 0 || t != type || begins) {
-      flush(w);
-      type = t;
-      first = w;
-    }
-  }
-  flush(words.size());
-  return entities;
-}
-
 int run_predict_text(const PredictOptions& o) {
   auto m = load_finetuned(o.model);
   const std::string type = m.adapter->type();
@@ -415,6 +381,11 @@ int run_predict_text(const PredictOptions& o) {
     throw ConfigError(fmt::format(
         "predict --targets: restricts the candidates of a pre-training model's masks; {} is a {} "
         "model",
+        o.model, type));
+  if (!o.aggregation.empty() && type != "token_classification")
+    throw ConfigError(fmt::format(
+        "predict --aggregation: how a token classification model's sub-tokens become entities; "
+        "{} is a {} model",
         o.model, type));
   if (o.top_k > 0 && type != "pretraining" && type != "question_answering")
     throw ConfigError(fmt::format(
@@ -542,11 +513,40 @@ int run_predict_text(const PredictOptions& o) {
   }
   if (type == "token_classification") {
     const auto& ner = dynamic_cast<const tasks::TokenClassificationAdapter&>(*m.adapter);
-    std::vector<std::vector<double>> scores;
-    const auto tags = ner.predict_tags(*features, outputs, &scores);
+    const auto strategy = tasks::parse_aggregation(o.aggregation.empty() ? "first" : o.aggregation,
+                                                   "predict --aggregation");
+    const auto labels = ner.labels();
+    const auto scores = ner.subtoken_scores(*features, outputs);
+    const auto unk = m.tokenizer->special_tokens().unk_id;
     for (size_t i = 0; i < words.size(); ++i) {
+      // The sub-tokens featurize() cut from each word, with their spans in the text (the
+      // unknown token as the text it stands for, as HF's pipeline shows it).
+      std::vector<tasks::TokenPrediction> tokens;
+      for (size_t w = 0; w < words[i].size(); ++w) {
+        const auto& word = words[i][w];
+        for (const auto& piece : m.tokenizer->tokenize_word(word.text)) {
+          tasks::TokenPrediction t;
+          t.token = piece.id == unk ? word.text.substr(piece.begin, piece.end - piece.begin)
+                                    : piece.token;
+          t.word = w;
+          t.index = static_cast<int64_t>(tokens.size()) + 1;  // after [CLS]
+          t.start = word.start + code_points_before(word.text, piece.begin);
+          t.end = word.start + code_points_before(word.text, piece.end);
+          tokens.push_back(std::move(t));
+        }
+      }
+      const auto& s = scores.at(i);
+      TORCH_CHECK(s.words.size() == tokens.size(), "predict: ", s.words.size(),
+                  " scored sub-tokens for ", tokens.size(), " in text ", i + 1);
+      const auto probs = s.probabilities.contiguous();
+      for (size_t k = 0; k < tokens.size(); ++k) {
+        TORCH_CHECK(static_cast<size_t>(s.words[k]) == tokens[k].word, "predict: sub-token ", k,
+                    " of text ", i + 1, " is not in the word it was scored for");
+        const float* row = probs[static_cast<int64_t>(k)].data_ptr<float>();
+        tokens[k].probabilities.assign(row, row + labels.size());
+      }
       json out = inputs[i];
-      out["entities"] = group_entities(words[i], tags[i], scores[i], outside);
+      out["entities"] = tasks::aggregate_entities(tokens, labels, strategy, outside, *m.tokenizer);
       emit(out);
     }
     return finish();

@@ -69,15 +69,19 @@ struct PredictOptions {
   int64_t top_k = 0;
   std::vector<std::string> targets;  ///< pre-training models: the candidates allowed (words)
   bool logits = false;  ///< add each example's raw scores (classification, multiple choice)
+  /// Token classification: HF's aggregation_strategy (tasks/token_classification/entities.h);
+  /// "" = "first".
+  std::string aggregation;
 };
 int run_predict(const PredictOptions& options);
 /// `bertft predict --text` / `--question --context`: predictions on raw text as JSON lines, like
 /// HF pipelines: classification {"label", "score"} (regression {"score"}) per text; extractive QA
 /// {"answer", "start", "end", "score"} with the span in characters (Unicode code points) of the
-/// context and the span's probability among the n-best; token classification {"entities"}
-/// (group_entities over split_words); multiple choice {"choice", "text", "score"} for --text
-/// (the context) and --choice (two or more); a pre-training model (MLM, BERT's NSP) fills each
-/// text's mask tokens and, for a pair, says whether the second text follows (fill_mask).
+/// context and the span's probability among the n-best; token classification {"entities"} as
+/// HF's pipeline gives them with `aggregation` (words: split_words); multiple choice {"choice",
+/// "text", "score"} for --text (the context) and --choice (two or more); a pre-training model (MLM,
+/// BERT's NSP) fills each text's mask tokens and, for a pair, says whether the second text follows
+/// (fill_mask).
 int run_predict_text(const PredictOptions& options);
 
 /// A word of raw text as BERT's pre-tokenizer cuts it (whitespace and control characters
@@ -89,16 +93,6 @@ struct RawWord {
 };
 std::vector<RawWord> split_words(const std::string& text);
 
-/// HF's token-classification grouping (aggregation_strategy "first" on words): a word's tag
-/// "B-X"/"S-X" starts an entity of type X, "I-X"/"E-X" continues one of type X; any other tag is
-/// its own type; adjacent words of one type without a start are one entity; entities of type
-/// `outside` are dropped. Each: {"entity_group", "score" (the mean of its words' scores), "word"
-/// (the words joined by spaces, as HF's convert_tokens_to_string gives whole words), "start",
-/// "end" (code points)}.
-nlohmann::json group_entities(const std::vector<RawWord>& words,
-                              const std::vector<std::string>& tags,
-                              const std::vector<double>& scores,
-                              const std::string& outside);
 /// Predicts the split `spec` with the model in `model_dir` into `out` (stdout when "" or "-")
 /// and the files beside it, as run_predict (options other than model, data and format).
 void predict_split(const std::filesystem::path& model_dir,

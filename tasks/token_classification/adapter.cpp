@@ -78,17 +78,29 @@ void TokenClassificationAdapter::fit_labels(const ExampleSet& train) {
 }
 
 void TokenFeatureSet::write_extra(std::ostream& out) const {
-  write_i64(out, static_cast<int64_t>(word_positions.size()));
-  for (const auto& w : word_positions) write_pairs(out, w);
+  write_i64(out, static_cast<int64_t>(token_positions.size()));
+  for (const auto& t : token_positions) write_pairs(out, t);
+  write_i64(out, static_cast<int64_t>(token_words.size()));
+  for (const auto& w : token_words) write_i32s(out, w);
   write_i64(out, static_cast<int64_t>(words_without_tokens));
 }
 
 void TokenFeatureSet::read_extra(std::istream& in) {
-  word_positions.resize(static_cast<size_t>(read_i64(in)));
-  for (auto& w : word_positions) w = read_pairs(in);
+  token_positions.resize(static_cast<size_t>(read_i64(in)));
+  for (auto& t : token_positions) t = read_pairs(in);
+  token_words.resize(static_cast<size_t>(read_i64(in)));
+  for (auto& w : token_words) w = read_i32s(in);
   words_without_tokens = static_cast<size_t>(read_i64(in));
-  if (word_positions.size() != features.size())
+  if (token_positions.size() != features.size())
     throw DataError("token maps do not match the features");
+  for (size_t f = 0; f < features.size(); ++f) {
+    const auto example = static_cast<size_t>(features[f].example);
+    const auto seq = static_cast<int64_t>(features[f].input_ids.at(0).size());
+    for (const auto& [pos, piece] : token_positions[f])
+      if (example >= token_words.size() || pos < 0 || pos >= seq || piece < 0 ||
+          piece >= static_cast<int64_t>(token_words[example].size()))
+        throw DataError("token maps do not match the features");
+  }
 }
 
 std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
@@ -105,7 +117,6 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
   // Sub-tokens of every sentence first (document context reads the neighbours).
   struct Tokens {
     std::vector<int64_t> ids, word, label;  // per sub-token
-    std::vector<bool> first;
   };
   std::vector<Tokens> sentences(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -130,7 +141,6 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
       for (size_t p = 0; p < pieces.size(); ++p) {
         t.ids.push_back(pieces[p].id);
         t.word.push_back(static_cast<int64_t>(w));
-        t.first.push_back(p == 0);
         t.label.push_back(p == 0 ? label : (options_.label_all_tokens ? inside : kIgnoreIndex));
       }
     }
@@ -179,7 +189,7 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
       Feature f;
       f.example = static_cast<int64_t>(i);
       f.token_labels.assign(ids.size(), kIgnoreIndex);
-      std::vector<std::pair<int64_t, int64_t>> positions;
+      std::vector<std::pair<int64_t, int64_t>> positions;            // (position, sub-token)
       const int64_t offset = 1 + static_cast<int64_t>(left.size());  // after [CLS] and left context
       for (int64_t p = w.begin; p < w.end; ++p) {
         const auto pos = offset + (p - w.begin);
@@ -187,15 +197,15 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
         // word is trained and read exactly once.
         if (max_context[k][static_cast<size_t>(p - w.begin)]) {
           f.token_labels[static_cast<size_t>(pos)] = t.label[static_cast<size_t>(p)];
-          if (t.first[static_cast<size_t>(p)])
-            positions.emplace_back(pos, t.word[static_cast<size_t>(p)]);
+          positions.emplace_back(pos, p);
         }
       }
       f.input_ids = {std::move(ids)};
       f.token_type_ids = {std::move(types)};
       set->features.push_back(std::move(f));
-      set->word_positions.push_back(std::move(positions));
+      set->token_positions.push_back(std::move(positions));
     }
+    set->token_words.push_back(t.word);
   }
   if (split)
     log::info(
@@ -223,32 +233,49 @@ torch::Tensor TokenClassificationAdapter::loss(const torch::Tensor& logits,
 }
 
 std::vector<std::vector<std::string>> TokenClassificationAdapter::predict_tags(
-    const FeatureSet& features,
-    const std::vector<torch::Tensor>& outputs,
-    std::vector<std::vector<double>>* scores) const {
+    const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
   const auto& set = features_as<TokenFeatureSet>(features, "token_classification");
   const auto& items = items_of<data::TaggedSentence>(*set.examples, "token_classification");
   const std::string outside = labels_.find("O") ? "O" : labels_.name(0);
   std::vector<std::vector<std::string>> tags(items.size());
   for (size_t i = 0; i < items.size(); ++i) tags[i].assign(items[i].words.size(), outside);
-  if (scores) {
-    scores->assign(items.size(), {});
-    for (size_t i = 0; i < items.size(); ++i) (*scores)[i].assign(items[i].words.size(), 0.0);
-  }
   for (size_t f = 0; f < set.features.size(); ++f) {
     const auto best = outputs.at(f).argmax(-1);  // [seq]
     const auto* b = best.data_ptr<int64_t>();
-    const auto probs =
-        scores ? torch::softmax(outputs.at(f), -1) : torch::Tensor();  // [seq, labels]
     const auto example = static_cast<size_t>(set.features[f].example);
-    for (const auto& [pos, word] : set.word_positions[f]) {
-      tags[example][static_cast<size_t>(word)] = labels_.name(b[pos]);
-      if (scores) (*scores)[example][static_cast<size_t>(word)] = probs[pos][b[pos]].item<double>();
+    const auto& words = set.token_words.at(example);
+    for (const auto& [pos, piece] : set.token_positions[f]) {
+      const auto p = static_cast<size_t>(piece);
+      if (p > 0 && words[p - 1] == words[p]) continue;  // not its word's first sub-token
+      tags[example][static_cast<size_t>(words[p])] = labels_.name(b[pos]);
     }
   }
   if (train_scheme() != options_.tag_scheme)
     for (auto& s : tags) s = metrics::convert_tags(s, train_scheme(), options_.tag_scheme);
   return tags;
+}
+
+std::vector<SubTokenScores> TokenClassificationAdapter::subtoken_scores(
+    const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const {
+  const auto& set = features_as<TokenFeatureSet>(features, "token_classification");
+  std::vector<SubTokenScores> out(set.token_words.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].words = set.token_words[i];
+    out[i].probabilities = torch::zeros(
+        {static_cast<int64_t>(out[i].words.size()), static_cast<int64_t>(labels_.size())});
+  }
+  for (size_t f = 0; f < set.features.size(); ++f) {
+    const auto probs = torch::softmax(outputs.at(f).to(torch::kFloat), -1);  // [seq, labels]
+    std::vector<int64_t> positions, pieces;
+    for (const auto& [pos, piece] : set.token_positions[f]) {
+      positions.push_back(pos);
+      pieces.push_back(piece);
+    }
+    if (pieces.empty()) continue;
+    auto& target = out.at(static_cast<size_t>(set.features[f].example)).probabilities;
+    target.index_copy_(0, torch::tensor(pieces), probs.index_select(0, torch::tensor(positions)));
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> TokenClassificationAdapter::prediction_files(

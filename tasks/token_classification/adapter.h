@@ -48,16 +48,23 @@ struct TokenClassificationOptions {
   }
 };
 
-/// Features of tagged sentences: per feature, the (token position, word index) pairs from
-/// which each word's prediction is read (its first sub-token, in the window where the word has
-/// the most context).
+/// Features of tagged sentences: per feature, the (token position, sub-token index in its
+/// sentence) pairs of the sub-tokens read from it (each sub-token is read once, in the window
+/// where it has the most context), and per sentence the word index of each sub-token.
 class TokenFeatureSet final : public FeatureSet {
  public:
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> word_positions;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> token_positions;
+  std::vector<std::vector<int64_t>> token_words;
   size_t words_without_tokens = 0;
 
   void write_extra(std::ostream& out) const override;
   void read_extra(std::istream& in) override;
+};
+
+/// One sentence's sub-tokens, in order, as the model labels them.
+struct SubTokenScores {
+  std::vector<int64_t> words;   ///< each sub-token's word index
+  torch::Tensor probabilities;  ///< [sub-tokens, labels] float: the softmax of its logits
 };
 
 /// Token tagging (CoNLL-2003 NER; BertForTokenClassification): label on the first sub-token of
@@ -98,13 +105,15 @@ class TokenClassificationAdapter final : public TaskAdapter {
                       const std::vector<torch::Tensor>& outputs) const override;
   std::string main_metric() const override { return "f1"; }
 
-  /// Predicted tags per sentence, in tag_scheme. With `scores`, each word's probability of its
-  /// tag (softmax over the labels at the word's first sub-token, HF's "first" strategy; 0 for a
-  /// word no window reached).
+  /// Predicted tags per sentence, in tag_scheme: each word's is the label at its first
+  /// sub-token ('O', or the first label, for a word without sub-tokens).
   std::vector<std::vector<std::string>> predict_tags(
-      const FeatureSet& features,
-      const std::vector<torch::Tensor>& outputs,
-      std::vector<std::vector<double>>* scores = nullptr) const;
+      const FeatureSet& features, const std::vector<torch::Tensor>& outputs) const;
+  /// Each sentence's sub-tokens with their probabilities over labels() (the labels the model was
+  /// trained in, train_scheme), every one read in the window where it has the most context:
+  /// what HF's token-classification pipeline aggregates (tasks/token_classification/entities.h).
+  std::vector<SubTokenScores> subtoken_scores(const FeatureSet& features,
+                                              const std::vector<torch::Tensor>& outputs) const;
 
  private:
   metrics::TagScheme train_scheme() const {

@@ -1,10 +1,16 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
+#include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/file_util.h"
+#include "bert/tokenizer/factory.h"
 #include "recipes/runner/export.h"
+#include "tasks/token_classification/entities.h"
 #include "tests/support/test_support.h"
 
 namespace bert {
@@ -14,17 +20,38 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 /// A task model of the HF fixture (config.json + model.safetensors, saved by transformers) with a
-/// made-up uncased vocabulary of its 99 ids, so that raw text can reach it.
-fs::path model_with_vocab(const std::string& model, const fs::path& out) {
+/// made-up uncased vocabulary of its 99 ids, so that raw text can reach it: [PAD] [UNK] [CLS]
+/// [SEP] [MASK], then `tokens`, then w<id> up to id 98.
+fs::path model_with_vocab(const std::string& model,
+                          const fs::path& out,
+                          const std::vector<std::string>& tokens = {}) {
   const auto from = testing::hf_fixture_dir() / "models" / model;
   fs::create_directories(out);
   fs::copy_file(from / "config.json", out / "config.json");
   fs::copy_file(from / "model.safetensors", out / "model.safetensors");
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
-  for (int i = 5; i < 99; ++i) vocab += "w" + std::to_string(i) + "\n";
+  for (const auto& t : tokens) vocab += t + "\n";
+  for (auto i = 5 + tokens.size(); i < 99; ++i) vocab += "w" + std::to_string(i) + "\n";
   testing::write_bytes(out / "vocab.txt", vocab);
   testing::write_bytes(out / "tokenizer_config.json", R"({"do_lower_case": true})");
   return out;
+}
+
+/// The fixture's token classifier (tokcls9) with CoNLL-2003's nine labels in place of
+/// LABEL_0..8 and model_with_vocab's vocabulary.
+fs::path ner_model(const fs::path& out, const std::vector<std::string>& tokens = {}) {
+  const auto dir = model_with_vocab("tokcls9", out, tokens);
+  auto config = json::parse(read_file(dir / "config.json"));
+  const std::vector<std::string> names = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
+                                          "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
+  config["id2label"] = json::object();
+  config["label2id"] = json::object();
+  for (size_t i = 0; i < names.size(); ++i) {
+    config["id2label"][std::to_string(i)] = names[i];
+    config["label2id"][names[i]] = i;
+  }
+  testing::write_bytes(dir / "config.json", config.dump(2));
+  return dir;
 }
 
 class PipelineTest : public testing::SeededTest {
@@ -178,50 +205,11 @@ TEST(RawTextWords, CutAsBertsPreTokenizer) {
   EXPECT_EQ(spans.back(), (std::pair<int64_t, int64_t>{21, 22}));
 }
 
-// The grouping rules of HF's aggregation_strategy="first" (words already carry one tag each).
-TEST(RawTextEntities, GroupedAsHfDoes) {
-  const auto words = recipes::split_words("John Smith met Ann in New York City today");
-  const std::vector<std::string> tags = {"B-PER", "I-PER", "O",     "B-PER", "O",
-                                         "B-LOC", "I-LOC", "B-LOC", "O"};
-  const std::vector<double> scores = {0.9, 0.7, 0.99, 0.6, 0.9, 0.8, 0.6, 0.5, 0.9};
-  const auto e = recipes::group_entities(words, tags, scores, "O");
-  ASSERT_EQ(e.size(), 4u) << e.dump();
-  EXPECT_EQ(e[0]["entity_group"], "PER");
-  EXPECT_EQ(e[0]["word"], "John Smith");
-  EXPECT_NEAR(e[0]["score"].get<double>(), 0.8, 1e-12);
-  EXPECT_EQ(e[0]["start"], 0);
-  EXPECT_EQ(e[0]["end"], 10);
-  EXPECT_EQ(e[1]["word"], "Ann");
-  EXPECT_EQ(e[2]["word"], "New York");  // B-LOC starts a new entity even after I-LOC
-  EXPECT_EQ(e[3]["word"], "City");
-  // I- after O starts an entity; a type change ends one; IOBES S-/E- as B-/I-; bare labels.
-  const auto f = recipes::group_entities(recipes::split_words("a b c d e f"),
-                                         {"I-ORG", "I-MISC", "S-LOC", "B-LOC", "E-LOC", "LABEL_3"},
-                                         {1, 1, 1, 1, 1, 1}, "O");
-  ASSERT_EQ(f.size(), 5u) << f.dump();
-  EXPECT_EQ(f[0]["entity_group"], "ORG");
-  EXPECT_EQ(f[1]["entity_group"], "MISC");
-  EXPECT_EQ(f[2]["word"], "c");
-  EXPECT_EQ(f[3]["word"], "d e");
-  EXPECT_EQ(f[4]["entity_group"], "LABEL_3");
-}
-
 // NER on raw text: the words' tags are what `predict --data` gives for the same words in CoNLL
 // columns, and every entity's span slices its words out of the text.
 TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "tokcls9" / "model.safetensors");
-  const auto dir = model_with_vocab("tokcls9", dir_.path() / "m");
-  // CoNLL-2003's nine labels in place of LABEL_0..8.
-  auto config = json::parse(read_file(dir / "config.json"));
-  const std::vector<std::string> names = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
-                                          "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
-  config["id2label"] = json::object();
-  config["label2id"] = json::object();
-  for (size_t i = 0; i < names.size(); ++i) {
-    config["id2label"][std::to_string(i)] = names[i];
-    config["label2id"][names[i]] = i;
-  }
-  testing::write_bytes(dir / "config.json", config.dump(2));
+  const auto dir = ner_model(dir_.path() / "m");
   const std::string text = "w7 w8, w9 w10 w11 w12 w13 w14 w15 w16 w17 w18";
   const auto run = testing::run_bertft("predict --model " + dir.string() + " --text '" + text + "'",
                                        dir_.path() / "ner.log");
@@ -245,7 +233,24 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   }
   const auto words = recipes::split_words(text);
   ASSERT_EQ(tags.size(), words.size()) << data.output;
-  const auto want = recipes::group_entities(words, tags, std::vector<double>(words.size(), 0), "O");
+  // The data path's tags as certain one-token words, grouped.
+  const std::vector<std::string> labels = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
+                                           "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
+  std::vector<tasks::TokenPrediction> tokens;
+  for (size_t w = 0; w < words.size(); ++w) {
+    tasks::TokenPrediction t;
+    t.token = words[w].text;
+    t.word = w;
+    t.start = words[w].start;
+    t.end = words[w].end;
+    t.probabilities.assign(labels.size(), 0.0f);
+    t.probabilities[static_cast<size_t>(std::find(labels.begin(), labels.end(), tags[w]) -
+                                        labels.begin())] = 1;
+    tokens.push_back(std::move(t));
+  }
+  const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(dir), 99);
+  const auto want =
+      tasks::aggregate_entities(tokens, labels, tasks::Aggregation::kFirst, "O", *tokenizer);
   const auto& entities = got[0]["entities"];
   ASSERT_EQ(entities.size(), want.size()) << run.output << "\n" << data.output;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -256,6 +261,71 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
     EXPECT_GT(entities[i]["score"].get<double>(), 0.0);
     EXPECT_LE(entities[i]["score"].get<double>(), 1.0);
   }
+}
+
+// NER on raw text gives what HF 4.31's token-classification pipeline gives with each
+// aggregation strategy (its own post-processing, on HF's logits for bertft's ids and offsets):
+// the same entities with the same labels, words, spans and indices, scores within 1e-5.
+TEST_F(PipelineTest, TokenClassificationAggregatesAsHfsPipeline) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "tokcls9" / "model.safetensors");
+  if (!testing::hf_python()) GTEST_SKIP() << "the HF reference kit is not set up";
+  // Words of several pieces, punctuation, an unknown word, capitals and an accent.
+  const auto dir = ner_model(
+      dir_.path() / "m", {".",    ",",   "'",   "-",     "(",      ")",    "the", "met",   "in",
+                          "at",   "and", "of",  "new",   "office", "city", "jo",  "##nas", "bren",
+                          "##nt", "kir", "##o", "##val", "u",      "s",    "caf", "##e",   "mar",
+                          "##ta", "##s", "lin", "##den", "##berg", "x",    "##y"});
+  const std::vector<std::string> texts = {
+      "Jonas Brennt met Marta Lindenberg at Kiroval, the U.S. office in New City.",
+      "Café xy ☃ jo-nas (Kiroval) marta's office",
+      "kirval kiroval linden-berg of the new new city in u.s.",
+  };
+  std::string lines, inputs;
+  for (const auto& t : texts) {
+    lines += t + "\n";
+    inputs += json{{"text", t}}.dump() + "\n";
+  }
+  testing::write_bytes(dir_.path() / "texts.txt", lines);
+  testing::write_bytes(dir_.path() / "inputs.jsonl", inputs);
+  testing::write_bertft_tokens("--model " + dir.string(), dir_.path() / "texts.txt",
+                               dir_.path() / "tokens.jsonl");
+  const std::vector<std::string> strategies = {"none", "simple", "first", "average", "max"};
+  const auto hf = testing::run_hf_script(
+      "hf_ner_pipeline.py",
+      fmt::format("{} {} {} {}", dir.string(), (dir_.path() / "inputs.jsonl").string(),
+                  (dir_.path() / "tokens.jsonl").string(), fmt::join(strategies, " ")),
+      dir_.path());
+  ASSERT_EQ(hf["results"].size(), texts.size()) << hf.dump();
+  std::set<std::string> distinct;  // the strategies' answers must not all be one
+  for (const auto& strategy : strategies) {
+    const auto run = testing::run_bertft(
+        "predict --model " + dir.string() + " --text - --aggregation " + strategy,
+        dir_.path() / (strategy + ".log"), "", dir_.path() / "texts.txt");
+    ASSERT_EQ(run.code, 0) << run.output;
+    const auto got = testing::json_lines(run.output);
+    ASSERT_EQ(got.size(), texts.size()) << run.output;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto& ours = got[i]["entities"];
+      const auto& theirs = hf["results"][i][strategy];
+      ASSERT_EQ(ours.size(), theirs.size())
+          << strategy << " " << texts[i] << "\nbertft: " << ours.dump()
+          << "\nHF: " << theirs.dump();
+      for (size_t e = 0; e < ours.size(); ++e) {
+        const json& a = ours[e];
+        const json& b = theirs[e];
+        EXPECT_EQ(a.size(), b.size()) << a.dump() << " " << b.dump();
+        for (auto it = b.begin(); it != b.end(); ++it) {
+          if (it.key() == "score") {
+            EXPECT_NEAR(a.value("score", -1.0), it->get<double>(), 1e-5) << a.dump();
+          } else {
+            EXPECT_EQ(a.value(it.key(), json()), *it) << strategy << " " << it.key();
+          }
+        }
+      }
+      distinct.insert(ours.dump());
+    }
+  }
+  EXPECT_GT(distinct.size(), texts.size() + 2) << "the strategies hardly differ on these texts";
 }
 
 // Multiple choice on raw text picks what `predict --data` picks for the same context and choices.

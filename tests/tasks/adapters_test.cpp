@@ -214,7 +214,8 @@ void expect_cache_round_trip(const TaskAdapter& adapter, const FeatureSet& featu
   }
   if (const auto* tf = dynamic_cast<const TokenFeatureSet*>(&features)) {
     const auto& l = dynamic_cast<const TokenFeatureSet&>(*loaded);
-    EXPECT_EQ(l.word_positions, tf->word_positions);
+    EXPECT_EQ(l.token_positions, tf->token_positions);
+    EXPECT_EQ(l.token_words, tf->token_words);
     EXPECT_EQ(l.words_without_tokens, tf->words_without_tokens);
   }
   const auto bytes = read_file(path);
@@ -467,6 +468,56 @@ TEST_F(RealDataTest, ConllFirstSubTokenLabelledAndContextUnlabelled) {
     ASSERT_EQ(labelled[i], words_with_tokens) << items[i].where;
   }
   EXPECT_GT(with_context, features->features.size() / 2);  // most inputs filled with context
+}
+
+// Every sub-token of every sentence is scored once, from the window where it has the most
+// context (the others see zero logits): with one-hot logits at every labelled position
+// (label_all_tokens), each sub-token's most probable label is its own, at full confidence.
+TEST_F(RealDataTest, ConllEverySubTokenScoredAtItsMaxContext) {
+  BERTFT_REQUIRE_PATH(data_dir() / "conll2003" / "valid.txt");
+  auto adapter = make_task("token_classification",
+                           "{max_seq_length: 16, window_stride: 4, "
+                           "label_all_tokens: true}");
+  auto sentences = adapter->read(spec_of(data_dir() / "conll2003" / "valid.txt"));
+  adapter->fit_labels(*sentences);
+  const auto features = adapter->featurize(sentences, cased_tokenizer(), false);
+  const auto names = adapter->labels();
+  const auto id = [&](const std::string& tag) {
+    return static_cast<int64_t>(std::find(names.begin(), names.end(), tag) - names.begin());
+  };
+  std::vector<torch::Tensor> outputs;
+  for (const auto& f : features->features) {
+    auto logits = torch::zeros({f.length(), static_cast<int64_t>(names.size())});
+    for (size_t t = 0; t < f.token_labels.size(); ++t)
+      if (f.token_labels[t] != kIgnoreIndex) logits[static_cast<int64_t>(t)][f.token_labels[t]] = 4;
+    outputs.push_back(logits);
+  }
+  const auto scores =
+      dynamic_cast<const TokenClassificationAdapter&>(*adapter).subtoken_scores(*features, outputs);
+  const auto& items = dynamic_cast<const Examples<data::TaggedSentence>&>(*sentences).items;
+  ASSERT_EQ(scores.size(), items.size());
+  const double sure = std::exp(4.0) / (std::exp(4.0) + static_cast<double>(names.size() - 1));
+  size_t split = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::vector<int64_t> words, labels;  // what each sub-token must be
+    for (size_t w = 0; w < items[i].words.size(); ++w) {
+      const auto& tag = items[i].tags[w];
+      const auto inside = tag.rfind("B-", 0) == 0 ? id("I-" + tag.substr(2)) : id(tag);
+      const auto pieces = cased_tokenizer().tokenize_word(items[i].words[w]).size();
+      for (size_t p = 0; p < pieces; ++p) {
+        words.push_back(static_cast<int64_t>(w));
+        labels.push_back(p == 0 ? id(tag) : inside);
+      }
+    }
+    split += words.size() > 14;
+    ASSERT_EQ(scores[i].words, words) << items[i].where;
+    ASSERT_EQ(scores[i].probabilities.size(0), static_cast<int64_t>(words.size()));
+    if (words.empty()) continue;
+    const auto [best, label] = scores[i].probabilities.max(-1);
+    ASSERT_TRUE(torch::equal(label, torch::tensor(labels))) << items[i].where;
+    ASSERT_TRUE(torch::allclose(best, torch::full_like(best, sure), 1e-5, 1e-6)) << items[i].where;
+  }
+  EXPECT_GT(split, 100u);  // many sentences spread over several windows
 }
 
 TEST_F(RealDataTest, MultipleChoiceFeaturesAndModel) {

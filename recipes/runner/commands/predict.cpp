@@ -32,6 +32,11 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
                  "Pre-training models: only these candidates (tokens, or words whose first token "
                  "stands for them), as the fill-mask pipeline's targets")
       ->needs(text);
+  app.add_option("--aggregation", o->aggregation,
+                 "Token classification: how sub-tokens become entities, as HF's pipeline's "
+                 "aggregation_strategy: none | simple | first | average | max (default first)")
+      ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}))
+      ->needs(text);
   auto* question = app.add_option("--question", o->question, "Question answering: the question");
   auto* context = app.add_option("--context", o->context, "Question answering: the context");
   question->needs(context);

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The Hugging Face side of bertft's token-classification tests on raw text (run by the tests with
+the HF reference kit's interpreter, never on a user's path): HF 4.31's TokenClassificationPipeline
+post-processing (gather_pre_entities, aggregate, group_entities, the "O" filter) on the logits of
+AutoModelForTokenClassification from MODEL_DIR, for each JSON line {"text"} of INPUTS and each
+aggregation strategy named.
+  hf_ner_pipeline.py MODEL_DIR INPUTS TOKENS STRATEGY [STRATEGY ...]
+TOKENS: `bertft tokenize --model MODEL_DIR` JSON lines for the same texts (ids, token types,
+offsets in code points): the kit has only HF's slow tokenizer, which gives no offsets and no
+decoder, so the ids and offsets come from bertft's tokenizer (proven against HF's fast one by the
+tokenizer reference tests) and the tokenizer the pipeline sees gets what the fast BertTokenizerFast
+has: `_tokenizer.model.continuing_subword_prefix` and convert_tokens_to_string through the WordPiece
+decoder (below). Everything else is the pipeline's own code.
+Prints one JSON object: {"results": [{strategy: [entity, ...]} per input]}.
+"""
+import json
+import sys
+from types import SimpleNamespace
+
+import torch
+import transformers
+from transformers import AutoModelForTokenClassification
+
+from hf_kit import load_tokenizer, read_jsonl
+
+
+def pipeline_module():
+    """transformers.pipelines.token_classification without transformers.pipelines' __init__,
+    which imports every pipeline and fails without the `tokenizers` package."""
+    import importlib
+    import os
+    import types
+    package = types.ModuleType("transformers.pipelines")
+    package.__path__ = [os.path.join(os.path.dirname(transformers.__file__), "pipelines")]
+    sys.modules.setdefault("transformers.pipelines", package)
+    return importlib.import_module("transformers.pipelines.token_classification")
+
+# HF's clean_up_tokenization, which the WordPiece decoder (cleanup: true) applies token by token.
+CLEANUP = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+           (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")]
+
+
+def wordpiece_decoder(tokens, prefix="##"):
+    """`tokenizers`' WordPiece decoder (BertTokenizerFast's convert_tokens_to_string): a space
+    before each token but the first unless it continues a word, then the clean-up per token."""
+    out = []
+    for i, token in enumerate(tokens):
+        if i > 0:
+            token = token[len(prefix):] if token.startswith(prefix) else " " + token
+        for a, b in CLEANUP:
+            token = token.replace(a, b)
+        out.append(token)
+    return "".join(out)
+
+
+def plain(value):
+    """numpy scalars to JSON numbers."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def main():
+    model_dir, inputs, tokens = sys.argv[1], read_jsonl(sys.argv[2]), read_jsonl(sys.argv[3])
+    strategies = sys.argv[4:]
+    model = AutoModelForTokenClassification.from_pretrained(model_dir).eval()
+    tok = load_tokenizer(model_dir)
+    tok._tokenizer = SimpleNamespace(model=SimpleNamespace(continuing_subword_prefix="##"))
+    tok.convert_tokens_to_string = wordpiece_decoder
+    ner = pipeline_module()
+    pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok, framework="pt")
+    results = []
+    for row, enc in zip(inputs, tokens):
+        ids = torch.tensor([enc["ids"]])
+        with torch.no_grad():
+            logits = model(input_ids=ids, token_type_ids=torch.tensor([enc["token_type_ids"]]),
+                           attention_mask=torch.ones_like(ids)).logits
+        special = [1 if t in (tok.cls_token, tok.sep_token) else 0 for t in enc["tokens"]]
+        outputs = {"logits": logits, "input_ids": ids, "sentence": row["text"],
+                   "special_tokens_mask": torch.tensor([special]),
+                   "offset_mapping": torch.tensor([enc["offsets"]])}
+        per = {}
+        for s in strategies:
+            entities = pipe.postprocess([outputs], aggregation_strategy=ner.AggregationStrategy[s.upper()])
+            per[s] = [{k: plain(v) for k, v in e.items()} for e in entities]
+        results.append(per)
+    json.dump({"results": results}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

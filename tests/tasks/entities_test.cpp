@@ -1,0 +1,157 @@
+// Token classification on raw text: HF's pipeline aggregation strategies on hand-made
+// sub-token probabilities (the HF comparison itself is PipelineTest's).
+#include "tasks/token_classification/entities.h"
+
+#include <gtest/gtest.h>
+
+#include "bert/tokenizer/wordpiece.h"
+#include "tests/support/test_support.h"
+
+namespace bert::tasks {
+namespace {
+
+using json = nlohmann::json;
+
+const std::vector<std::string> kLabels = {"O", "B-PER", "I-PER", "B-LOC", "I-LOC"};
+
+const tok::Tokenizer& tokenizer() {
+  static const auto t = [] {
+    tok::WordPieceOptions options;
+    options.normalizer.lowercase = true;
+    options.normalizer.strip_accents = true;
+    return std::make_unique<tok::WordPieceTokenizer>(
+        std::vector<std::string>{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "jo", "##nas", "u",
+                                 ".", "s", "new", "city", "met"},
+        options);
+  }();
+  return *t;
+}
+
+/// "Jonas met U.S. ☃ new city" as its sub-tokens, each `confidence` sure of one label (the rest
+/// shared evenly by the others).
+std::vector<TokenPrediction> sentence() {
+  struct Row {
+    const char* token;
+    size_t word;
+    int64_t start, end;
+    size_t label;
+    float confidence;
+  };
+  const std::vector<Row> rows = {{"jo", 0, 0, 2, 1, 0.6f},    {"##nas", 0, 2, 5, 4, 0.9f},
+                                 {"met", 1, 6, 9, 0, 0.8f},   {"u", 2, 10, 11, 3, 0.7f},
+                                 {".", 3, 11, 12, 4, 0.6f},   {"s", 4, 12, 13, 4, 0.7f},
+                                 {".", 5, 13, 14, 4, 0.5f},   {"☃", 6, 15, 16, 1, 0.5f},
+                                 {"new", 7, 17, 20, 3, 0.9f}, {"city", 8, 21, 25, 3, 0.8f}};
+  std::vector<TokenPrediction> out;
+  for (const auto& r : rows) {
+    TokenPrediction t;
+    t.token = r.token;
+    t.word = r.word;
+    t.index = static_cast<int64_t>(out.size()) + 1;
+    t.start = r.start;
+    t.end = r.end;
+    t.probabilities.assign(kLabels.size(), (1 - r.confidence) / 4);
+    t.probabilities[r.label] = r.confidence;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+json run(Aggregation strategy) {
+  return aggregate_entities(sentence(), kLabels, strategy, "O", tokenizer());
+}
+
+/// (entity_group or entity, word, start, end, score) of each entity.
+void expect_entities(
+    const json& got,
+    const std::vector<std::tuple<std::string, std::string, int, int, double>>& want) {
+  ASSERT_EQ(got.size(), want.size()) << got.dump();
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& [label, word, start, end, score] = want[i];
+    const auto& e = got[i];
+    EXPECT_EQ(e.contains("entity") ? e["entity"] : e["entity_group"], label) << e.dump();
+    EXPECT_EQ(e["word"], word) << e.dump();
+    EXPECT_EQ(e["start"], start) << e.dump();
+    EXPECT_EQ(e["end"], end) << e.dump();
+    EXPECT_NEAR(e["score"].get<double>(), score, 1e-6) << e.dump();
+  }
+}
+
+TEST(EntityAggregation, NoneGivesEverySubTokenButTheOutsideOnes) {
+  const auto got = run(Aggregation::kNone);
+  expect_entities(got, {{"B-PER", "jo", 0, 2, 0.6},
+                        {"I-LOC", "##nas", 2, 5, 0.9},
+                        {"B-LOC", "u", 10, 11, 0.7},
+                        {"I-LOC", ".", 11, 12, 0.6},
+                        {"I-LOC", "s", 12, 13, 0.7},
+                        {"I-LOC", ".", 13, 14, 0.5},
+                        {"B-PER", "☃", 15, 16, 0.5},
+                        {"B-LOC", "new", 17, 20, 0.9},
+                        {"B-LOC", "city", 21, 25, 0.8}});
+  EXPECT_EQ(got[0]["index"], 1);
+  EXPECT_EQ(got[2]["index"], 4);  // "met" (3) is left out
+}
+
+TEST(EntityAggregation, SimpleGroupsSubTokensAcrossWordBoundaries) {
+  // "jo" and "##nas" disagree, so the word is cut in two; "u . s ." is one entity, written as
+  // HF's WordPiece decoder writes it (no space before punctuation, one before "s").
+  expect_entities(run(Aggregation::kSimple), {{"PER", "jo", 0, 2, 0.6},
+                                              {"LOC", "##nas", 2, 5, 0.9},
+                                              {"LOC", "u. s.", 10, 14, 0.625},
+                                              {"PER", "☃", 15, 16, 0.5},
+                                              {"LOC", "new", 17, 20, 0.9},
+                                              {"LOC", "city", 21, 25, 0.8}});
+}
+
+TEST(EntityAggregation, WordStrategiesAgreeOnWordsAndDifferOnTheirLabel) {
+  const std::vector<std::tuple<std::string, std::string, int, int, double>> rest = {
+      {"LOC", "u. s.", 10, 14, 0.625},
+      {"PER", "☃", 15, 16, 0.5},
+      {"LOC", "new", 17, 20, 0.9},
+      {"LOC", "city", 21, 25, 0.8}};
+  const auto with = [&](std::tuple<std::string, std::string, int, int, double> jonas) {
+    auto all = rest;
+    all.insert(all.begin(), jonas);
+    return all;
+  };
+  // first: "jo"'s B-PER; max: "##nas"'s I-LOC (0.9 > 0.6); average: the mean row's I-LOC,
+  // (0.1 + 0.9) / 2 against B-PER's (0.6 + 0.025) / 2.
+  expect_entities(run(Aggregation::kFirst), with({"PER", "jonas", 0, 5, 0.6}));
+  expect_entities(run(Aggregation::kMax), with({"LOC", "jonas", 0, 5, 0.9}));
+  expect_entities(run(Aggregation::kAverage), with({"LOC", "jonas", 0, 5, 0.5}));
+}
+
+TEST(EntityAggregation, GroupingRules) {
+  // I- after O starts an entity; a type change ends one; IOBES S-/E- as B-/I-; bare labels are
+  // their own type; the outside label is dropped.
+  const std::vector<std::string> labels = {"O",     "I-ORG", "I-MISC", "S-LOC",
+                                           "B-LOC", "E-LOC", "LABEL_3"};
+  std::vector<TokenPrediction> tokens;
+  for (const size_t label : {1, 2, 3, 4, 5, 6, 0, 6}) {
+    TokenPrediction t;
+    t.token = "u";
+    t.word = tokens.size();
+    t.start = static_cast<int64_t>(2 * tokens.size());
+    t.end = t.start + 1;
+    t.probabilities.assign(labels.size(), 0.0f);
+    t.probabilities[label] = 1;
+    tokens.push_back(std::move(t));
+  }
+  const auto got = aggregate_entities(tokens, labels, Aggregation::kFirst, "O", tokenizer());
+  expect_entities(got, {{"ORG", "u", 0, 1, 1},
+                        {"MISC", "u", 2, 3, 1},
+                        {"LOC", "u", 4, 5, 1},
+                        {"LOC", "u u", 6, 9, 1},
+                        {"LABEL_3", "u", 10, 11, 1},
+                        {"LABEL_3", "u", 14, 15, 1}});
+}
+
+TEST(EntityAggregation, UnknownStrategyIsAConfigError) {
+  EXPECT_EQ(parse_aggregation("average", "x"), Aggregation::kAverage);
+  const auto message = testing::error_message([] { parse_aggregation("mean", "--aggregation"); });
+  EXPECT_NE(message.find("--aggregation: 'mean' is not an aggregation"), std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace bert::tasks
