@@ -336,6 +336,26 @@ std::vector<RawWord> split_words(const std::string& text) {
   return words;
 }
 
+std::vector<tasks::TokenPrediction> raw_text_tokens(const std::vector<RawWord>& words,
+                                                    const tok::Tokenizer& tokenizer) {
+  const auto unk = tokenizer.special_tokens().unk_id;
+  std::vector<tasks::TokenPrediction> tokens;
+  for (size_t w = 0; w < words.size(); ++w) {
+    const auto& word = words[w];
+    for (const auto& piece : tokenizer.tokenize_word(word.text)) {
+      tasks::TokenPrediction t;
+      t.token =
+          piece.id == unk ? word.text.substr(piece.begin, piece.end - piece.begin) : piece.token;
+      t.word = w;
+      t.index = static_cast<int64_t>(tokens.size()) + 1;  // after [CLS]
+      t.start = word.start + code_points_before(word.text, piece.begin);
+      t.end = word.start + code_points_before(word.text, piece.end);
+      tokens.push_back(std::move(t));
+    }
+  }
+  return tokens;
+}
+
 int run_predict_text(const PredictOptions& o) {
   auto m = load_finetuned(o.model);
   const std::string type = m.adapter->type();
@@ -517,24 +537,8 @@ int run_predict_text(const PredictOptions& o) {
                                                    "predict --aggregation");
     const auto labels = ner.labels();
     const auto scores = ner.subtoken_scores(*features, outputs);
-    const auto unk = m.tokenizer->special_tokens().unk_id;
     for (size_t i = 0; i < words.size(); ++i) {
-      // The sub-tokens featurize() cut from each word, with their spans in the text (the
-      // unknown token as the text it stands for, as HF's pipeline shows it).
-      std::vector<tasks::TokenPrediction> tokens;
-      for (size_t w = 0; w < words[i].size(); ++w) {
-        const auto& word = words[i][w];
-        for (const auto& piece : m.tokenizer->tokenize_word(word.text)) {
-          tasks::TokenPrediction t;
-          t.token = piece.id == unk ? word.text.substr(piece.begin, piece.end - piece.begin)
-                                    : piece.token;
-          t.word = w;
-          t.index = static_cast<int64_t>(tokens.size()) + 1;  // after [CLS]
-          t.start = word.start + code_points_before(word.text, piece.begin);
-          t.end = word.start + code_points_before(word.text, piece.end);
-          tokens.push_back(std::move(t));
-        }
-      }
+      auto tokens = raw_text_tokens(words[i], *m.tokenizer);  // as featurize() cut them
       const auto& s = scores.at(i);
       TORCH_CHECK(s.words.size() == tokens.size(), "predict: ", s.words.size(),
                   " scored sub-tokens for ", tokens.size(), " in text ", i + 1);

@@ -9,6 +9,7 @@
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/tokenizer.h"
 #include "tasks/task_adapter.h"
+#include "tasks/token_classification/entities.h"
 
 namespace bert::recipes {
 
@@ -92,6 +93,12 @@ struct RawWord {
   int64_t start = 0, end = 0;
 };
 std::vector<RawWord> split_words(const std::string& text);
+/// The sub-tokens of one text's `words` (split_words) as `tokenizer` cuts each word
+/// (tokenize_word, as the NER features are made), with their spans in code points of the text
+/// and their input positions ([CLS] = 0); the unknown token stands as the text it replaces (as
+/// HF's pipeline shows it); probabilities are left empty.
+std::vector<tasks::TokenPrediction> raw_text_tokens(const std::vector<RawWord>& words,
+                                                    const tok::Tokenizer& tokenizer);
 
 /// Predicts the split `spec` with the model in `model_dir` into `out` (stdout when "" or "-")
 /// and the files beside it, as run_predict (options other than model, data and format).
