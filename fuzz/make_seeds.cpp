@@ -184,8 +184,8 @@ int main(int argc, char** argv) {
     write(out / "embeddings_npy", {npy, npy.substr(0, npy.size() - 4)});
   }
   {
-    // tokenizer_dir: a first byte (bit 0 clear: WordPiece, from tokenizer.json alone where
-    // bits 1-2 are both set; set: bits 1-2 pick byte-level BPE (0), a SentencePiece model with
+    // tokenizer_dir: a first byte (bit 0 clear: WordPiece, or from tokenizer.json alone where
+    // bits 1-2 are both set (WordPiece or byte-level BPE); set: bits 1-2 pick byte-level BPE (0), a SentencePiece model with
     // its own ids (1) or XLM-R's numbering of it (2); the high nibble: room for added tokens),
     // then tokenizer_config.json, tokenizer.json,
     // added_tokens.json and special_tokens_map.json split at NUL bytes. The WordPiece
@@ -215,7 +215,16 @@ int main(int argc, char** argv) {
                R"( "strip_accents": null}, "pre_tokenizer": {"type": "BertPreTokenizer"},)" +
                R"( "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken":)" +
                R"( {"id": "[CLS]"}}, {"Sequence": {"id": "A"}}, {"SpecialToken": {"id":)" +
-               R"( "[SEP]"}}]}, "added_tokens": [{"id": 8, "content": "<e>"}]})"});
+               R"( "[SEP]"}}]}, "added_tokens": [{"id": 8, "content": "<e>"}]})",
+           std::string("\x0e") + nul +
+               R"({"model": {"type": "BPE", "dropout": null, "continuing_subword_prefix": null,)" +
+               R"( "vocab": {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "t": 4, "h": 5, "e": 6,)" +
+               R"( "th": 7, "the": 8, "\u0120": 9, "\u0120the": 10, "<mask>": 11}, "merges":)" +
+               R"( [["t", "h"], "th e", ["\u0120", "the"]]}, "normalizer": null, "pre_tokenizer":)" +
+               R"( {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},)" +
+               R"( "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls":)" +
+               R"( ["<s>", 0], "trim_offsets": true}, "decoder": {"type": "ByteLevel"},)" +
+               R"( "added_tokens": [{"id": 11, "content": "<mask>", "lstrip": true}]})"});
   }
   write(out / "split_words",
         {"Acme Corp. hired Jane O'Neil in New York.", "中文字符 and 😀 emoji\u00a0here",

@@ -222,6 +222,51 @@ void check_added_ids(const std::vector<DeclaredToken>& declared,
 /// A WordPiece tokenizer as a tokenizer.json alone describes it (a directory without
 /// vocab.txt): the vocabulary by id, the BertNormalizer's options, the model's settings and the
 /// special tokens its post-processor and model name.
+/// `path`: "`key`", the place of a tokenizer.json key in messages.
+std::string json_key(const std::filesystem::path& path, const std::string& key) {
+  return path.string() + ": \"" + key + "\"";
+}
+
+/// The "type" of tokenizer.json's section `key` ("" where it is absent or null).
+std::string section_type(const json& file, const char* key, const std::filesystem::path& path) {
+  const auto it = file.is_object() ? file.find(key) : file.end();
+  if (it == file.end() || it->is_null()) return {};
+  if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+    throw TokenizerError(json_key(path, key) + ": expected an object with a string \"type\"");
+  return (*it)["type"].get<std::string>();
+}
+
+/// The model's "vocab" {token: id} as tokens by id (ids 0 to n - 1, each once).
+std::vector<std::string> vocab_by_id(const json& model, const std::filesystem::path& path) {
+  const auto vocab = model.find("vocab");
+  if (vocab == model.end() || !vocab->is_object() || vocab->empty())
+    throw TokenizerError(json_key(path, "model.vocab") + ": expected an object of token: id");
+  std::vector<std::string> out(vocab->size());
+  std::vector<bool> given(vocab->size(), false);
+  for (const auto& [token, id] : vocab->items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<uint64_t>() >= out.size() ||
+        given[id.get<size_t>()])
+      throw TokenizerError(fmt::format("{}: \"{}\": id {}: the ids must be 0 to {}, each once",
+                                       json_key(path, "model.vocab"), token,
+                                       id.dump().substr(0, 40), out.size() - 1));
+    given[id.get<size_t>()] = true;
+    out[id.get<size_t>()] = token;
+  }
+  return out;
+}
+
+/// The class and separator token names of a BertProcessing or RobertaProcessing post-processor
+/// ("cls": [name, id], "sep": [name, id]), where it gives them.
+void processor_names(const json& processor,
+                     std::optional<std::string>& cls,
+                     std::optional<std::string>& sep) {
+  for (const auto& [key, name] : {std::pair{"cls", &cls}, std::pair{"sep", &sep}}) {
+    const auto it = processor.find(key);
+    if (it != processor.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+      *name = (*it)[0].get<std::string>();
+  }
+}
+
 struct WordPieceJson {
   std::vector<std::string> vocab;
   BertNormalizerOptions normalizer;
@@ -235,21 +280,14 @@ struct WordPieceJson {
 /// "pre_tokenizer" (BertPreTokenizer) and "post_processor" (BertProcessing, TemplateProcessing
 /// or null). TokenizerError naming the file and key for anything else: bertft would tokenize it
 /// unlike HF.
-WordPieceJson read_wordpiece_json(const std::filesystem::path& path) {
-  const json file = read_json(path);
-  const auto where = [&](const std::string& key) { return path.string() + ": \"" + key + "\""; };
-  const auto type_of = [&](const char* key) -> std::string {
-    const auto it = file.is_object() ? file.find(key) : file.end();
-    if (it == file.end() || it->is_null()) return {};
-    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
-      throw TokenizerError(where(key) + ": expected an object with a string \"type\"");
-    return (*it)["type"].get<std::string>();
-  };
+WordPieceJson read_wordpiece_json(const json& file, const std::filesystem::path& path) {
+  const auto where = [&](const std::string& key) { return json_key(path, key); };
+  const auto type_of = [&](const char* key) { return section_type(file, key, path); };
   const auto model_type = type_of("model");
   if (model_type != "WordPiece")
     throw TokenizerError(fmt::format(
         "{}: a {} model; bertft reads a tokenizer.json without its vocabulary files only for "
-        "WordPiece (put vocab.json + merges.txt or the SentencePiece .model beside it)",
+        "WordPiece and byte-level BPE (put the SentencePiece .model beside it)",
         where("model.type"), model_type.empty() ? "missing" : "'" + model_type + "'"));
   WordPieceJson out;
   const json& model = file["model"];
@@ -267,20 +305,7 @@ WordPieceJson read_wordpiece_json(const std::filesystem::path& path) {
       throw TokenizerError(where("model.max_input_chars_per_word") + ": expected a count");
     out.max_input_chars_per_word = it->get<size_t>();
   }
-  const auto vocab = model.find("vocab");
-  if (vocab == model.end() || !vocab->is_object() || vocab->empty())
-    throw TokenizerError(where("model.vocab") + ": expected an object of token: id");
-  out.vocab.resize(vocab->size());
-  std::vector<bool> given(vocab->size(), false);
-  for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<uint64_t>() >= out.vocab.size() || given[id.get<size_t>()])
-      throw TokenizerError(fmt::format("{}: \"{}\": id {}: the ids must be 0 to {}, each once",
-                                       where("model.vocab"), token, id.dump().substr(0, 40),
-                                       out.vocab.size() - 1));
-    given[id.get<size_t>()] = true;
-    out.vocab[id.get<size_t>()] = token;
-  }
+  out.vocab = vocab_by_id(model, path);
 
   const auto normalizer = type_of("normalizer");
   if (normalizer.empty()) {  // none: the text as it is
@@ -310,11 +335,7 @@ WordPieceJson read_wordpiece_json(const std::filesystem::path& path) {
   const auto post = type_of("post_processor");
   const json& p = post.empty() ? json() : file["post_processor"];
   if (post == "BertProcessing") {
-    for (const auto& [key, name] : {std::pair{"cls", &out.cls}, std::pair{"sep", &out.sep}}) {
-      const auto it = p.find(key);
-      if (it != p.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
-        *name = (*it)[0].get<std::string>();
-    }
+    processor_names(p, out.cls, out.sep);
   } else if (post == "TemplateProcessing") {  // single: [CLS] $A [SEP]
     std::vector<std::string> specials;
     if (const auto single = p.find("single"); single != p.end() && single->is_array())
@@ -328,6 +349,83 @@ WordPieceJson read_wordpiece_json(const std::filesystem::path& path) {
     throw TokenizerError(fmt::format(
         "{}: '{}'; bertft adds BERT's [CLS] A [SEP] B [SEP] (BertProcessing, TemplateProcessing)",
         where("post_processor.type"), post));
+  }
+  return out;
+}
+
+/// What a byte-level BPE tokenizer.json gives.
+struct BpeJson {
+  std::vector<std::string> vocab;  ///< by id
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::optional<std::string> cls, sep;  ///< RobertaProcessing's
+};
+
+/// Reads `path`'s byte-level BPE as RoBERTa's tokenizer.json has it: "model" BPE (merges as
+/// "a b" or ["a", "b"]) without dropout, sub-word prefix or suffix, byte fallback or
+/// ignore_merges; no "normalizer"; the ByteLevel "pre_tokenizer" without a prefix space and with
+/// its regex; RobertaProcessing (or no "post_processor") with trimmed offsets and no prefix
+/// space; the ByteLevel "decoder". TokenizerError naming the file and key for anything else:
+/// bertft would tokenize or decode it unlike HF.
+BpeJson read_bpe_json(const json& file, const std::filesystem::path& path) {
+  const auto where = [&](const std::string& key) { return json_key(path, key); };
+  const auto refuse = [&](const std::string& key, const std::string& why) {
+    throw TokenizerError(
+        fmt::format("{}: {}; bertft's byte-level BPE is RoBERTa's", where(key), why));
+  };
+  // A setting that must be absent, null or `expected`.
+  const auto expect = [&](const json& section, const std::string& name, const char* key,
+                          const json& expected) {
+    const auto it = section.find(key);
+    if (it != section.end() && !it->is_null() && *it != expected)
+      refuse(name + "." + key,
+             fmt::format("{} (not {})", it->dump().substr(0, 40), expected.dump()));
+  };
+  const json& model = file["model"];
+  expect(model, "model", "dropout", nullptr);
+  expect(model, "model", "continuing_subword_prefix", "");
+  expect(model, "model", "end_of_word_suffix", "");
+  expect(model, "model", "byte_fallback", false);
+  expect(model, "model", "ignore_merges", false);
+  BpeJson out;
+  out.vocab = vocab_by_id(model, path);
+  const auto merges = model.find("merges");
+  if (merges == model.end() || !merges->is_array())
+    throw TokenizerError(where("model.merges") + ": expected a list of merges");
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const json& m = (*merges)[i];
+    if (m.is_string()) {
+      const auto text = m.get<std::string>();
+      const auto space = text.find(' ');
+      if (space != std::string::npos && space > 0 && space + 1 < text.size() &&
+          text.find(' ', space + 1) == std::string::npos) {
+        out.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+        continue;
+      }
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      out.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+      continue;
+    }
+    throw TokenizerError(fmt::format("{}: merge {}: {}: expected \"a b\" or [\"a\", \"b\"]",
+                                     where("model.merges"), i + 1, m.dump().substr(0, 40)));
+  }
+  if (const auto n = section_type(file, "normalizer", path); !n.empty())
+    refuse("normalizer.type", "'" + n + "' (RoBERTa's has none)");
+  const auto byte_level = [&](const char* key, bool decoder) {
+    const auto type = section_type(file, key, path);
+    if (type != "ByteLevel") refuse(std::string(key) + ".type", type.empty() ? "none" : type);
+    if (decoder) return;
+    expect(file[key], key, "add_prefix_space", false);
+    expect(file[key], key, "use_regex", true);
+  };
+  byte_level("pre_tokenizer", false);
+  byte_level("decoder", true);
+  if (const auto post = section_type(file, "post_processor", path); post == "RobertaProcessing") {
+    const json& p = file["post_processor"];
+    expect(p, "post_processor", "add_prefix_space", false);
+    expect(p, "post_processor", "trim_offsets", true);
+    processor_names(p, out.cls, out.sep);
+  } else if (!post.empty()) {
+    refuse("post_processor.type", "'" + post + "' (bertft adds <s> A </s></s> B </s>)");
   }
   return out;
 }
@@ -358,7 +456,14 @@ std::string tokenizer_kind(const PretrainedDir& dir) {
   const auto file = tokenizer_file(dir);
   if (!file) return "";
   if (file == dir.sentencepiece) return "SentencePiece";
-  return file == dir.bpe_vocab ? "byte-level BPE" : "WordPiece";  // vocab.txt, tokenizer.json
+  if (file == dir.bpe_vocab) return "byte-level BPE";
+  if (file == dir.vocab) return "WordPiece";
+  // tokenizer.json alone: its model's type (a file load_tokenizer would refuse says so there).
+  try {
+    if (section_type(read_json(*file), "model", *file) == "BPE") return "byte-level BPE";
+  } catch (const Error&) {
+  }
+  return "WordPiece";
 }
 
 namespace {
@@ -405,10 +510,24 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     if (auto s = special_name(config, "pad_token")) special.pad = *s;
     if (auto s = special_name(config, "mask_token")) special.mask = *s;
   };
-  if (!dir.vocab && dir.bpe_vocab && dir.bpe_merges) {
+  // tokenizer.json alone (no vocab.txt, vocab.json + merges.txt or SentencePiece model): its
+  // model says which tokenizer it is.
+  const auto json_path = dir.dir / "tokenizer.json";
+  std::optional<json> json_file;
+  if (!dir.vocab && !(dir.bpe_vocab && dir.bpe_merges) && !dir.sentencepiece &&
+      std::filesystem::exists(json_path))
+    json_file = read_json(json_path);
+  const bool bpe_json = json_file && section_type(*json_file, "model", json_path) == "BPE";
+  if (!dir.vocab && ((dir.bpe_vocab && dir.bpe_merges) || bpe_json)) {
     ByteLevelBpeTokenizer::Options options;
     options.model_vocab_size = model_vocab_size;
     special = options.special;
+    std::optional<BpeJson> from_json;
+    if (bpe_json) {
+      from_json = read_bpe_json(*json_file, json_path);
+      if (from_json->cls) special.cls = *from_json->cls;
+      if (from_json->sep) special.sep = *from_json->sep;
+    }
     read_specials();
     options.special = special;
     if (const auto it = config.find("add_prefix_space");
@@ -419,8 +538,13 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
           config_name));
     const auto added = read_added_tokens(dir, special);
     for (const auto& d : added) options.added_tokens.push_back(d.token);
-    auto tokenizer = ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, options);
-    check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(), "vocab.json");
+    auto tokenizer =
+        from_json ? std::make_unique<ByteLevelBpeTokenizer>(std::move(from_json->vocab),
+                                                            std::move(from_json->merges), options,
+                                                            json_path.string())
+                  : ByteLevelBpeTokenizer::from_files(*dir.bpe_vocab, *dir.bpe_merges, options);
+    check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
+                    from_json ? "tokenizer.json" : "vocab.json");
     tokenizer->set_model_max_length(max_length);
     tokenizer->set_clean_up_spaces(clean_up);
     return tokenizer;
@@ -454,14 +578,13 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   }
   // WordPiece: vocab.txt, else a tokenizer.json alone (its normalizer, the model's settings).
   std::optional<WordPieceJson> from_json;
-  const auto json_path = dir.dir / "tokenizer.json";
   if (!dir.vocab) {
-    if (!std::filesystem::exists(json_path))
+    if (!json_file)
       throw TokenizerError(fmt::format(
           "{}: no tokenizer files (vocab.txt, vocab.json + merges.txt, a sentencepiece model, or "
-          "a WordPiece tokenizer.json)",
+          "a WordPiece or byte-level BPE tokenizer.json)",
           dir.dir.string()));
-    from_json = read_wordpiece_json(json_path);
+    from_json = read_wordpiece_json(*json_file, json_path);
   }
   const std::string source = from_json ? json_path.string() : dir.vocab->string();
   std::vector<std::string> vocab =

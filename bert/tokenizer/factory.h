@@ -19,11 +19,13 @@ struct TokenizerOverrides {
 /// Builds the tokenizer of a model directory: WordPiece from vocab.txt (casing and special
 /// tokens from tokenizer_config.json; without that file the casing is inferred from the
 /// vocabulary and logged), byte-level BPE from vocab.json + merges.txt (RoBERTa), else
-/// SentencePiece from its .model (with fairseq's ids for XLM-RoBERTa), else WordPiece from a
-/// tokenizer.json alone (its vocabulary, BertNormalizer and special tokens; with a
+/// SentencePiece from its .model (with fairseq's ids for XLM-RoBERTa), else from a
+/// tokenizer.json alone: WordPiece (its vocabulary, BertNormalizer and special tokens; with a
 /// tokenizer_config.json its do_lower_case, strip_accents and tokenize_chinese_chars or their
 /// defaults over the normalizer's, as HF's BertTokenizerFast sets them, unless it names the
-/// generic PreTrainedTokenizerFast; another model, normalizer or pre-tokenizer is refused). Added
+/// generic PreTrainedTokenizerFast) or RoBERTa's byte-level BPE (vocabulary, merges, <s> and
+/// </s> of RobertaProcessing); another model, normalizer, pre-tokenizer or decoder is refused,
+/// naming the key. Added
 /// tokens (tokenizer.json's "added_tokens", added_tokens.json) are read as HF reads them for
 /// WordPiece and byte-level BPE, and refused for SentencePiece. `model_vocab_size` (the
 /// checkpoint's vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.

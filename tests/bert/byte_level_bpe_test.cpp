@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "bert/checkpoint/pretrained_dir.h"
@@ -233,6 +234,75 @@ TEST(ByteLevelBpeTest, RobertaDirectoryThroughTheFactory) {
     EXPECT_NE(std::string(e.what()).find("vocab.json: token 'a': id 2"), std::string::npos)
         << e.what();
   }
+}
+
+// A RoBERTa directory with tokenizer.json and no vocab.json / merges.txt loads the same
+// tokenizer (merges written "a b" or as pairs); settings bertft would not follow are refused,
+// naming the file and key.
+TEST(ByteLevelBpeTest, TokenizerJsonAloneLoadsAsTheVocabularyFiles) {
+  using json = nlohmann::json;
+  testing::TempDir with_files, alone;
+  const auto t = tiny_roberta_dir(with_files.path());
+  tiny_roberta_dir(alone.path());
+  std::filesystem::remove(alone.path() / "vocab.json");
+  std::filesystem::remove(alone.path() / "merges.txt");
+  std::filesystem::remove(alone.path() / "tokenizer_config.json");
+  const auto load = [](const std::filesystem::path& d) {
+    return load_tokenizer(PretrainedDir::find(d), 0);
+  };
+  const auto tokenizer_json = alone.path() / "tokenizer.json";
+  const auto expect_same = [&] {
+    const auto loaded = load(alone.path());
+    EXPECT_TRUE(loaded->roberta_template());
+    EXPECT_EQ(loaded->vocab_size(), t->vocab_size());
+    const auto a = t->encode("lo lol <mask>o", std::string_view(" ol lo")),
+               b = loaded->encode("lo lol <mask>o", std::string_view(" ol lo"));
+    EXPECT_EQ(b.ids, a.ids);
+    EXPECT_EQ(b.offsets, a.offsets);
+    EXPECT_EQ(loaded->decode(b.ids), t->decode(a.ids));
+  };
+  expect_same();
+  EXPECT_EQ(tokenizer_file(PretrainedDir::find(alone.path())), tokenizer_json);
+  EXPECT_EQ(tokenizer_kind(PretrainedDir::find(alone.path())), "byte-level BPE");
+  auto file = json::parse(read_file(tokenizer_json));
+  const auto original = file;
+  for (auto& m : file["model"]["merges"]) {  // as HF's tokenizers 0.20 and later write them
+    const auto text = m.get<std::string>();
+    m = json::array({text.substr(0, text.find(' ')), text.substr(text.find(' ') + 1)});
+  }
+  file["model"]["continuing_subword_prefix"] = nullptr;
+  write_file_atomic(tokenizer_json, file.dump());
+  expect_same();
+
+  const auto refused = [&](const std::function<void(json&)>& change, const std::string& message) {
+    auto changed = original;
+    change(changed);
+    write_file_atomic(tokenizer_json, changed.dump());
+    const auto error = testing::error_message([&] { load(alone.path()); });
+    EXPECT_NE(error.find(tokenizer_json.string() + ": " + message), std::string::npos) << error;
+  };
+  refused([](json& f) { f["model"]["dropout"] = 0.1; },
+          "\"model.dropout\": 0.1 (not null); bertft's byte-level BPE is RoBERTa's");
+  refused([](json& f) { f["model"]["merges"][1] = json::array({"lo"}); },
+          "\"model.merges\": merge 2: [\"lo\"]: expected \"a b\" or [\"a\", \"b\"]");
+  refused([](json& f) { f["model"]["vocab"]["lo"] = 999; },
+          "\"model.vocab\": \"lo\": id 999: the ids must be 0 to");
+  refused([](json& f) { f["pre_tokenizer"]["add_prefix_space"] = true; },
+          "\"pre_tokenizer.add_prefix_space\": true (not false)");
+  refused(
+      [](json& f) {
+        f["normalizer"] = {{"type", "NFC"}};
+      },
+      "\"normalizer.type\": 'NFC' (RoBERTa's has none)");
+  refused(
+      [](json& f) {
+        f["post_processor"] = {{"type", "BertProcessing"}};
+      },
+      "\"post_processor.type\": 'BertProcessing' (bertft adds <s> A </s></s> B </s>)");
+  refused([](json& f) { f["decoder"] = nullptr; }, "\"decoder.type\": none");
+  refused([](json& f) { f["model"]["type"] = "Unigram"; },
+          "\"model.type\": a 'Unigram' model; bertft reads a tokenizer.json without its "
+          "vocabulary files only for WordPiece and byte-level BPE");
 }
 
 }  // namespace

@@ -410,8 +410,9 @@ std::unique_ptr<ByteLevelBpeTokenizer> learn_bpe(const std::vector<Input>& texts
                                                  std::move(options));
 }
 
-TEST(ByteLevelBpeReferenceTest, IdenticalToHuggingFaceTokenizers) {
-  BERTFT_REQUIRE_HF_TOKENIZERS();
+/// The reference inputs with RoBERTa's mask and special tokens and GPT-2's word pattern's
+/// corner cases.
+std::vector<Input> bpe_inputs() {
   auto inputs = all_inputs();
   for (const char* masked : {"fill <mask> here", "two  <mask>", "<mask> first", "x<mask>y",
                              "tab\t<mask>\u3000<mask>", "<s>a</s></s>b</s><pad><unk>"})
@@ -419,11 +420,44 @@ TEST(ByteLevelBpeReferenceTest, IdenticalToHuggingFaceTokenizers) {
   for (const char* words : {"it's we're they've I'm we'll he'd 'S 'sup ''s", "a  b   c\n\nd \t e",
                             "  leading and trailing  ", "x\u00a0y \u2003z", "123 4.5e6 ½ Ⅻ ٣"})
     inputs.push_back({words});
-  // Learn merges from real text when it is there (many multi-level merges), else from the
-  // adversarial inputs.
-  std::vector<Input> corpus(inputs.begin(), inputs.begin() + std::min<size_t>(inputs.size(), 600));
-  const auto tokenizer = learn_bpe(corpus, 500);
+  return inputs;
+}
+
+/// A byte-level BPE learnt from the first 600 of `inputs`: from real text when it is there (many
+/// multi-level merges), else from the adversarial inputs.
+std::unique_ptr<ByteLevelBpeTokenizer> learn_bpe_from(const std::vector<Input>& inputs) {
+  return learn_bpe({inputs.begin(), inputs.begin() + std::min<size_t>(inputs.size(), 600)}, 500);
+}
+
+TEST(ByteLevelBpeReferenceTest, IdenticalToHuggingFaceTokenizers) {
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+  const auto inputs = bpe_inputs();
+  const auto tokenizer = learn_bpe_from(inputs);
   expect_identical_to_hf(*tokenizer, tokenizer->hf_tokenizer_json(), inputs, /*types=*/false);
+}
+
+// A RoBERTa directory holding only the tokenizer.json that HF's tokenizers wrote for a
+// vocab.json + merges.txt (its own serialisation: merges as pairs, null prefix and suffix), no
+// vocabulary files and no tokenizer_config.json: bertft builds the byte-level BPE from it alone
+// and encodes and decodes every input as HF does from it.
+TEST(ByteLevelBpeReferenceTest, LoadsHfsOwnTokenizerJsonWithoutVocabJson) {
+  BERTFT_REQUIRE_HF_TOKENIZERS();
+  const auto inputs = bpe_inputs();
+  testing::TempDir files, dir;
+  const auto learnt = learn_bpe_from(inputs);
+  learnt->save(files.path());
+  const auto file = dir.path() / "tokenizer.json";
+  const std::string command = "BERTFT_NODE_MODULES='" + node_modules().string() + "' node '" +
+                              BERTFT_SOURCE_DIR + "/tools/hf_tokenizer_ref/make_bpe.js' '" +
+                              (files.path() / "vocab.json").string() + "' '" +
+                              (files.path() / "merges.txt").string() + "' '" + file.string() + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  write_file_atomic(dir.path() / "config.json", R"({"model_type": "roberta"})");
+  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto tokenizer = load_tokenizer(PretrainedDir::find(dir.path()), 0);
+  EXPECT_EQ(tokenizer->vocab_size(), learnt->vocab_size());
+  EXPECT_TRUE(tokenizer->roberta_template());
+  expect_identical_to_hf(*tokenizer, json::parse(read_file(file)), inputs, /*types=*/false);
 }
 
 TEST(ByteLevelBpeReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
