@@ -219,9 +219,6 @@ void check_added_ids(const std::vector<DeclaredToken>& declared,
   }
 }
 
-/// A WordPiece tokenizer as a tokenizer.json alone describes it (a directory without
-/// vocab.txt): the vocabulary by id, the BertNormalizer's options, the model's settings and the
-/// special tokens its post-processor and model name.
 /// `path`: "`key`", the place of a tokenizer.json key in messages.
 std::string json_key(const std::filesystem::path& path, const std::string& key) {
   return path.string() + ": \"" + key + "\"";
@@ -267,6 +264,9 @@ void processor_names(const json& processor,
   }
 }
 
+/// A WordPiece tokenizer as a tokenizer.json alone describes it (a directory without
+/// vocab.txt): the vocabulary by id, the BertNormalizer's options, the model's settings and the
+/// special tokens its post-processor and model name.
 struct WordPieceJson {
   std::vector<std::string> vocab;
   BertNormalizerOptions normalizer;
@@ -276,10 +276,10 @@ struct WordPieceJson {
   std::optional<std::string> cls, sep;
 };
 
-/// Reads `path`'s "model" (WordPiece only), "normalizer" (BertNormalizer or null),
-/// "pre_tokenizer" (BertPreTokenizer) and "post_processor" (BertProcessing, TemplateProcessing
-/// or null). TokenizerError naming the file and key for anything else: bertft would tokenize it
-/// unlike HF.
+/// Reads the "model" (WordPiece only), "normalizer" (BertNormalizer or null), "pre_tokenizer"
+/// (BertPreTokenizer) and "post_processor" (BertProcessing, TemplateProcessing or null) of
+/// `file`, the tokenizer.json at `path`. TokenizerError naming the file and key for anything
+/// else: bertft would tokenize it unlike HF.
 WordPieceJson read_wordpiece_json(const json& file, const std::filesystem::path& path) {
   const auto where = [&](const std::string& key) { return json_key(path, key); };
   const auto type_of = [&](const char* key) { return section_type(file, key, path); };
@@ -360,12 +360,12 @@ struct BpeJson {
   std::optional<std::string> cls, sep;  ///< RobertaProcessing's
 };
 
-/// Reads `path`'s byte-level BPE as RoBERTa's tokenizer.json has it: "model" BPE (merges as
-/// "a b" or ["a", "b"]) without dropout, sub-word prefix or suffix, byte fallback or
-/// ignore_merges; no "normalizer"; the ByteLevel "pre_tokenizer" without a prefix space and with
-/// its regex; RobertaProcessing (or no "post_processor") with trimmed offsets and no prefix
-/// space; the ByteLevel "decoder". TokenizerError naming the file and key for anything else:
-/// bertft would tokenize or decode it unlike HF.
+/// Reads the byte-level BPE of `file`, the tokenizer.json at `path`, as RoBERTa's has it:
+/// "model" BPE (merges as "a b" or ["a", "b"]) without dropout, sub-word prefix or suffix,
+/// byte fallback or ignore_merges; no "normalizer"; the ByteLevel "pre_tokenizer" without a
+/// prefix space and with its regex; RobertaProcessing (or no "post_processor") with trimmed
+/// offsets and no prefix space; the ByteLevel "decoder". TokenizerError naming the file and key
+/// for anything else: bertft would tokenize or decode it unlike HF.
 BpeJson read_bpe_json(const json& file, const std::filesystem::path& path) {
   const auto where = [&](const std::string& key) { return json_key(path, key); };
   const auto refuse = [&](const std::string& key, const std::string& why) {
