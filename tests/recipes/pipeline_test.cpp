@@ -37,18 +37,20 @@ fs::path model_with_vocab(const std::string& model,
   return out;
 }
 
-/// The fixture's token classifier (tokcls9) with CoNLL-2003's nine labels in place of
-/// LABEL_0..8 and model_with_vocab's vocabulary.
+/// CoNLL-2003's nine labels.
+const std::vector<std::string> kConllLabels = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
+                                               "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
+
+/// The fixture's token classifier (tokcls9) with kConllLabels in place of LABEL_0..8 and
+/// model_with_vocab's vocabulary.
 fs::path ner_model(const fs::path& out, const std::vector<std::string>& tokens = {}) {
   const auto dir = model_with_vocab("tokcls9", out, tokens);
   auto config = json::parse(read_file(dir / "config.json"));
-  const std::vector<std::string> names = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
-                                          "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
   config["id2label"] = json::object();
   config["label2id"] = json::object();
-  for (size_t i = 0; i < names.size(); ++i) {
-    config["id2label"][std::to_string(i)] = names[i];
-    config["label2id"][names[i]] = i;
+  for (size_t i = 0; i < kConllLabels.size(); ++i) {
+    config["id2label"][std::to_string(i)] = kConllLabels[i];
+    config["label2id"][kConllLabels[i]] = i;
   }
   testing::write_bytes(dir / "config.json", config.dump(2));
   return dir;
@@ -234,8 +236,7 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   const auto words = recipes::split_words(text);
   ASSERT_EQ(tags.size(), words.size()) << data.output;
   // The data path's tags as certain one-token words, grouped.
-  const std::vector<std::string> labels = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
-                                           "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
+  const auto& labels = kConllLabels;
   std::vector<tasks::TokenPrediction> tokens;
   for (size_t w = 0; w < words.size(); ++w) {
     tasks::TokenPrediction t;

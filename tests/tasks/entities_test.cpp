@@ -62,9 +62,9 @@ json run(Aggregation strategy) {
 }
 
 /// (entity_group or entity, word, start, end, score) of each entity.
-void expect_entities(
-    const json& got,
-    const std::vector<std::tuple<std::string, std::string, int, int, double>>& want) {
+using Want = std::vector<std::tuple<std::string, std::string, int, int, double>>;
+
+void expect_entities(const json& got, const Want& want) {
   ASSERT_EQ(got.size(), want.size()) << got.dump();
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& [label, word, start, end, score] = want[i];
@@ -92,33 +92,29 @@ TEST(EntityAggregation, NoneGivesEverySubTokenButTheOutsideOnes) {
   EXPECT_EQ(got[2]["index"], 4);  // "met" (3) is left out
 }
 
+/// `jonas`, the entities from "Jonas", then those every strategy finds after "met": "u . s ."
+/// as one entity, written as HF's WordPiece decoder writes it (no space before punctuation, one
+/// before "s"), the unknown word, and "new" and "city" apart (each begins an entity).
+Want with_the_rest(Want jonas) {
+  jonas.insert(jonas.end(), {{"LOC", "u. s.", 10, 14, 0.625},
+                             {"PER", "☃", 15, 16, 0.5},
+                             {"LOC", "new", 17, 20, 0.9},
+                             {"LOC", "city", 21, 25, 0.8}});
+  return jonas;
+}
+
 TEST(EntityAggregation, SimpleGroupsSubTokensAcrossWordBoundaries) {
-  // "jo" and "##nas" disagree, so the word is cut in two; "u . s ." is one entity, written as
-  // HF's WordPiece decoder writes it (no space before punctuation, one before "s").
-  expect_entities(run(Aggregation::kSimple), {{"PER", "jo", 0, 2, 0.6},
-                                              {"LOC", "##nas", 2, 5, 0.9},
-                                              {"LOC", "u. s.", 10, 14, 0.625},
-                                              {"PER", "☃", 15, 16, 0.5},
-                                              {"LOC", "new", 17, 20, 0.9},
-                                              {"LOC", "city", 21, 25, 0.8}});
+  // "jo" and "##nas" disagree, so the word is cut in two.
+  expect_entities(run(Aggregation::kSimple),
+                  with_the_rest({{"PER", "jo", 0, 2, 0.6}, {"LOC", "##nas", 2, 5, 0.9}}));
 }
 
 TEST(EntityAggregation, WordStrategiesAgreeOnWordsAndDifferOnTheirLabel) {
-  const std::vector<std::tuple<std::string, std::string, int, int, double>> rest = {
-      {"LOC", "u. s.", 10, 14, 0.625},
-      {"PER", "☃", 15, 16, 0.5},
-      {"LOC", "new", 17, 20, 0.9},
-      {"LOC", "city", 21, 25, 0.8}};
-  const auto with = [&](std::tuple<std::string, std::string, int, int, double> jonas) {
-    auto all = rest;
-    all.insert(all.begin(), jonas);
-    return all;
-  };
   // first: "jo"'s B-PER; max: "##nas"'s I-LOC (0.9 > 0.6); average: the mean row's I-LOC,
   // (0.1 + 0.9) / 2 against B-PER's (0.6 + 0.025) / 2.
-  expect_entities(run(Aggregation::kFirst), with({"PER", "jonas", 0, 5, 0.6}));
-  expect_entities(run(Aggregation::kMax), with({"LOC", "jonas", 0, 5, 0.9}));
-  expect_entities(run(Aggregation::kAverage), with({"LOC", "jonas", 0, 5, 0.5}));
+  expect_entities(run(Aggregation::kFirst), with_the_rest({{"PER", "jonas", 0, 5, 0.6}}));
+  expect_entities(run(Aggregation::kMax), with_the_rest({{"LOC", "jonas", 0, 5, 0.9}}));
+  expect_entities(run(Aggregation::kAverage), with_the_rest({{"LOC", "jonas", 0, 5, 0.5}}));
 }
 
 TEST(EntityAggregation, GroupingRules) {
