@@ -452,18 +452,11 @@ std::optional<std::filesystem::path> tokenizer_file(const PretrainedDir& dir) {
   return std::nullopt;
 }
 
-std::string tokenizer_kind(const PretrainedDir& dir) {
-  const auto file = tokenizer_file(dir);
-  if (!file) return "";
-  if (file == dir.sentencepiece) return "SentencePiece";
-  if (file == dir.bpe_vocab) return "byte-level BPE";
-  if (file == dir.vocab) return "WordPiece";
-  // tokenizer.json alone: its model's type (a file load_tokenizer would refuse says so there).
-  try {
-    if (section_type(read_json(*file), "model", *file) == "BPE") return "byte-level BPE";
-  } catch (const Error&) {
-  }
-  return "WordPiece";
+std::string tokenizer_kind(const Tokenizer& tokenizer) {
+  if (dynamic_cast<const ByteLevelBpeTokenizer*>(&tokenizer)) return "byte-level BPE";
+  if (dynamic_cast<const SentencePieceTokenizer*>(&tokenizer)) return "SentencePiece";
+  if (dynamic_cast<const WordPieceTokenizer*>(&tokenizer)) return "WordPiece";
+  return "other";
 }
 
 namespace {

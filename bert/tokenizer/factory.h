@@ -37,8 +37,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
 /// SentencePiece model, tokenizer.json), for messages; nullopt where it has none of them.
 std::optional<std::filesystem::path> tokenizer_file(const PretrainedDir& dir);
 
-/// The kind of tokenizer load_tokenizer builds for `dir` ("WordPiece", "byte-level BPE",
-/// "SentencePiece"); "" where it has no tokenizer files.
-std::string tokenizer_kind(const PretrainedDir& dir);
+/// The kind of `tokenizer` ("WordPiece", "byte-level BPE", "SentencePiece"), for reports.
+std::string tokenizer_kind(const Tokenizer& tokenizer);
 
 }  // namespace bert::tok

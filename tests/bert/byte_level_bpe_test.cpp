@@ -263,7 +263,7 @@ TEST(ByteLevelBpeTest, TokenizerJsonAloneLoadsAsTheVocabularyFiles) {
   };
   expect_same();
   EXPECT_EQ(tokenizer_file(PretrainedDir::find(alone.path())), tokenizer_json);
-  EXPECT_EQ(tokenizer_kind(PretrainedDir::find(alone.path())), "byte-level BPE");
+  EXPECT_EQ(tokenizer_kind(*load(alone.path())), "byte-level BPE");
   auto file = json::parse(read_file(tokenizer_json));
   const auto original = file;
   for (auto& m : file["model"]["merges"]) {  // as HF's tokenizers 0.20 and later write them

@@ -76,7 +76,7 @@ int run_inspect(const std::string& model_dir, bool strict) {
   if (const auto file = tok::tokenizer_file(dir)) {
     const auto tokenizer = tok::load_tokenizer(dir, config.vocab_size());
     fmt::print("tokenizer  {} ({} entries; [CLS]={} [SEP]={} [PAD]={} [UNK]={} [MASK]={})\n",
-               tok::tokenizer_kind(dir), tokenizer->vocab_size(),
+               tok::tokenizer_kind(*tokenizer), tokenizer->vocab_size(),
                tokenizer->special_tokens().cls_id, tokenizer->special_tokens().sep_id,
                tokenizer->special_tokens().pad_id, tokenizer->special_tokens().unk_id,
                tokenizer->special_tokens().mask_id);
