@@ -56,6 +56,9 @@ struct TaggedSentence {
   std::vector<std::string> tags;  ///< empty for untagged input
   int64_t document = 0;           ///< index of the -DOCSTART- document (0 if none)
   std::string where;              ///< "file:line" of the first word
+  /// Raw text (`predict --text`), tokenized whole as HF's token-classification pipeline does
+  /// (tasks/token_classification/entities.h: text_subtokens); `words` are then its words.
+  std::string raw_text;
 };
 
 }  // namespace bert::data

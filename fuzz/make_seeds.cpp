@@ -226,11 +226,15 @@ int main(int argc, char** argv) {
                R"( ["<s>", 0], "trim_offsets": true}, "decoder": {"type": "ByteLevel"},)" +
                R"( "added_tokens": [{"id": 11, "content": "<mask>", "lstrip": true}]})"});
   }
-  write(out / "split_words",
-        {"Acme Corp. hired Jane O'Neil in New York.", "中文字符 and 😀 emoji\u00a0here",
-         "tab\tsep\x01"
-         "control \xe2\x80\x8b"
-         " zero"});
+  {  // ner_text: the first byte picks the tokenizer (even: WordPiece, odd: byte-level BPE).
+    std::vector<std::string> texts;
+    for (const char* tokenizer : {"\x02", "\x01"})
+      for (const std::string text :
+           {"Acme Corp. hired Jane O'Neil in New York.", "中文字符 and 😀 emoji\u00a0here",
+            "tab\tsep\x01control \xe2\x80\x8b zero", "ab  ab's  ba. a<mask> </s>"})
+        texts.push_back(tokenizer + text);
+    write(out / "ner_text", texts);
+  }
 
   write(out / "reader_glue",
         {std::string(1, '\0') + "src\t1\t\tA sentence.\nsrc\t0\t*\tAnother one.\n",

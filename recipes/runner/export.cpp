@@ -211,9 +211,10 @@ void quantize_if_int8(FinetunedModel& m, const PredictOptions& o) {
 
 /// Reads and featurises `spec` with the model's adapter and runs the model over it (batch size,
 /// device and precision from `o`): the features and the per-feature outputs.
-std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predict_spec(
-    FinetunedModel& m, const data::DataSpec& spec, const PredictOptions& o) {
-  const auto examples = m.adapter->read(spec);
+std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predict_examples(
+    FinetunedModel& m,
+    const std::shared_ptr<const tasks::ExampleSet>& examples,
+    const PredictOptions& o) {
   auto features = m.adapter->featurize(examples, *m.tokenizer, false);
   tasks::TrainerOptions trainer_options;
   trainer_options.eval_batch_size = o.batch_size;
@@ -224,6 +225,12 @@ std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predic
   const tasks::Trainer trainer(trainer_options);
   auto outputs = trainer.predict(*m.adapter, m.model, *features);
   return {std::move(features), std::move(outputs)};
+}
+
+/// predict_examples on the examples the model's adapter reads from `spec`.
+std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predict_spec(
+    FinetunedModel& m, const data::DataSpec& spec, const PredictOptions& o) {
+  return predict_examples(m, m.adapter->read(spec), o);
 }
 
 }  // namespace
@@ -305,57 +312,6 @@ struct ScratchDir {
 
 }  // namespace
 
-std::vector<RawWord> split_words(const std::string& text) {
-  namespace u = tok::unicode;
-  std::vector<char32_t> cps;
-  std::vector<uint32_t> bytes;
-  u::decode_utf8(text, cps, bytes);
-  std::vector<RawWord> words;
-  int64_t begin = -1;
-  const auto close = [&](int64_t end) {
-    if (begin >= 0)
-      words.push_back(
-          {text.substr(bytes[static_cast<size_t>(begin)],
-                       bytes[static_cast<size_t>(end)] - bytes[static_cast<size_t>(begin)]),
-           begin, end});
-    begin = -1;
-  };
-  for (int64_t i = 0; i < static_cast<int64_t>(cps.size()); ++i) {
-    const char32_t c = cps[static_cast<size_t>(i)];
-    if (u::is_whitespace(c) || u::is_control(c) || c == 0 || c == 0xFFFD) {
-      close(i);
-    } else if (u::is_punctuation(c) || u::is_chinese_char(c)) {
-      close(i);
-      begin = i;
-      close(i + 1);
-    } else if (begin < 0) {
-      begin = i;
-    }
-  }
-  close(static_cast<int64_t>(cps.size()));
-  return words;
-}
-
-std::vector<tasks::TokenPrediction> raw_text_tokens(const std::vector<RawWord>& words,
-                                                    const tok::Tokenizer& tokenizer) {
-  const auto unk = tokenizer.special_tokens().unk_id;
-  std::vector<tasks::TokenPrediction> tokens;
-  for (size_t w = 0; w < words.size(); ++w) {
-    const auto& word = words[w];
-    for (const auto& piece : tokenizer.tokenize_word(word.text)) {
-      tasks::TokenPrediction t;
-      t.token =
-          piece.id == unk ? word.text.substr(piece.begin, piece.end - piece.begin) : piece.token;
-      t.word = w;
-      t.index = static_cast<int64_t>(tokens.size()) + 1;  // after [CLS]
-      t.start = word.start + code_points_before(word.text, piece.begin);
-      t.end = word.start + code_points_before(word.text, piece.end);
-      tokens.push_back(std::move(t));
-    }
-  }
-  return tokens;
-}
-
 int run_predict_text(const PredictOptions& o) {
   auto m = load_finetuned(o.model);
   const std::string type = m.adapter->type();
@@ -432,7 +388,9 @@ int run_predict_text(const PredictOptions& o) {
       emit(answer);
     return finish();
   }
-  std::vector<std::vector<RawWord>> words;  // token classification: each text's words
+  // Token classification: each text's sub-tokens (text_subtokens), as featurize() cuts them.
+  std::vector<std::vector<tasks::TokenPrediction>> subtokens;
+  std::shared_ptr<tasks::Examples<data::TaggedSentence>> sentences;
   std::string outside;
   if (type == "sequence_classification") {
     if (texts.empty()) throw ConfigError("predict: a classification model takes --text");
@@ -450,18 +408,30 @@ int run_predict_text(const PredictOptions& o) {
     if (texts.empty()) throw ConfigError("predict: a token classification model takes --text");
     const auto labels = m.adapter->labels();
     outside = std::find(labels.begin(), labels.end(), "O") != labels.end() ? "O" : labels.at(0);
-    std::string conll;
-    for (const auto& [a, b] : texts) {
-      const std::string text = b ? a + "\t" + *b : a;  // a tab in a line is just a space here
-      words.push_back(split_words(text));
-      if (words.back().empty()) throw DataError("predict --text: a text without words");
-      for (const auto& w : words.back()) conll += w.text + " " + outside + "\n";
-      conll += "\n";
-      inputs.push_back({{"text", text}});
+    sentences = std::make_shared<tasks::Examples<data::TaggedSentence>>();
+    sentences->source = o.text == "-" ? "stdin" : "--text";
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto& [a, b] = texts[i];
+      data::TaggedSentence s;
+      s.raw_text = b ? a + "\t" + *b : a;  // the line whole: NER takes no text pair
+      s.where = o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text";
+      subtokens.push_back(tasks::text_subtokens(s.raw_text, *m.tokenizer));
+      if (subtokens.back().empty())
+        throw DataError(fmt::format("predict {}: a text without tokens", s.where));
+      std::vector<char32_t> cps;
+      std::vector<uint32_t> bytes;  // where each code point starts
+      tok::unicode::decode_utf8(s.raw_text, cps, bytes);
+      uint32_t begin = 0;
+      for (const auto& t : subtokens.back()) {  // each word's text: its sub-tokens' span
+        if (t.word == s.words.size()) {
+          s.words.emplace_back();
+          begin = bytes[static_cast<size_t>(t.start)];
+        }
+        s.words.back() = s.raw_text.substr(begin, bytes[static_cast<size_t>(t.end)] - begin);
+      }
+      inputs.push_back({{"text", s.raw_text}});
+      sentences->items.push_back(std::move(s));
     }
-    spec.path = scratch.path / "text.conll";
-    spec.format = data::DataFormat::kConll;
-    write_file_atomic(spec.path, conll);
   } else if (type == "multiple_choice") {
     if (o.text.empty() || o.text == "-" || o.choices.size() < 2)
       throw ConfigError(
@@ -492,7 +462,8 @@ int run_predict_text(const PredictOptions& o) {
         "input as a data file and pass --data",
         type));
   }
-  const auto [features, outputs] = predict_spec(m, spec, o);
+  const auto [features, outputs] =
+      sentences ? predict_examples(m, sentences, o) : predict_spec(m, spec, o);
   // --logits (classification, multiple choice): each example's raw scores, as --data gives them.
   std::vector<json> logits;
   if (o.logits && (type == "sequence_classification" || type == "multiple_choice"))
@@ -537,8 +508,8 @@ int run_predict_text(const PredictOptions& o) {
                                                    "predict --aggregation");
     const auto labels = ner.labels();
     const auto scores = ner.subtoken_scores(*features, outputs);
-    for (size_t i = 0; i < words.size(); ++i) {
-      auto tokens = raw_text_tokens(words[i], *m.tokenizer);  // as featurize() cut them
+    for (size_t i = 0; i < subtokens.size(); ++i) {
+      auto& tokens = subtokens[i];
       const auto& s = scores.at(i);
       TORCH_CHECK(s.words.size() == tokens.size(), "predict: ", s.words.size(),
                   " scored sub-tokens for ", tokens.size(), " in text ", i + 1);

@@ -9,7 +9,6 @@
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/tokenizer.h"
 #include "tasks/task_adapter.h"
-#include "tasks/token_classification/entities.h"
 
 namespace bert::recipes {
 
@@ -79,26 +78,11 @@ int run_predict(const PredictOptions& options);
 /// HF pipelines: classification {"label", "score"} (regression {"score"}) per text; extractive QA
 /// {"answer", "start", "end", "score"} with the span in characters (Unicode code points) of the
 /// context and the span's probability among the n-best; token classification {"entities"} as
-/// HF's pipeline gives them with `aggregation` (words: split_words); multiple choice {"choice",
-/// "text", "score"} for --text (the context) and --choice (two or more); a pre-training model (MLM,
-/// BERT's NSP) fills each text's mask tokens and, for a pair, says whether the second text follows
-/// (fill_mask).
+/// HF's pipeline gives them with `aggregation` (sub-tokens and words: text_subtokens); multiple
+/// choice {"choice", "text", "score"} for --text (the context) and --choice (two or more); a
+/// pre-training model (MLM, BERT's NSP) fills each text's mask tokens and, for a pair, says whether
+/// the second text follows (fill_mask).
 int run_predict_text(const PredictOptions& options);
-
-/// A word of raw text as BERT's pre-tokenizer cuts it (whitespace and control characters
-/// separate, every punctuation and CJK character is a word of its own), with its span in code
-/// points. TokenizerError for invalid UTF-8.
-struct RawWord {
-  std::string text;
-  int64_t start = 0, end = 0;
-};
-std::vector<RawWord> split_words(const std::string& text);
-/// The sub-tokens of one text's `words` (split_words) as `tokenizer` cuts each word
-/// (tokenize_word, as the NER features are made), with their spans in code points of the text
-/// and their input positions ([CLS] = 0); the unknown token stands as the text it replaces (as
-/// HF's pipeline shows it); probabilities are left empty.
-std::vector<tasks::TokenPrediction> raw_text_tokens(const std::vector<RawWord>& words,
-                                                    const tok::Tokenizer& tokenizer);
 
 /// Predicts the split `spec` with the model in `model_dir` into `out` (stdout when "" or "-")
 /// and the files beside it, as run_predict (options other than model, data and format).

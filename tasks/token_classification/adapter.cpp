@@ -11,6 +11,7 @@
 #include "tasks/common/heads.h"
 #include "tasks/common/sequence.h"
 #include "tasks/common/windows.h"
+#include "tasks/token_classification/entities.h"
 
 namespace bert::tasks {
 namespace {
@@ -128,6 +129,18 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
     }
     const auto tags = tagged ? training_tags(s) : std::vector<std::string>();
     auto& t = sentences[i];
+    if (!s.raw_text.empty()) {  // the whole text, its sub-tokens grouped as HF's pipeline does
+      TORCH_CHECK(!tagged, s.where, ": raw text has no tags");
+      for (const auto& piece : text_subtokens(s.raw_text, tokenizer)) {
+        t.ids.push_back(piece.id);
+        t.word.push_back(static_cast<int64_t>(piece.word));
+        t.label.push_back(kIgnoreIndex);
+      }
+      TORCH_CHECK(t.word.empty() || static_cast<size_t>(t.word.back()) + 1 == s.words.size(),
+                  s.where, ": ", s.words.size(), " words for a text of ",
+                  t.word.empty() ? 0 : t.word.back() + 1);
+      continue;
+    }
     for (size_t w = 0; w < s.words.size(); ++w) {
       const auto pieces = tokenizer.tokenize_word(s.words[w]);
       if (pieces.empty()) ++set->words_without_tokens;

@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "bert/common/error.h"
+#include "bert/tokenizer/unicode.h"
+#include "bert/tokenizer/wordpiece.h"
 
 namespace bert::tasks {
 namespace {
@@ -70,6 +72,45 @@ Aggregation parse_aggregation(const std::string& name, const std::string& where)
   if (name == "max") return Aggregation::kMax;
   throw ConfigError(fmt::format(
       "{}: '{}' is not an aggregation (none | simple | first | average | max)", where, name));
+}
+
+std::vector<TokenPrediction> text_subtokens(const std::string& text,
+                                            const tok::Tokenizer& tokenizer) {
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> bytes;  // where each code point starts, then the text's end
+  tok::unicode::decode_utf8(text, cps, bytes);
+  const auto code_point = [&](uint32_t byte) {
+    return static_cast<int64_t>(std::lower_bound(bytes.begin(), bytes.end(), byte) - bytes.begin());
+  };
+  const auto length = [](const std::string& s) {  // in code points
+    return static_cast<int64_t>(
+        std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  };
+  const auto space = [&](int64_t i) {
+    return i < static_cast<int64_t>(cps.size()) && cps[static_cast<size_t>(i)] == U' ';
+  };
+  const auto* wordpiece = dynamic_cast<const tok::WordPieceTokenizer*>(&tokenizer);
+  const bool word_aware = wordpiece && !wordpiece->options().continuing_subword_prefix.empty();
+  const auto unk = tokenizer.special_tokens().unk_id;
+  std::vector<TokenPrediction> out;
+  for (auto& piece : tokenizer.tokenize(text)) {
+    TokenPrediction t;
+    t.id = piece.id;
+    t.index = static_cast<int64_t>(out.size()) + 1;  // after [CLS]
+    t.start = code_point(piece.begin);
+    t.end = code_point(piece.end);
+    bool continues = word_aware ? length(piece.token) != t.end - t.start
+                                : t.start > 0 && !space(t.start - 1) && !space(t.start);
+    if (piece.id == unk) {  // shown as the text it stands for, and a word of its own
+      t.token = text.substr(piece.begin, piece.end - piece.begin);
+      continues = false;
+    } else {
+      t.token = std::move(piece.token);
+    }
+    t.word = out.empty() ? 0 : out.back().word + (continues ? 0 : 1);
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 json aggregate_entities(const std::vector<TokenPrediction>& tokens,

@@ -23,6 +23,7 @@ Aggregation parse_aggregation(const std::string& name, const std::string& where)
 
 /// A sub-token of one raw text and the model's label probabilities for it.
 struct TokenPrediction {
+  int64_t id = 0;  ///< vocabulary id
   std::string
       token;  ///< the vocabulary's token ("##nas"); the unknown token as the text it stands for
   size_t word = 0;    ///< index of the word it belongs to; a word's sub-tokens are adjacent
@@ -30,6 +31,18 @@ struct TokenPrediction {
   int64_t start = 0, end = 0;        ///< span in the text (code points)
   std::vector<float> probabilities;  ///< softmax over the labels, in label-id order
 };
+
+/// One raw text's sub-tokens as HF 4.31's token-classification pipeline sees them: the whole
+/// text through `tokenizer` (tokenize, as the pipeline's own tokenizer call; special tokens
+/// written in the text stay whole), grouped into words by the pipeline's rule
+/// (gather_pre_entities' is_subword): for a tokenizer with a continuing-subword prefix
+/// (WordPiece's "##") a sub-token continues its word when its token is not as long as the text
+/// it covers; for one without (byte-level BPE, SentencePiece: HF's fallback heuristic) when
+/// neither the character before it nor its first character is a space (U+0020); an unknown
+/// token begins a word. Spans in code points, positions from 1 ([CLS] = 0), probabilities
+/// empty. TokenizerError for invalid UTF-8.
+std::vector<TokenPrediction> text_subtokens(const std::string& text,
+                                            const tok::Tokenizer& tokenizer);
 
 /// HF 4.31's TokenClassificationPipeline post-processing of one text (its `tokens` in order):
 /// kNone gives each sub-token as {"entity", "score", "index", "word" (the token), "start",

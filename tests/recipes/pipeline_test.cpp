@@ -77,6 +77,9 @@ class PipelineTest : public testing::SeededTest {
     return testing::json_lines(run.output);
   }
 
+  /// bertft's entities on `texts` with each aggregation strategy are HF's (below).
+  void expect_hfs_entities(const fs::path& model, const std::vector<std::string>& texts);
+
   testing::TempDir dir_;
 };
 
@@ -196,17 +199,6 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
   EXPECT_NE(with_data.output.find("--top-k: for raw text"), std::string::npos) << with_data.output;
 }
 
-TEST(RawTextWords, CutAsBertsPreTokenizer) {
-  const auto words = recipes::split_words(" Zoë's  U.S.\tcafé,東京 x");
-  std::vector<std::string> texts;
-  std::vector<std::pair<int64_t, int64_t>> spans;
-  for (const auto& w : words) texts.push_back(w.text), spans.emplace_back(w.start, w.end);
-  EXPECT_EQ(texts, (std::vector<std::string>{"Zoë", "'", "s", "U", ".", "S", ".", "café", ",", "東",
-                                             "京", "x"}));
-  EXPECT_EQ(spans.front(), (std::pair<int64_t, int64_t>{1, 4}));  // code points, not bytes
-  EXPECT_EQ(spans.back(), (std::pair<int64_t, int64_t>{21, 22}));
-}
-
 // NER on raw text: the words' tags are what `predict --data` gives for the same words in CoNLL
 // columns, and every entity's span slices its words out of the text.
 TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
@@ -218,8 +210,14 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   ASSERT_EQ(run.code, 0) << run.output;
   const auto got = testing::json_lines(run.output);
   ASSERT_EQ(got.size(), 1u) << run.output;
+  // Every word of this text is one token of the vocabulary ("," included).
+  const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(dir), 99);
+  const auto words = tasks::text_subtokens(text, *tokenizer);
   std::string conll;
-  for (const auto& w : recipes::split_words(text)) conll += w.text + " O\n";
+  for (size_t w = 0; w < words.size(); ++w) {
+    ASSERT_EQ(words[w].word, w) << words[w].token;
+    conll += words[w].token + " O\n";
+  }
   testing::write_bytes(dir_.path() / "in.conll", conll + "\n");
   const auto data = testing::run_bertft("predict --model " + dir.string() + " --data " +
                                             (dir_.path() / "in.conll").string() + " --format conll",
@@ -233,14 +231,13 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
     for (std::string x; fields >> x;) f.push_back(x);
     if (f.size() == 3) tags.push_back(f[2]);
   }
-  const auto words = recipes::split_words(text);
   ASSERT_EQ(tags.size(), words.size()) << data.output;
   // The data path's tags as certain one-token words, grouped.
   const auto& labels = kConllLabels;
   std::vector<tasks::TokenPrediction> tokens;
   for (size_t w = 0; w < words.size(); ++w) {
     tasks::TokenPrediction t;
-    t.token = words[w].text;
+    t.token = words[w].token;
     t.word = w;
     t.start = words[w].start;
     t.end = words[w].end;
@@ -249,7 +246,6 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
                                         labels.begin())] = 1;
     tokens.push_back(std::move(t));
   }
-  const auto tokenizer = tok::load_tokenizer(PretrainedDir::find(dir), 99);
   const auto want =
       tasks::aggregate_entities(tokens, labels, tasks::Aggregation::kFirst, "O", *tokenizer);
   const auto& entities = got[0]["entities"];
@@ -267,20 +263,8 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
 // NER on raw text gives what HF 4.31's token-classification pipeline gives with each
 // aggregation strategy (its own post-processing, on HF's logits for bertft's ids and offsets):
 // the same entities with the same labels, words, spans and indices, scores within 1e-5.
-TEST_F(PipelineTest, TokenClassificationAggregatesAsHfsPipeline) {
-  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "tokcls9" / "model.safetensors");
-  if (!testing::hf_python()) GTEST_SKIP() << "the HF reference kit is not set up";
-  // Words of several pieces, punctuation, an unknown word, capitals and an accent.
-  const auto dir = ner_model(
-      dir_.path() / "m", {".",    ",",   "'",   "-",     "(",      ")",    "the", "met",   "in",
-                          "at",   "and", "of",  "new",   "office", "city", "jo",  "##nas", "bren",
-                          "##nt", "kir", "##o", "##val", "u",      "s",    "caf", "##e",   "mar",
-                          "##ta", "##s", "lin", "##den", "##berg", "x",    "##y"});
-  const std::vector<std::string> texts = {
-      "Jonas Brennt met Marta Lindenberg at Kiroval, the U.S. office in New City.",
-      "Café xy ☃ jo-nas (Kiroval) marta's office",
-      "kirval kiroval linden-berg of the new new city in u.s.",
-  };
+void PipelineTest::expect_hfs_entities(const fs::path& model,
+                                       const std::vector<std::string>& texts) {
   std::string lines, inputs;
   for (const auto& t : texts) {
     lines += t + "\n";
@@ -288,19 +272,19 @@ TEST_F(PipelineTest, TokenClassificationAggregatesAsHfsPipeline) {
   }
   testing::write_bytes(dir_.path() / "texts.txt", lines);
   testing::write_bytes(dir_.path() / "inputs.jsonl", inputs);
-  testing::write_bertft_tokens("--model " + dir.string(), dir_.path() / "texts.txt",
+  testing::write_bertft_tokens("--model " + model.string(), dir_.path() / "texts.txt",
                                dir_.path() / "tokens.jsonl");
   const std::vector<std::string> strategies = {"none", "simple", "first", "average", "max"};
   const auto hf = testing::run_hf_script(
       "hf_ner_pipeline.py",
-      fmt::format("{} {} {} {}", dir.string(), (dir_.path() / "inputs.jsonl").string(),
+      fmt::format("{} {} {} {}", model.string(), (dir_.path() / "inputs.jsonl").string(),
                   (dir_.path() / "tokens.jsonl").string(), fmt::join(strategies, " ")),
       dir_.path());
   ASSERT_EQ(hf["results"].size(), texts.size()) << hf.dump();
   std::set<std::string> distinct;  // the strategies' answers must not all be one
   for (const auto& strategy : strategies) {
     const auto run = testing::run_bertft(
-        "predict --model " + dir.string() + " --text - --aggregation " + strategy,
+        "predict --model " + model.string() + " --text - --aggregation " + strategy,
         dir_.path() / (strategy + ".log"), "", dir_.path() / "texts.txt");
     ASSERT_EQ(run.code, 0) << run.output;
     const auto got = testing::json_lines(run.output);
@@ -327,6 +311,49 @@ TEST_F(PipelineTest, TokenClassificationAggregatesAsHfsPipeline) {
     }
   }
   EXPECT_GT(distinct.size(), texts.size() + 2) << "the strategies hardly differ on these texts";
+}
+
+TEST_F(PipelineTest, TokenClassificationAggregatesAsHfsPipeline) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "tokcls9" / "model.safetensors");
+  if (!testing::hf_python()) GTEST_SKIP() << "the HF reference kit is not set up";
+  // Words of several pieces, punctuation, an unknown word, capitals and an accent.
+  const auto dir = ner_model(
+      dir_.path() / "m", {".",    ",",   "'",   "-",     "(",      ")",    "the", "met",   "in",
+                          "at",   "and", "of",  "new",   "office", "city", "jo",  "##nas", "bren",
+                          "##nt", "kir", "##o", "##val", "u",      "s",    "caf", "##e",   "mar",
+                          "##ta", "##s", "lin", "##den", "##berg", "x",    "##y"});
+  expect_hfs_entities(dir,
+                      {"Jonas Brennt met Marta Lindenberg at Kiroval, the U.S. office in New City.",
+                       "Café xy ☃ jo-nas (Kiroval) marta's office",
+                       "kirval kiroval linden-berg of the new new city in u.s."});
+}
+
+// RoBERTa's tokenizer marks no sub-word, so HF's pipeline tokenizes the text whole and groups
+// words by its space heuristic ("U.S." and "ruto's" one word each, the text's words with their
+// spaces); bertft must give its entities too (HF's RobertaForTokenClassification fixture).
+TEST_F(PipelineTest, RobertaTokenClassificationAggregatesAsHfsPipeline) {
+  const auto family =
+      fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" / "roberta";
+  BERTFT_REQUIRE_PATH(family / "models" / "tokcls5" / "model.safetensors");
+  if (!testing::hf_python()) GTEST_SKIP() << "the HF reference kit is not set up";
+  const auto dir = dir_.path() / "m";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(family / "models" / "tokcls5" / f, dir / f);
+  for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"})
+    fs::copy_file(family / "models" / "base" / f, dir / f);
+  auto config = json::parse(read_file(dir / "config.json"));
+  const std::vector<std::string> labels = {"O", "B-PER", "I-PER", "B-LOC", "I-LOC"};
+  config["id2label"] = json::object();
+  config["label2id"] = json::object();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    config["id2label"][std::to_string(i)] = labels[i];
+    config["label2id"][labels[i]] = i;
+  }
+  testing::write_bytes(dir / "config.json", config.dump(2));
+  expect_hfs_entities(
+      dir, {"kalo mine U.S. ruto's sa-vipo (zean) popo", "Kane  elel.kalo, mine zean\u00e9 vipo",
+            "sa sa popo kane's elel ruto kalo"});
 }
 
 // Multiple choice on raw text picks what `predict --data` picks for the same context and choices.

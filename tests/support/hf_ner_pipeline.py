@@ -8,9 +8,11 @@ aggregation strategy named.
 TOKENS: `bertft tokenize --model MODEL_DIR` JSON lines for the same texts (ids, token types,
 offsets in code points): the kit has only HF's slow tokenizer, which gives no offsets and no
 decoder, so the ids and offsets come from bertft's tokenizer (proven against HF's fast one by the
-tokenizer reference tests) and the tokenizer the pipeline sees gets what the fast BertTokenizerFast
-has: `_tokenizer.model.continuing_subword_prefix` and convert_tokens_to_string through the WordPiece
-decoder (below). Everything else is the pipeline's own code.
+tokenizer reference tests) and the tokenizer the pipeline sees gets what the fast one has: for
+BertTokenizerFast `_tokenizer.model.continuing_subword_prefix` and convert_tokens_to_string through
+the WordPiece decoder, for RobertaTokenizerFast (whose BPE model has no such prefix, so the pipeline
+takes its space heuristic) convert_tokens_to_string through the ByteLevel decoder (below).
+Everything else is the pipeline's own code.
 Prints one JSON object: {"results": [{strategy: [entity, ...]} per input]}.
 """
 import json
@@ -53,6 +55,21 @@ def wordpiece_decoder(tokens, prefix="##"):
     return "".join(out)
 
 
+def byte_level_decoder(byte_decoder):
+    """`tokenizers`' ByteLevel decoder (RobertaTokenizerFast's convert_tokens_to_string): each
+    token's byte symbols back to bytes (a token with any other character, as the pipeline's words
+    already decoded, as its own UTF-8), the whole read as UTF-8 with U+FFFD for what is invalid."""
+    def decode(tokens):
+        out = bytearray()
+        for token in tokens:
+            if all(c in byte_decoder for c in token):
+                out += bytes(byte_decoder[c] for c in token)
+            else:
+                out += token.encode("utf-8")
+        return out.decode("utf-8", errors="replace")
+    return decode
+
+
 def plain(value):
     """numpy scalars to JSON numbers."""
     return value.item() if hasattr(value, "item") else value
@@ -63,8 +80,11 @@ def main():
     strategies = sys.argv[4:]
     model = AutoModelForTokenClassification.from_pretrained(model_dir).eval()
     tok = load_tokenizer(model_dir)
-    tok._tokenizer = SimpleNamespace(model=SimpleNamespace(continuing_subword_prefix="##"))
-    tok.convert_tokens_to_string = wordpiece_decoder
+    if hasattr(tok, "byte_decoder"):  # RoBERTa's slow tokenizer: no `_tokenizer`, the heuristic
+        tok.convert_tokens_to_string = byte_level_decoder(tok.byte_decoder)
+    else:
+        tok._tokenizer = SimpleNamespace(model=SimpleNamespace(continuing_subword_prefix="##"))
+        tok.convert_tokens_to_string = wordpiece_decoder
     ner = pipeline_module()
     pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok, framework="pt")
     results = []

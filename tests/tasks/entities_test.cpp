@@ -1,9 +1,11 @@
-// Token classification on raw text: HF's pipeline aggregation strategies on hand-made
-// sub-token probabilities (the HF comparison itself is PipelineTest's).
+// Token classification on raw text: the sub-tokens and words HF's pipeline sees, and its
+// aggregation strategies on hand-made sub-token probabilities (the HF comparison itself is
+// PipelineTest's).
 #include "tasks/token_classification/entities.h"
 
 #include <gtest/gtest.h>
 
+#include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "tests/support/test_support.h"
 
@@ -140,6 +142,57 @@ TEST(EntityAggregation, GroupingRules) {
                         {"LOC", "u u", 6, 9, 1},
                         {"LABEL_3", "u", 10, 11, 1},
                         {"LABEL_3", "u", 14, 15, 1}});
+}
+
+/// (token, word, start, end) of each sub-token.
+using Cut = std::vector<std::tuple<std::string, size_t, int64_t, int64_t>>;
+
+Cut cut_of(const std::vector<TokenPrediction>& tokens) {
+  Cut out;
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    EXPECT_EQ(tokens[k].index, static_cast<int64_t>(k) + 1);
+    out.emplace_back(tokens[k].token, tokens[k].word, tokens[k].start, tokens[k].end);
+  }
+  return out;
+}
+
+TEST(TextSubTokens, WordPieceWordsEndWhereNoSubWordPrefixFollows) {
+  // The sentence the strategies above are given: "##nas" continues "jo"; "U.S." is four words
+  // (no piece of it has the prefix); the unknown snowman is its text and a word of its own.
+  const std::string text = "Jonas met U.S. \u2603 new city";
+  const auto tokens = text_subtokens(text, tokenizer());
+  Cut want;
+  for (const auto& t : sentence()) want.emplace_back(t.token, t.word, t.start, t.end);
+  EXPECT_EQ(cut_of(tokens), want);
+  EXPECT_EQ(tokens[1].id, tokenizer().token_to_id("##nas"));
+  EXPECT_EQ(tokens[7].id, tokenizer().special_tokens().unk_id);
+  EXPECT_TRUE(text_subtokens("  \t ", tokenizer()).empty());
+}
+
+TEST(TextSubTokens, WithoutASubWordPrefixASpaceBeginsAWord) {
+  // RoBERTa's byte-level BPE marks no sub-word, so HF's fallback heuristic groups by spaces:
+  // "U.S." and "c's" are one word each; of two spaces the first is a token of its own (an empty
+  // span after HF's offset trimming) and a word, as is the word after it.
+  using tok::byte_symbol;
+  std::vector<std::string> vocab = {"<s>", "<pad>", "</s>", "<unk>"};
+  for (int b = 0; b < 256; ++b) vocab.push_back(byte_symbol(static_cast<unsigned char>(b)));
+  const std::string space = byte_symbol(' ');
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"a", "b"}, {space, "U"}, {space, "c"}, {"'", "s"}, {space, "ab"}};
+  for (const auto& [a, b] : merges) vocab.push_back(a + b);
+  vocab.push_back("<mask>");
+  const tok::ByteLevelBpeTokenizer bpe(vocab, merges, {});
+  const auto tokens = text_subtokens("ab U.S. c's  ab", bpe);
+  const std::string g = space;
+  EXPECT_EQ(cut_of(tokens), (Cut{{"ab", 0, 0, 2},
+                                 {g + "U", 1, 3, 4},
+                                 {".", 1, 4, 5},
+                                 {"S", 1, 5, 6},
+                                 {".", 1, 6, 7},
+                                 {g + "c", 2, 8, 9},
+                                 {"'s", 2, 9, 11},
+                                 {g, 3, 12, 12},
+                                 {g + "ab", 4, 13, 15}}));
 }
 
 TEST(EntityAggregation, UnknownStrategyIsAConfigError) {
