@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   }
   {
     // tokenizer_dir: a first byte (bit 0 clear: WordPiece, or from tokenizer.json alone where
-    // bits 1-2 are both set (WordPiece or byte-level BPE); set: bits 1-2 pick byte-level BPE (0), a SentencePiece model with
+    // bits 1-2 are both set (WordPiece, byte-level BPE or Unigram); set: bits 1-2 pick byte-level BPE (0), a SentencePiece model with
     // its own ids (1) or XLM-R's numbering of it (2); the high nibble: room for added tokens),
     // then tokenizer_config.json, tokenizer.json,
     // added_tokens.json and special_tokens_map.json split at NUL bytes. The WordPiece
@@ -224,7 +224,26 @@ int main(int argc, char** argv) {
                R"( {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},)" +
                R"( "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls":)" +
                R"( ["<s>", 0], "trim_offsets": true}, "decoder": {"type": "ByteLevel"},)" +
-               R"( "added_tokens": [{"id": 11, "content": "<mask>", "lstrip": true}]})"});
+               R"( "added_tokens": [{"id": 11, "content": "<mask>", "lstrip": true}]})",
+           // XLM-R's Unigram (no precompiled map; then one that is not a map).
+           std::string("\x0e") + nul +
+               R"({"model": {"type": "Unigram", "unk_id": 3, "vocab": [["<s>", 0.0], ["<pad>",)" +
+               R"( 0.0], ["</s>", 0.0], ["<unk>", 0.0], ["\u2581the", -1.5], ["\u2581", -2.0],)" +
+               R"( ["t", -3.0], ["h", -3.0], ["e", -3.1], ["<mask>", 0.0]], "byte_fallback":)" +
+               R"( false}, "normalizer": {"type": "Sequence", "normalizers": [{"type":)" +
+               R"( "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},)" +
+               R"( "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",)" +
+               R"( "prepend_scheme": "always", "split": true}, "decoder": {"type": "Metaspace",)" +
+               R"( "replacement": "\u2581", "add_prefix_space": true}, "post_processor":)" +
+               R"( {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]},)" +
+               R"( "added_tokens": [{"id": 9, "content": "<mask>", "lstrip": true}]})",
+           std::string("\x0e") + nul +
+               R"({"model": {"type": "Unigram", "unk_id": 3, "vocab": [["<s>", 0.0], ["<pad>",)" +
+               R"( 0.0], ["</s>", 0.0], ["<unk>", 0.0], ["<mask>", 0.0]]}, "normalizer": {"type":)" +
+               R"( "Sequence", "normalizers": [{"type": "Precompiled", "precompiled_charsmap":)" +
+               R"( "AAAAAAAA"}, {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content":)" +
+               R"( " "}]}, "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581"},)" +
+               R"( "decoder": {"type": "Metaspace", "replacement": "\u2581"}})"});
   }
   {  // ner_text: the first byte picks the tokenizer (even: WordPiece, odd: byte-level BPE).
     std::vector<std::string> texts;

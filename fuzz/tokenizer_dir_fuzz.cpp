@@ -2,8 +2,9 @@
 // bytes, becomes tokenizer_config.json, tokenizer.json, added_tokens.json and
 // special_tokens_map.json (each present as far as the input reaches) beside a fixed vocab.txt
 // (WordPiece), vocab.json + merges.txt (byte-level BPE) or SentencePiece model (numbered by its
-// own ids, or XLM-R's fairseq ids), or with no vocabulary file (WordPiece or byte-level BPE
-// from tokenizer.json alone); the tokenizer built, if any, then encodes a text with added-token candidates in it.
+// own ids, or XLM-R's fairseq ids), or with no vocabulary file (WordPiece, byte-level BPE or
+// XLM-R's Unigram from tokenizer.json alone); the tokenizer built, if any, then encodes a text
+// with added-token candidates in it.
 #include <stdlib.h>
 
 #include <array>

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "bert/common/error.h"
@@ -287,7 +289,7 @@ WordPieceJson read_wordpiece_json(const json& file, const std::filesystem::path&
   if (model_type != "WordPiece")
     throw TokenizerError(fmt::format(
         "{}: a {} model; bertft reads a tokenizer.json without its vocabulary files only for "
-        "WordPiece and byte-level BPE (put the SentencePiece .model beside it)",
+        "WordPiece, byte-level BPE and XLM-R's Unigram",
         where("model.type"), model_type.empty() ? "missing" : "'" + model_type + "'"));
   WordPieceJson out;
   const json& model = file["model"];
@@ -430,6 +432,148 @@ BpeJson read_bpe_json(const json& file, const std::filesystem::path& path) {
   return out;
 }
 
+/// Standard base64 (RFC 4648; padding optional) decoded; nullopt for any other character.
+std::optional<std::string> base64_decode(std::string_view text) {
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (const char c : text) {
+    if (c == '=') break;
+    int v = -1;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    if (c >= '0' && c <= '9') v = c - '0' + 52;
+    if (c == '+') v = 62;
+    if (c == '/') v = 63;
+    if (v < 0) return std::nullopt;
+    bits = bits << 6 | static_cast<uint32_t>(v);
+    if ((count += 6) >= 8) {
+      count -= 8;
+      out += static_cast<char>((bits >> count) & 0xFF);
+    }
+  }
+  return out;
+}
+
+/// What an XLM-R Unigram tokenizer.json gives.
+struct UnigramJson {
+  std::vector<std::string> pieces;  ///< by id
+  std::vector<double> scores;
+  int64_t unk_id = 0;
+  std::string charsmap;  ///< the Precompiled normalizer's map ("" where there is none)
+};
+
+/// Reads the Unigram of `file`, the tokenizer.json at `path`, as HF's converter writes XLM-R's:
+/// "model" Unigram ([piece, score] by id, "unk_id", no byte fallback); "normalizer" the
+/// Sequence of an optional Precompiled map and Replace(" {2,}", " "); the Metaspace
+/// "pre_tokenizer" and "decoder" ("▁", a prefix space always: add_prefix_space true or, as newer
+/// tokenizers write it, prepend_scheme "always"; split); `<s> A </s></s> B </s>` from
+/// TemplateProcessing or RobertaProcessing (or no "post_processor"). TokenizerError naming the
+/// file and key for anything else: bertft would tokenize or decode it unlike HF.
+UnigramJson read_unigram_json(const json& file, const std::filesystem::path& path) {
+  const auto where = [&](const std::string& key) { return json_key(path, key); };
+  const auto refuse = [&](const std::string& key, const std::string& why) {
+    throw TokenizerError(
+        fmt::format("{}: {}; bertft reads a Unigram tokenizer.json alone as XLM-R's (or put the "
+                    "SentencePiece .model beside it)",
+                    where(key), why));
+  };
+  const json& model = file["model"];
+  if (const auto it = model.find("byte_fallback");
+      it != model.end() && !it->is_null() && *it != false)
+    refuse("model.byte_fallback", it->dump().substr(0, 40) + " (not false)");
+  UnigramJson out;
+  const auto unk = model.find("unk_id");
+  if (unk == model.end() || !unk->is_number_integer())
+    refuse("model.unk_id", unk == model.end() ? "missing" : unk->dump().substr(0, 40));
+  out.unk_id = unk->get<int64_t>();
+  const auto vocab = model.find("vocab");
+  if (vocab == model.end() || !vocab->is_array() || vocab->empty())
+    throw TokenizerError(where("model.vocab") + ": expected a list of [piece, score]");
+  for (size_t i = 0; i < vocab->size(); ++i) {
+    const json& entry = (*vocab)[i];
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_number())
+      throw TokenizerError(fmt::format("{}: entry {}: {}: expected [piece, score]",
+                                       where("model.vocab"), i, entry.dump().substr(0, 40)));
+    out.pieces.push_back(entry[0].get<std::string>());
+    out.scores.push_back(entry[1].get<double>());
+  }
+
+  // The normalizer: [Precompiled,] Replace(" {2,}" -> " ").
+  const auto normalizer = section_type(file, "normalizer", path);
+  std::vector<json> steps;
+  if (normalizer == "Sequence" && file["normalizer"].contains("normalizers") &&
+      file["normalizer"]["normalizers"].is_array())
+    steps = file["normalizer"]["normalizers"].get<std::vector<json>>();
+  else if (!normalizer.empty())
+    steps = {file["normalizer"]};
+  const json collapse = {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}};
+  if (steps.empty() || steps.back() != collapse)
+    refuse("normalizer",
+           "not [Precompiled,] Replace(\" {2,}\", \" \") (HF's XLM-R normalizer: the model's map, "
+           "then spaces collapsed)");
+  if (steps.size() == 2) {
+    const json& map = steps.front();
+    const auto blob = map.find("precompiled_charsmap");
+    if (map.value("type", json()) != "Precompiled" || blob == map.end() || !blob->is_string())
+      refuse("normalizer.normalizers[0]", map.dump().substr(0, 60) + " (not a Precompiled map)");
+    const auto decoded = base64_decode(blob->get<std::string>());
+    if (!decoded) refuse("normalizer.normalizers[0].precompiled_charsmap", "not base64");
+    out.charsmap = *decoded;
+  } else if (steps.size() > 2) {
+    refuse("normalizer.normalizers", fmt::format("{} steps", steps.size()));
+  }
+
+  // Metaspace, as the pre-tokenizer and as the decoder.
+  for (const char* key : {"pre_tokenizer", "decoder"}) {
+    const auto type = section_type(file, key, path);
+    if (type != "Metaspace") refuse(std::string(key) + ".type", type.empty() ? "none" : type);
+    const json& m = file[key];
+    const auto name = [&](const char* k) { return std::string(key) + "." + k; };
+    const auto replacement = m.find("replacement");
+    if (replacement == m.end() || *replacement != "\u2581")
+      refuse(name("replacement"),
+             (replacement == m.end() ? "missing" : replacement->dump().substr(0, 40)) +
+                 " (not \"\u2581\")");
+    // A prefix space always (HF's default where neither key is given).
+    if (const auto it = m.find("add_prefix_space"); it != m.end() && *it != true)
+      refuse(name("add_prefix_space"), it->dump().substr(0, 40) + " (not true)");
+    if (const auto it = m.find("prepend_scheme"); it != m.end() && *it != "always")
+      refuse(name("prepend_scheme"), it->dump().substr(0, 40) + " (not \"always\")");
+    if (const auto it = m.find("split"); it != m.end() && *it != true)
+      refuse(name("split"), it->dump().substr(0, 40) + " (not true)");
+  }
+
+  // <s> A </s></s> B </s>.
+  const auto post = section_type(file, "post_processor", path);
+  if (post == "RobertaProcessing") {
+    std::optional<std::string> cls, sep;
+    processor_names(file["post_processor"], cls, sep);
+    if (cls.value_or("<s>") != "<s>" || sep.value_or("</s>") != "</s>")
+      refuse("post_processor", "not <s> and </s>");
+  } else if (post == "TemplateProcessing") {
+    const json& p = file["post_processor"];
+    const auto layout = [&](const char* key) {
+      std::vector<std::string> parts;
+      const auto id = [](const json& part) {  // {"id": "..."} of a template part
+        const auto it = part.is_object() ? part.find("id") : part.end();
+        return it != part.end() && it->is_string() ? it->get<std::string>() : "?";
+      };
+      if (const auto it = p.find(key); it != p.end() && it->is_array())
+        for (const auto& piece : *it) {
+          if (piece.contains("SpecialToken")) parts.push_back(id(piece["SpecialToken"]));
+          if (piece.contains("Sequence")) parts.push_back("$" + id(piece["Sequence"]));
+        }
+      return fmt::format("{}", fmt::join(parts, " "));
+    };
+    if (layout("single") != "<s> $A </s>") refuse("post_processor.single", layout("single"));
+    if (layout("pair") != "<s> $A </s> </s> $B </s>") refuse("post_processor.pair", layout("pair"));
+  } else if (!post.empty()) {
+    refuse("post_processor.type", "'" + post + "' (bertft adds <s> A </s></s> B </s>)");
+  }
+  return out;
+}
+
 std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
                                            int64_t model_vocab_size,
                                            const TokenizerOverrides& overrides);
@@ -510,7 +654,8 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
   if (!dir.vocab && !(dir.bpe_vocab && dir.bpe_merges) && !dir.sentencepiece &&
       std::filesystem::exists(json_path))
     json_file = read_json(json_path);
-  const bool bpe_json = json_file && section_type(*json_file, "model", json_path) == "BPE";
+  const auto json_model = json_file ? section_type(*json_file, "model", json_path) : "";
+  const bool bpe_json = json_model == "BPE";
   if (!dir.vocab && ((dir.bpe_vocab && dir.bpe_merges) || bpe_json)) {
     ByteLevelBpeTokenizer::Options options;
     options.model_vocab_size = model_vocab_size;
@@ -569,13 +714,28 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     tokenizer->set_clean_up_spaces(clean_up);
     return tokenizer;
   }
+  if (json_model == "Unigram") {  // XLM-R's, from tokenizer.json alone
+    auto unigram = read_unigram_json(*json_file, json_path);
+    SpecialTokens xlmr = {"<unk>", "<s>", "</s>", "<pad>", "<mask>"};
+    const auto added = read_added_tokens(dir, xlmr);
+    std::vector<AddedToken> tokens;
+    for (const auto& d : added) tokens.push_back(d.token);
+    auto tokenizer = SentencePieceTokenizer::from_unigram(
+        std::move(unigram.pieces), std::move(unigram.scores), unigram.unk_id,
+        std::move(unigram.charsmap), std::move(tokens), model_vocab_size, json_path);
+    check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
+                    "tokenizer.json");
+    tokenizer->set_model_max_length(max_length);
+    tokenizer->set_clean_up_spaces(clean_up);
+    return tokenizer;
+  }
   // WordPiece: vocab.txt, else a tokenizer.json alone (its normalizer, the model's settings).
   std::optional<WordPieceJson> from_json;
   if (!dir.vocab) {
     if (!json_file)
       throw TokenizerError(fmt::format(
           "{}: no tokenizer files (vocab.txt, vocab.json + merges.txt, a sentencepiece model, or "
-          "a WordPiece or byte-level BPE tokenizer.json)",
+          "a WordPiece, byte-level BPE or XLM-R Unigram tokenizer.json)",
           dir.dir.string()));
     from_json = read_wordpiece_json(*json_file, json_path);
   }

@@ -71,34 +71,13 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
     std::vector<std::string> fairseq = {"<s>", "<pad>", "</s>", "<unk>"};
     fairseq.insert(fairseq.end(), vocab.begin() + 3, vocab.end());
     fairseq.push_back("<mask>");
-    special = {"<unk>", "<s>", "</s>", "<pad>", "<mask>"};
     // HF's converter scores the four specials and <mask> 0 and keeps the model's own scores.
     std::vector<double> scores(fairseq.size(), 0.0);
     for (size_t i = 3; i < vocab.size(); ++i)
       scores[i + 1] = module_->score(processor_, static_cast<int>(i));
-    unigram_ = std::make_unique<UnigramModel>(fairseq, scores, /*unk_id=*/3);
-    scores_ = std::move(scores);
     charsmap_blob_ = read_spm_charsmap(model_file);
-    if (!charsmap_blob_.empty())
-      charsmap_ = std::make_unique<PrecompiledCharsmap>(charsmap_blob_, model_file.string());
-    base_vocab_size_ = static_cast<int64_t>(fairseq.size());
-    number_added_tokens(added, fairseq, model_vocab_size, model_file.string());
-    set_vocab(std::move(fairseq), special);
-    roberta_template_ = true;
-    added_ = std::move(added);
-    if (!added_.empty()) {
-      // HF matches a normalized added token against the normalized text, by its own content
-      // normalized the same way.
-      auto matchers =
-          added_token_matchers(special_strings_, special_.mask_id, added_, [&](const auto& c) {
-            std::vector<char32_t> cps;
-            std::vector<uint32_t> at;
-            unicode::decode_utf8(normalize_like_hf(c).text, cps, at);
-            return std::u32string(cps.begin(), cps.end());
-          });
-      raw_added_ = std::move(matchers.raw);
-      normalized_added_ = std::move(matchers.normalized);
-    }
+    init_fairseq(std::move(fairseq), std::move(scores), /*unk_id=*/3, std::move(added),
+                 model_vocab_size, model_file.string());
     return;
   }
   special.unk = vocab.at(static_cast<size_t>(unk));
@@ -112,6 +91,68 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
   special.mask = pick("[MASK]", "<mask>");
   base_vocab_size_ = static_cast<int64_t>(vocab.size());
   set_vocab(std::move(vocab), special);
+}
+
+SentencePieceTokenizer::SentencePieceTokenizer(WithoutModel, const std::filesystem::path& source)
+    : model_file_(source), has_model_file_(false), ids_(SentencePieceIds::kFairseq) {}
+
+std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_unigram(
+    std::vector<std::string> pieces,
+    std::vector<double> scores,
+    int64_t unk_id,
+    std::string charsmap,
+    std::vector<AddedToken> added,
+    int64_t model_vocab_size,
+    const std::filesystem::path& source) {
+  if (pieces.size() != scores.size())
+    throw TokenizerError(
+        fmt::format("{}: {} pieces with {} scores", source.string(), pieces.size(), scores.size()));
+  if (unk_id < 0 || unk_id >= static_cast<int64_t>(pieces.size()) ||
+      pieces[static_cast<size_t>(unk_id)] != "<unk>")
+    throw TokenizerError(
+        fmt::format("{}: the unknown piece (id {}) is not \"<unk>\"; bertft's Unigram is XLM-R's",
+                    source.string(), unk_id));
+  for (const char* special : {"<s>", "</s>", "<pad>", "<mask>"})
+    if (std::find(pieces.begin(), pieces.end(), special) == pieces.end())
+      throw TokenizerError(
+          fmt::format("{}: no piece \"{}\"; bertft's Unigram is XLM-R's, with "
+                      "<s> <pad> </s> <unk> and <mask>",
+                      source.string(), special));
+  std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer(WithoutModel(), source));
+  t->charsmap_blob_ = std::move(charsmap);
+  t->init_fairseq(std::move(pieces), std::move(scores), unk_id, std::move(added), model_vocab_size,
+                  source.string());
+  return t;
+}
+
+void SentencePieceTokenizer::init_fairseq(std::vector<std::string> pieces,
+                                          std::vector<double> scores,
+                                          int64_t unk_id,
+                                          std::vector<AddedToken> added,
+                                          int64_t model_vocab_size,
+                                          const std::string& source) {
+  unigram_ = std::make_unique<UnigramModel>(pieces, scores, unk_id);
+  scores_ = std::move(scores);
+  if (!charsmap_blob_.empty())
+    charsmap_ = std::make_unique<PrecompiledCharsmap>(charsmap_blob_, source);
+  base_vocab_size_ = static_cast<int64_t>(pieces.size());
+  number_added_tokens(added, pieces, model_vocab_size, source);
+  set_vocab(std::move(pieces), {"<unk>", "<s>", "</s>", "<pad>", "<mask>"});
+  roberta_template_ = true;
+  added_ = std::move(added);
+  if (!added_.empty()) {
+    // HF matches a normalized added token against the normalized text, by its own content
+    // normalized the same way.
+    auto matchers =
+        added_token_matchers(special_strings_, special_.mask_id, added_, [&](const auto& c) {
+          std::vector<char32_t> cps;
+          std::vector<uint32_t> at;
+          unicode::decode_utf8(normalize_like_hf(c).text, cps, at);
+          return std::u32string(cps.begin(), cps.end());
+        });
+    raw_added_ = std::move(matchers.raw);
+    normalized_added_ = std::move(matchers.normalized);
+  }
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() {
@@ -299,8 +340,10 @@ nlohmann::json SentencePieceTokenizer::hf_tokenizer_json() const {
 
 void SentencePieceTokenizer::save(const std::filesystem::path& dir) const {
   const bool fairseq = ids_ == SentencePieceIds::kFairseq;
-  write_file_atomic(dir / (fairseq ? "sentencepiece.bpe.model" : "spiece.model"),
-                    read_file(model_file_));
+  // Without a .model (from_unigram) the tokenizer.json written below is the whole tokenizer.
+  if (has_model_file_)
+    write_file_atomic(dir / (fairseq ? "sentencepiece.bpe.model" : "spiece.model"),
+                      read_file(model_file_));
   nlohmann::ordered_json config = {
       {"tokenizer_class", fairseq ? "XLMRobertaTokenizer" : "AlbertTokenizer"},
       {"unk_token", special_.unk},

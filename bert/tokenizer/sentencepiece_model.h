@@ -43,6 +43,19 @@ class SentencePieceTokenizer final : public Tokenizer {
                                   SentencePieceIds ids = SentencePieceIds::kModel,
                                   std::vector<AddedToken> added = {},
                                   int64_t model_vocab_size = 0);
+  /// XLM-R's tokenizer as a tokenizer.json alone gives it (no .model): HF's Unigram `pieces` by
+  /// id, as the file numbers them (fairseq's: <s> <pad> </s> <unk> ... <mask>), with their
+  /// `scores`, the unknown piece `unk_id` (which must be "<unk>"), the precompiled map `charsmap`
+  /// (empty: none), then spaces collapsed, Metaspace and `<s> A </s></s> B </s>`, as the fairseq
+  /// ids of a .model run. `added` and `model_vocab_size` as above; `source` names the file in
+  /// errors. Its save() writes tokenizer.json, the file it came from, and no .model.
+  static std::unique_ptr<SentencePieceTokenizer> from_unigram(std::vector<std::string> pieces,
+                                                              std::vector<double> scores,
+                                                              int64_t unk_id,
+                                                              std::string charsmap,
+                                                              std::vector<AddedToken> added,
+                                                              int64_t model_vocab_size,
+                                                              const std::filesystem::path& source);
   ~SentencePieceTokenizer() override;
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
   SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
@@ -64,6 +77,17 @@ class SentencePieceTokenizer final : public Tokenizer {
   int64_t base_vocab_size() const { return base_vocab_size_; }
 
  private:
+  struct WithoutModel {};
+  /// A tokenizer without a .model (from_unigram): fairseq's ids, filled in by init_fairseq.
+  SentencePieceTokenizer(WithoutModel, const std::filesystem::path& source);
+  /// fairseq's numbering over `pieces` (by id) with their `scores`, the unknown piece `unk_id`
+  /// and the precompiled map in charsmap_blob_; `added` numbered as HF does. `source` for errors.
+  void init_fairseq(std::vector<std::string> pieces,
+                    std::vector<double> scores,
+                    int64_t unk_id,
+                    std::vector<AddedToken> added,
+                    int64_t model_vocab_size,
+                    const std::string& source);
   /// The pieces concatenated, "▁" as a space, less the first piece's leading space.
   std::string detokenize(const std::vector<std::string>& tokens) const override;
   /// tokenize() with added tokens: those matched in the raw text (with the special tokens),
@@ -89,7 +113,8 @@ class SentencePieceTokenizer final : public Tokenizer {
                                       std::vector<Piece>& out,
                                       int32_t& word) const;
 
-  std::filesystem::path model_file_;
+  std::filesystem::path model_file_;  ///< the .model, or the tokenizer.json of from_unigram
+  bool has_model_file_ = true;        ///< false: from_unigram
   SentencePieceIds ids_;
   const detail::SpmModule* module_ = nullptr;
   void* processor_ = nullptr;

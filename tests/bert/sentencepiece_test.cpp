@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "bert/checkpoint/pretrained_dir.h"
@@ -166,6 +167,99 @@ TEST(SentencePieceTest, OwnIdsDirectoryRefusesAlbertsLowerCasingAndSavesWithoutI
   EXPECT_EQ(saved.value("do_lower_case", true), false);
   EXPECT_EQ(saved.value("keep_accents", false), true);
   EXPECT_EQ(load(out.path())->encode(text).ids, ids);
+}
+
+// XLM-R's tokenizer.json alone (no .model, as some HF directories come): bertft builds the same
+// tokenizer from its Unigram, precompiled map and Metaspace as from the .model, saves it back
+// without a .model, and refuses by key what it would tokenize unlike HF.
+TEST(SentencePieceTest, XlmRobertaTokenizerJsonAloneLoadsAsTheModel) {
+  const auto model =
+      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  BERTFT_REQUIRE_PATH(model);
+  AddedToken joined, raw;
+  joined.content = "new york";
+  raw.content = "<ent>";
+  raw.normalized = false;
+  raw.lstrip = true;
+  const SentencePieceTokenizer xlmr(model, SentencePieceIds::kFairseq, {joined, raw});
+  testing::TempDir dir;
+  xlmr.save(dir.path());
+  std::filesystem::remove(dir.path() / "sentencepiece.bpe.model");
+  write_file_atomic(dir.path() / "config.json", R"({"model_type": "xlm-roberta"})");
+  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto load = [](const std::filesystem::path& d) {
+    return load_tokenizer(PretrainedDir::find(d), 0);
+  };
+  const auto loaded = load(dir.path());
+  EXPECT_EQ(tokenizer_kind(*loaded), "SentencePiece");
+  EXPECT_EQ(loaded->vocab_size(), xlmr.vocab_size());
+  EXPECT_TRUE(loaded->roberta_template());
+  for (const std::string text : {"This is a test of 92000 falsé ☃ words.", "  two  spaces ",
+                                 "ﬁnance in New York<ent>x", "fill <mask> here"}) {
+    const auto a = xlmr.encode(text, std::string_view("and a pair")),
+               b = loaded->encode(text, std::string_view("and a pair"));
+    EXPECT_EQ(b.ids, a.ids) << text;
+    EXPECT_EQ(b.offsets, a.offsets) << text;
+    EXPECT_EQ(loaded->decode(b.ids), xlmr.decode(a.ids)) << text;
+  }
+  // Saved again: tokenizer.json as it was, and no .model (there is none to write).
+  testing::TempDir again;
+  loaded->save(again.path());
+  EXPECT_FALSE(std::filesystem::exists(again.path() / "sentencepiece.bpe.model"));
+  const auto file = dir.path() / "tokenizer.json";
+  const auto original = nlohmann::json::parse(read_file(file));
+  EXPECT_EQ(nlohmann::json::parse(read_file(again.path() / "tokenizer.json")), original);
+
+  // Newer tokenizers write Metaspace's prefix as prepend_scheme; the same tokenizer.
+  auto edited = original;
+  for (const char* key : {"pre_tokenizer", "decoder"}) {
+    edited[key].erase("add_prefix_space");
+    edited[key]["prepend_scheme"] = "always";
+    edited[key]["split"] = true;
+  }
+  write_file_atomic(file, edited.dump());
+  EXPECT_EQ(load(dir.path())->encode("a  b ﬁ").ids, xlmr.encode("a  b ﬁ").ids);
+
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& edit,
+                           const std::string& expected) {
+    auto changed = original;
+    edit(changed);
+    write_file_atomic(file, changed.dump());
+    try {
+      load(dir.path());
+      ADD_FAILURE() << expected << ": accepted";
+    } catch (const TokenizerError& e) {
+      EXPECT_NE(std::string(e.what()).find(file.string() + ": " + expected), std::string::npos)
+          << e.what();
+    }
+  };
+  using J = nlohmann::json;
+  refused([](J& j) { j["model"]["byte_fallback"] = true; }, "\"model.byte_fallback\": true");
+  refused([](J& j) { j["model"]["unk_id"] = 0; }, "the unknown piece (id 0) is not \"<unk>\"");
+  refused([](J& j) { j["model"]["vocab"][0][0] = "<S>"; }, "no piece \"<s>\"");
+  refused([](J& j) { j["model"]["vocab"][5] = J::array({"x"}); },
+          "\"model.vocab\": entry 5: [\"x\"]: expected [piece, score]");
+  refused([](J& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "\"normalizer\": not [");
+  refused([](J& j) { j["normalizer"]["normalizers"][0]["type"] = "NFKC"; },
+          "\"normalizer.normalizers[0]\"");
+  refused([](J& j) { j["normalizer"]["normalizers"][0]["precompiled_charsmap"] = "%%"; },
+          "\"normalizer.normalizers[0].precompiled_charsmap\": not base64");
+  refused(
+      [](J& j) {
+        j["pre_tokenizer"] = {{"type", "WhitespaceSplit"}};
+      },
+      "\"pre_tokenizer.type\": WhitespaceSplit");
+  refused([](J& j) { j["pre_tokenizer"]["add_prefix_space"] = false; },
+          "\"pre_tokenizer.add_prefix_space\": false (not true)");
+  refused([](J& j) { j["decoder"]["prepend_scheme"] = "first"; },
+          "\"decoder.prepend_scheme\": \"first\" (not \"always\")");
+  refused([](J& j) { j["post_processor"]["single"].erase(0); },
+          "\"post_processor.single\": $A </s>");
+  refused(
+      [](J& j) {
+        j["post_processor"] = {{"type", "BertProcessing"}};
+      },
+      "\"post_processor.type\": 'BertProcessing'");
 }
 
 }  // namespace
