@@ -300,9 +300,9 @@ TEST(ByteLevelBpeTest, TokenizerJsonAloneLoadsAsTheVocabularyFiles) {
       },
       "\"post_processor.type\": 'BertProcessing' (bertft adds <s> A </s></s> B </s>)");
   refused([](json& f) { f["decoder"] = nullptr; }, "\"decoder.type\": none");
-  refused([](json& f) { f["model"]["type"] = "Unigram"; },
-          "\"model.type\": a 'Unigram' model; bertft reads a tokenizer.json without its "
-          "vocabulary files only for WordPiece and byte-level BPE");
+  refused([](json& f) { f["model"]["type"] = "WordLevel"; },
+          "\"model.type\": a 'WordLevel' model; bertft reads a tokenizer.json without its "
+          "vocabulary files only for WordPiece, byte-level BPE and XLM-R's Unigram");
 }
 
 }  // namespace

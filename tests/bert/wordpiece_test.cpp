@@ -358,9 +358,9 @@ TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
           << e.what();
     }
   };
-  refused([](json& f) { f["model"]["type"] = "Unigram"; },
-          "\"model.type\": a 'Unigram' model; bertft reads a tokenizer.json without its "
-          "vocabulary files only for WordPiece and byte-level BPE");
+  refused([](json& f) { f["model"]["type"] = "WordLevel"; },
+          "\"model.type\": a 'WordLevel' model; bertft reads a tokenizer.json without its "
+          "vocabulary files only for WordPiece, byte-level BPE and XLM-R's Unigram");
   refused([](json& f) { f["model"]["vocab"]["world"] = 40; },
           "\"model.vocab\": \"world\": id 40: the ids must be 0 to 13, each once");
   refused(

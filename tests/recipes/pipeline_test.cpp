@@ -328,21 +328,25 @@ TEST_F(PipelineTest, TokenClassificationAggregatesAsHfsPipeline) {
                        "kirval kiroval linden-berg of the new new city in u.s."});
 }
 
-// RoBERTa's tokenizer marks no sub-word, so HF's pipeline tokenizes the text whole and groups
-// words by its space heuristic ("U.S." and "ruto's" one word each, the text's words with their
-// spaces); bertft must give its entities too (HF's RobertaForTokenClassification fixture).
-TEST_F(PipelineTest, RobertaTokenClassificationAggregatesAsHfsPipeline) {
-  const auto family =
-      fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" / "roberta";
-  BERTFT_REQUIRE_PATH(family / "models" / "tokcls5" / "model.safetensors");
-  if (!testing::hf_python()) GTEST_SKIP() << "the HF reference kit is not set up";
-  const auto dir = dir_.path() / "m";
-  fs::create_directories(dir);
+/// HF's XxxForTokenClassification fixture of `family` (tests/fixtures/hf_families) with the
+/// labels O, B-PER, I-PER, B-LOC, I-LOC and the family's tokenizer (RoBERTa's base files, the
+/// shared SentencePiece model for XLM-R), in `out`; empty where the files are absent.
+fs::path family_ner_model(const std::string& family, const fs::path& out) {
+  const auto from = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" / family;
+  const auto spm =
+      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  if (!fs::exists(from / "models" / "tokcls5" / "model.safetensors") ||
+      (family == "xlm-roberta" && !fs::exists(spm)))
+    return {};
+  fs::create_directories(out);
   for (const char* f : {"config.json", "model.safetensors"})
-    fs::copy_file(family / "models" / "tokcls5" / f, dir / f);
-  for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"})
-    fs::copy_file(family / "models" / "base" / f, dir / f);
-  auto config = json::parse(read_file(dir / "config.json"));
+    fs::copy_file(from / "models" / "tokcls5" / f, out / f);
+  if (family == "xlm-roberta")
+    fs::copy_file(spm, out / "sentencepiece.bpe.model");
+  else
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"})
+      fs::copy_file(from / "models" / "base" / f, out / f);
+  auto config = json::parse(read_file(out / "config.json"));
   const std::vector<std::string> labels = {"O", "B-PER", "I-PER", "B-LOC", "I-LOC"};
   config["id2label"] = json::object();
   config["label2id"] = json::object();
@@ -350,10 +354,31 @@ TEST_F(PipelineTest, RobertaTokenClassificationAggregatesAsHfsPipeline) {
     config["id2label"][std::to_string(i)] = labels[i];
     config["label2id"][labels[i]] = i;
   }
-  testing::write_bytes(dir / "config.json", config.dump(2));
+  testing::write_bytes(out / "config.json", config.dump(2));
+  return out;
+}
+
+// RoBERTa's tokenizer marks no sub-word, so HF's pipeline tokenizes the text whole and groups
+// words by its space heuristic ("U.S." and "ruto's" one word each, the text's words with their
+// spaces); bertft must give its entities too (HF's RobertaForTokenClassification fixture).
+TEST_F(PipelineTest, RobertaTokenClassificationAggregatesAsHfsPipeline) {
+  if (!testing::hf_python()) GTEST_SKIP() << "the HF reference kit is not set up";
+  const auto dir = family_ner_model("roberta", dir_.path() / "m");
+  if (dir.empty()) GTEST_SKIP() << "the RoBERTa fixture is absent";
   expect_hfs_entities(
       dir, {"kalo mine U.S. ruto's sa-vipo (zean) popo", "Kane  elel.kalo, mine zean\u00e9 vipo",
             "sa sa popo kane's elel ruto kalo"});
+}
+
+// XLM-R's SentencePiece pieces have no sub-word mark either, and their spans take the space
+// before them: the same heuristic, and the entities' words through the Metaspace decoder.
+TEST_F(PipelineTest, XlmRobertaTokenClassificationAggregatesAsHfsPipeline) {
+  if (!testing::hf_python()) GTEST_SKIP() << "the HF reference kit is not set up";
+  const auto dir = family_ner_model("xlm-roberta", dir_.path() / "m");
+  if (dir.empty()) GTEST_SKIP() << "the XLM-R fixture or the shared SentencePiece model is absent";
+  expect_hfs_entities(
+      dir, {"This is a test of New York, U.S. and falsé \u2603 words.",
+            "Text  with two spaces: I was born in 92000.", "it's the end (of it) for them"});
 }
 
 // Multiple choice on raw text picks what `predict --data` picks for the same context and choices.

@@ -12,6 +12,10 @@ tokenizer reference tests) and the tokenizer the pipeline sees gets what the fas
 BertTokenizerFast `_tokenizer.model.continuing_subword_prefix` and convert_tokens_to_string through
 the WordPiece decoder, for RobertaTokenizerFast (whose BPE model has no such prefix, so the pipeline
 takes its space heuristic) convert_tokens_to_string through the ByteLevel decoder (below).
+For XLM-R the kit cannot build even the slow tokenizer (it needs Python's sentencepiece), so the
+pipeline gets a stand-in with what it reads: each id's token (bertft's, in TOKENS), <unk>'s id,
+and convert_tokens_to_string through the Metaspace decoder; the fast XLMRobertaTokenizerFast's
+model has no continuing_subword_prefix either, so the pipeline takes its space heuristic.
 Everything else is the pipeline's own code.
 Prints one JSON object: {"results": [{strategy: [entity, ...]} per input]}.
 """
@@ -70,6 +74,16 @@ def byte_level_decoder(byte_decoder):
     return decode
 
 
+def metaspace_decoder(tokens):
+    """`tokenizers`' Metaspace decoder (XLMRobertaTokenizerFast's convert_tokens_to_string, a
+    prefix space added): each "\u2581" as a space, the first token's leading one dropped."""
+    out = []
+    for i, token in enumerate(tokens):
+        token = token.replace("\u2581", " ")
+        out.append(token[1:] if i == 0 and token.startswith(" ") else token)
+    return "".join(out)
+
+
 def plain(value):
     """numpy scalars to JSON numbers."""
     return value.item() if hasattr(value, "item") else value
@@ -80,7 +94,12 @@ def main():
     strategies = sys.argv[4:]
     model = AutoModelForTokenClassification.from_pretrained(model_dir).eval()
     tok = load_tokenizer(model_dir)
-    if hasattr(tok, "byte_decoder"):  # RoBERTa's slow tokenizer: no `_tokenizer`, the heuristic
+    if tok is None:  # XLM-R: a stand-in (above)
+        vocab = {i: t for enc in tokens for i, t in zip(enc["ids"], enc["tokens"])}
+        tok = SimpleNamespace(convert_ids_to_tokens=lambda i: vocab[i], unk_token_id=3,
+                              cls_token="<s>", sep_token="</s>",
+                              convert_tokens_to_string=metaspace_decoder)
+    elif hasattr(tok, "byte_decoder"):  # RoBERTa's slow tokenizer: no `_tokenizer`, the heuristic
         tok.convert_tokens_to_string = byte_level_decoder(tok.byte_decoder)
     else:
         tok._tokenizer = SimpleNamespace(model=SimpleNamespace(continuing_subword_prefix="##"))
