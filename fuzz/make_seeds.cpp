@@ -243,7 +243,15 @@ int main(int argc, char** argv) {
                R"( "Sequence", "normalizers": [{"type": "Precompiled", "precompiled_charsmap":)" +
                R"( "AAAAAAAA"}, {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content":)" +
                R"( " "}]}, "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581"},)" +
-               R"( "decoder": {"type": "Metaspace", "replacement": "\u2581"}})"});
+               R"( "decoder": {"type": "Metaspace", "replacement": "\u2581"}})",
+           // transformers 4.0's form: no collapsing, WhitespaceSplit before Metaspace.
+           std::string("\x0e") + nul +
+               R"({"model": {"type": "Unigram", "unk_id": 3, "vocab": [["<s>", 0.0], ["<pad>",)" +
+               R"( 0.0], ["</s>", 0.0], ["<unk>", 0.0], ["\u2581the", -1.5], ["\u2581", -2.0],)" +
+               R"( ["<mask>", 0.0]]}, "normalizer": null, "pre_tokenizer": {"type": "Sequence",)" +
+               R"( "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace",)" +
+               R"( "replacement": "\u2581", "add_prefix_space": true}]}, "decoder": {"type":)" +
+               R"( "Metaspace", "replacement": "\u2581", "add_prefix_space": true}})"});
   }
   {  // ner_text: the first byte picks the tokenizer (even: WordPiece, odd: byte-level BPE).
     std::vector<std::string> texts;

@@ -460,16 +460,17 @@ struct UnigramJson {
   std::vector<std::string> pieces;  ///< by id
   std::vector<double> scores;
   int64_t unk_id = 0;
-  std::string charsmap;  ///< the Precompiled normalizer's map ("" where there is none)
+  SentencePieceTokenizer::UnigramPipeline pipeline;
 };
 
-/// Reads the Unigram of `file`, the tokenizer.json at `path`, as HF's converter writes XLM-R's:
-/// "model" Unigram ([piece, score] by id, "unk_id", no byte fallback); "normalizer" the
-/// Sequence of an optional Precompiled map and Replace(" {2,}", " "); the Metaspace
-/// "pre_tokenizer" and "decoder" ("▁", a prefix space always: add_prefix_space true or, as newer
-/// tokenizers write it, prepend_scheme "always"; split); `<s> A </s></s> B </s>` from
-/// TemplateProcessing or RobertaProcessing (or no "post_processor"). TokenizerError naming the
-/// file and key for anything else: bertft would tokenize or decode it unlike HF.
+/// Reads the Unigram of `file`, the tokenizer.json at `path`, as HF's converter writes XLM-R's
+/// (now or in transformers 4.0): "model" Unigram ([piece, score] by id, "unk_id", no byte
+/// fallback); "normalizer" a Precompiled map, then Replace(" {2,}", " "), each optional; the
+/// Metaspace "pre_tokenizer" (after WhitespaceSplit or not) and "decoder" ("▁", a prefix space
+/// always: add_prefix_space true or, as newer tokenizers write it, prepend_scheme "always";
+/// split); `<s> A </s></s> B </s>` from TemplateProcessing or RobertaProcessing (or no
+/// "post_processor"). TokenizerError naming the file and key for anything else: bertft would
+/// tokenize or decode it unlike HF.
 UnigramJson read_unigram_json(const json& file, const std::filesystem::path& path) {
   const auto where = [&](const std::string& key) { return json_key(path, key); };
   const auto refuse = [&](const std::string& key, const std::string& why) {
@@ -499,37 +500,69 @@ UnigramJson read_unigram_json(const json& file, const std::filesystem::path& pat
     out.scores.push_back(entry[1].get<double>());
   }
 
-  // The normalizer: [Precompiled,] Replace(" {2,}" -> " ").
+  // The normalizer: the model's Precompiled map then Replace(" {2,}", " ") (transformers'
+  // converter since 2021; 4.0's has the map alone), each optional, in a Sequence or alone.
+  const auto type_of = [](const json& section) {
+    const auto it = section.is_object() ? section.find("type") : section.end();
+    return it != section.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   const auto normalizer = section_type(file, "normalizer", path);
   std::vector<json> steps;
-  if (normalizer == "Sequence" && file["normalizer"].contains("normalizers") &&
-      file["normalizer"]["normalizers"].is_array())
-    steps = file["normalizer"]["normalizers"].get<std::vector<json>>();
-  else if (!normalizer.empty())
+  if (normalizer == "Sequence") {
+    const auto list = file["normalizer"].find("normalizers");
+    if (list == file["normalizer"].end() || !list->is_array())
+      throw TokenizerError(where("normalizer.normalizers") + ": expected a list");
+    steps = list->get<std::vector<json>>();
+  } else if (!normalizer.empty()) {
     steps = {file["normalizer"]};
+  }
   const json collapse = {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}};
-  if (steps.empty() || steps.back() != collapse)
-    refuse("normalizer",
-           "not [Precompiled,] Replace(\" {2,}\", \" \") (HF's XLM-R normalizer: the model's map, "
-           "then spaces collapsed)");
-  if (steps.size() == 2) {
-    const json& map = steps.front();
-    const auto blob = map.find("precompiled_charsmap");
-    if (map.value("type", json()) != "Precompiled" || blob == map.end() || !blob->is_string())
-      refuse("normalizer.normalizers[0]", map.dump().substr(0, 60) + " (not a Precompiled map)");
-    const auto decoded = base64_decode(blob->get<std::string>());
-    if (!decoded) refuse("normalizer.normalizers[0].precompiled_charsmap", "not base64");
-    out.charsmap = *decoded;
-  } else if (steps.size() > 2) {
-    refuse("normalizer.normalizers", fmt::format("{} steps", steps.size()));
+  out.pipeline.collapse_spaces = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto key = normalizer == "Sequence" ? fmt::format("normalizer.normalizers[{}]", i)
+                                              : std::string("normalizer");
+    const json& step = steps[i];
+    if (i == 0 && type_of(step) == "Precompiled") {
+      const auto blob = step.find("precompiled_charsmap");
+      const auto decoded = blob != step.end() && blob->is_string()
+                               ? base64_decode(blob->get<std::string>())
+                               : std::nullopt;
+      if (!decoded) refuse(key + ".precompiled_charsmap", "not a base64 string");
+      out.pipeline.charsmap = *decoded;
+    } else if (i + 1 == steps.size() && step == collapse) {
+      out.pipeline.collapse_spaces = true;
+    } else {
+      refuse(key,
+             step.dump().substr(0, 60) +
+                 " (HF's XLM-R normalizer: the model's Precompiled map, then Replace(\" {2,}\", "
+                 "\" \"))");
+    }
   }
 
-  // Metaspace, as the pre-tokenizer and as the decoder.
-  for (const char* key : {"pre_tokenizer", "decoder"}) {
-    const auto type = section_type(file, key, path);
-    if (type != "Metaspace") refuse(std::string(key) + ".type", type.empty() ? "none" : type);
-    const json& m = file[key];
-    const auto name = [&](const char* k) { return std::string(key) + "." + k; };
+  // Metaspace as the pre-tokenizer, alone or after WhitespaceSplit (transformers 4.0's
+  // converter), and as the decoder.
+  const auto pre = section_type(file, "pre_tokenizer", path);
+  std::string metaspace_key = "pre_tokenizer";
+  if (pre == "Sequence") {
+    const json& p = file["pre_tokenizer"];
+    const auto list = p.find("pretokenizers");
+    if (list == p.end() || !list->is_array() || list->size() != 2 ||
+        type_of((*list)[0]) != "WhitespaceSplit" || type_of((*list)[1]) != "Metaspace")
+      refuse("pre_tokenizer.pretokenizers",
+             (list == p.end() ? std::string("missing") : list->dump().substr(0, 60)) +
+                 " (not WhitespaceSplit then Metaspace)");
+    out.pipeline.whitespace_split = true;
+    metaspace_key = "pre_tokenizer.pretokenizers[1]";
+  } else if (pre != "Metaspace") {
+    refuse("pre_tokenizer.type", pre.empty() ? "none" : pre);
+  }
+  const auto decoder = section_type(file, "decoder", path);
+  if (decoder != "Metaspace") refuse("decoder.type", decoder.empty() ? "none" : decoder);
+  for (const auto& key : {metaspace_key, std::string("decoder")}) {
+    const json& m = key == "decoder"                ? file["decoder"]
+                    : out.pipeline.whitespace_split ? file["pre_tokenizer"]["pretokenizers"][1]
+                                                    : file["pre_tokenizer"];
+    const auto name = [&](const char* k) { return key + "." + k; };
     const auto replacement = m.find("replacement");
     if (replacement == m.end() || *replacement != "\u2581")
       refuse(name("replacement"),
@@ -722,7 +755,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     for (const auto& d : added) tokens.push_back(d.token);
     auto tokenizer = SentencePieceTokenizer::from_unigram(
         std::move(unigram.pieces), std::move(unigram.scores), unigram.unk_id,
-        std::move(unigram.charsmap), std::move(tokens), model_vocab_size, json_path);
+        std::move(unigram.pipeline), std::move(tokens), model_vocab_size, json_path);
     check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
                     "tokenizer.json");
     tokenizer->set_model_max_length(max_length);

@@ -100,7 +100,7 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_unigram(
     std::vector<std::string> pieces,
     std::vector<double> scores,
     int64_t unk_id,
-    std::string charsmap,
+    UnigramPipeline pipeline,
     std::vector<AddedToken> added,
     int64_t model_vocab_size,
     const std::filesystem::path& source) {
@@ -119,7 +119,9 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_unigram(
                       "<s> <pad> </s> <unk> and <mask>",
                       source.string(), special));
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer(WithoutModel(), source));
-  t->charsmap_blob_ = std::move(charsmap);
+  t->charsmap_blob_ = std::move(pipeline.charsmap);
+  t->collapse_spaces_ = pipeline.collapse_spaces;
+  t->whitespace_split_ = pipeline.whitespace_split;
   t->init_fairseq(std::move(pieces), std::move(scores), unk_id, std::move(added), model_vocab_size,
                   source.string());
   return t;
@@ -152,6 +154,9 @@ void SentencePieceTokenizer::init_fairseq(std::vector<std::string> pieces,
         });
     raw_added_ = std::move(matchers.raw);
     normalized_added_ = std::move(matchers.normalized);
+    for (const auto& t : added_)
+      if (t.normalized)
+        normalized_added_text_.emplace(t.content, normalize_like_hf(t.content).text);
   }
 }
 
@@ -164,12 +169,9 @@ std::string SentencePieceTokenizer::detokenize(const std::vector<std::string>& t
   std::string text;
   for (size_t i = 0; i < tokens.size(); ++i) {
     // HF's fast tokenizer gives an added token matched in the normalized text as normalized.
-    const auto added = std::find_if(added_.begin(), added_.end(), [&](const AddedToken& t) {
-      return t.normalized && t.content == tokens[i];
-    });
-    const std::string normalized =
-        added != added_.end() ? normalize_like_hf(added->content).text : std::string();
-    const std::string_view token = added != added_.end() ? std::string_view(normalized) : tokens[i];
+    const auto added = normalized_added_text_.find(tokens[i]);
+    const std::string_view token =
+        added != normalized_added_text_.end() ? std::string_view(added->second) : tokens[i];
     // The first piece's "▁" is the space the pre-tokenizer put before the text.
     size_t at =
         i == 0 && token.substr(0, kSpaceSymbol.size()) == kSpaceSymbol ? kSpaceSymbol.size() : 0;
@@ -212,7 +214,7 @@ void SentencePieceTokenizer::tokenize_like_hf(std::string_view stretch,
 AlignedText SentencePieceTokenizer::normalize_like_hf(std::string_view text) const {
   AlignedText t = AlignedText::from(text);
   if (charsmap_) charsmap_->normalize(t);
-  collapse_spaces(t);
+  if (collapse_spaces_) collapse_spaces(t);
   return t;
 }
 
@@ -220,6 +222,30 @@ void SentencePieceTokenizer::metaspace_unigram(AlignedText split,
                                                size_t base,
                                                std::vector<Piece>& out,
                                                int32_t& word) const {
+  if (!whitespace_split_) return metaspace_words_unigram(std::move(split), base, out, word);
+  // Each run of non-whitespace on its own, the whitespace dropped.
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> at;
+  unicode::decode_utf8(split.text, cps, at);
+  for (size_t i = 0; i < cps.size();) {
+    if (unicode::is_whitespace(cps[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < cps.size() && !unicode::is_whitespace(cps[j])) ++j;
+    AlignedText run;
+    run.text = split.text.substr(at[i], at[j] - at[i]);
+    run.align.assign(split.align.begin() + at[i], split.align.begin() + at[j]);
+    metaspace_words_unigram(std::move(run), base, out, word);
+    i = j;
+  }
+}
+
+void SentencePieceTokenizer::metaspace_words_unigram(AlignedText split,
+                                                     size_t base,
+                                                     std::vector<Piece>& out,
+                                                     int32_t& word) const {
   for (const auto& [wb, we] : metaspace_words(split)) {
     ++word;
     for (const auto& token : unigram_->encode(std::string_view(split.text).substr(wb, we - wb))) {
@@ -313,7 +339,14 @@ nlohmann::json SentencePieceTokenizer::hf_tokenizer_json() const {
   if (!charsmap_blob_.empty())
     normalizers.push_back(
         {{"type", "Precompiled"}, {"precompiled_charsmap", base64_encode(charsmap_blob_)}});
-  normalizers.push_back({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}});
+  if (collapse_spaces_)
+    normalizers.push_back(
+        {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}});
+  const json pre_tokenizer =
+      whitespace_split_
+          ? json{{"type", "Sequence"},
+                 {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}}, metaspace})}}
+          : metaspace;
   const auto& cls = special_.cls;
   const auto& sep = special_.sep;
   return {{"version", "1.0"},
@@ -321,7 +354,7 @@ nlohmann::json SentencePieceTokenizer::hf_tokenizer_json() const {
           {"padding", nullptr},
           {"added_tokens", hf_added_tokens(special_strings_, special_.mask_id, added_)},
           {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
-          {"pre_tokenizer", metaspace},
+          {"pre_tokenizer", pre_tokenizer},
           {"post_processor",
            {{"type", "TemplateProcessing"},
             {"single", json::array({special(cls), sequence("A"), special(sep)})},

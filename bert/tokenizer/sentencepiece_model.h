@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "bert/tokenizer/added_tokens.h"
@@ -43,16 +44,22 @@ class SentencePieceTokenizer final : public Tokenizer {
                                   SentencePieceIds ids = SentencePieceIds::kModel,
                                   std::vector<AddedToken> added = {},
                                   int64_t model_vocab_size = 0);
+  /// How an XLM-R tokenizer.json runs the text before its Unigram.
+  struct UnigramPipeline {
+    std::string charsmap;           ///< the Precompiled normalizer's map (empty: none)
+    bool collapse_spaces = true;    ///< then Replace(" {2,}", " ") (the converter since 2021)
+    bool whitespace_split = false;  ///< WhitespaceSplit before Metaspace (transformers 4.0's)
+  };
   /// XLM-R's tokenizer as a tokenizer.json alone gives it (no .model): HF's Unigram `pieces` by
   /// id, as the file numbers them (fairseq's: <s> <pad> </s> <unk> ... <mask>), with their
-  /// `scores`, the unknown piece `unk_id` (which must be "<unk>"), the precompiled map `charsmap`
-  /// (empty: none), then spaces collapsed, Metaspace and `<s> A </s></s> B </s>`, as the fairseq
+  /// `scores`, the unknown piece `unk_id` (which must be "<unk>"), after `pipeline`'s
+  /// normalizer and pre-tokenizer and Metaspace, then `<s> A </s></s> B </s>`, as the fairseq
   /// ids of a .model run. `added` and `model_vocab_size` as above; `source` names the file in
-  /// errors. Its save() writes tokenizer.json, the file it came from, and no .model.
+  /// errors. Its save() writes tokenizer.json (the same pipeline) and no .model.
   static std::unique_ptr<SentencePieceTokenizer> from_unigram(std::vector<std::string> pieces,
                                                               std::vector<double> scores,
                                                               int64_t unk_id,
-                                                              std::string charsmap,
+                                                              UnigramPipeline pipeline,
                                                               std::vector<AddedToken> added,
                                                               int64_t model_vocab_size,
                                                               const std::filesystem::path& source);
@@ -96,11 +103,17 @@ class SentencePieceTokenizer final : public Tokenizer {
   /// `text` through HF's normalizer: the model's map (when it has one), spaces collapsed.
   AlignedText normalize_like_hf(std::string_view text) const;
   /// Metaspace and Unigram over one normalized split (HF pre-tokenizes each on its own: a "▁"
-  /// before each); offsets through its alignment, plus `base`.
+  /// before each; with whitespace_split_ each run of non-whitespace in it on its own); offsets
+  /// through its alignment, plus `base`.
   void metaspace_unigram(AlignedText split,
                          size_t base,
                          std::vector<Piece>& out,
                          int32_t& word) const;
+  /// metaspace_unigram's Metaspace and Unigram over one split.
+  void metaspace_words_unigram(AlignedText split,
+                               size_t base,
+                               std::vector<Piece>& out,
+                               int32_t& word) const;
   /// HF's fast XLM-R pipeline (precompiled map, spaces collapsed, Metaspace, Unigram) over
   /// text[base, base + stretch.size()), appending to `out`.
   void tokenize_like_hf(std::string_view stretch,
@@ -120,11 +133,15 @@ class SentencePieceTokenizer final : public Tokenizer {
   void* processor_ = nullptr;
   std::unique_ptr<UnigramModel> unigram_;          ///< fairseq ids only
   std::unique_ptr<PrecompiledCharsmap> charsmap_;  ///< fairseq ids, when the model has a map
-  std::vector<double> scores_;  ///< fairseq ids: each piece's score (the specials' 0)
-  std::string charsmap_blob_;   ///< fairseq ids: the model's precompiled map, as stored
+  std::vector<double> scores_;     ///< fairseq ids: each piece's score (the specials' 0)
+  std::string charsmap_blob_;      ///< fairseq ids: the model's precompiled map, as stored
+  bool collapse_spaces_ = true;    ///< fairseq ids: Replace(" {2,}", " ") after the map
+  bool whitespace_split_ = false;  ///< fairseq ids: WhitespaceSplit before Metaspace
   std::vector<AddedToken> added_;
   int64_t base_vocab_size_ = 0;
   AddedTokenMatcher raw_added_, normalized_added_;
+  /// Each normalized added token's content -> that content normalized (what decoding shows).
+  std::unordered_map<std::string, std::string> normalized_added_text_;
 };
 
 /// Runs libsentencepiece's trainer with command-line style arguments ("--input=...") in the

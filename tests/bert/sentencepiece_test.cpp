@@ -210,6 +210,23 @@ TEST(SentencePieceTest, XlmRobertaTokenizerJsonAloneLoadsAsTheModel) {
   const auto original = nlohmann::json::parse(read_file(file));
   EXPECT_EQ(nlohmann::json::parse(read_file(again.path() / "tokenizer.json")), original);
 
+  // transformers 4.0's converter: the map alone, WhitespaceSplit before Metaspace; saved so.
+  auto old_form = original;
+  old_form["normalizer"] = original["normalizer"]["normalizers"][0];
+  old_form["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       nlohmann::json::array({{{"type", "WhitespaceSplit"}}, original["pre_tokenizer"]})}};
+  write_file_atomic(file, old_form.dump());
+  const auto old_loaded = load(dir.path());
+  // Whitespace is dropped: no lone "▁" for the trailing spaces, unlike the converter's form.
+  EXPECT_EQ(old_loaded->encode("a b").ids, xlmr.encode("a b").ids);
+  EXPECT_LT(old_loaded->encode("a b  ").ids.size(), xlmr.encode("a b  ").ids.size());
+  const auto old_json =
+      dynamic_cast<const SentencePieceTokenizer&>(*old_loaded).hf_tokenizer_json();
+  EXPECT_EQ(old_json["pre_tokenizer"], old_form["pre_tokenizer"]);
+  EXPECT_EQ(old_json["normalizer"]["normalizers"], nlohmann::json::array({old_form["normalizer"]}));
+
   // Newer tokenizers write Metaspace's prefix as prepend_scheme; the same tokenizer.
   auto edited = original;
   for (const char* key : {"pre_tokenizer", "decoder"}) {
@@ -239,11 +256,22 @@ TEST(SentencePieceTest, XlmRobertaTokenizerJsonAloneLoadsAsTheModel) {
   refused([](J& j) { j["model"]["vocab"][0][0] = "<S>"; }, "no piece \"<s>\"");
   refused([](J& j) { j["model"]["vocab"][5] = J::array({"x"}); },
           "\"model.vocab\": entry 5: [\"x\"]: expected [piece, score]");
-  refused([](J& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "\"normalizer\": not [");
+  refused(
+      [](J& j) {
+        j["normalizer"] = {{"type", "Lowercase"}};
+      },
+      "\"normalizer\": {\"type\":\"Lowercase\"} (HF's XLM-R normalizer");
   refused([](J& j) { j["normalizer"]["normalizers"][0]["type"] = "NFKC"; },
           "\"normalizer.normalizers[0]\"");
   refused([](J& j) { j["normalizer"]["normalizers"][0]["precompiled_charsmap"] = "%%"; },
-          "\"normalizer.normalizers[0].precompiled_charsmap\": not base64");
+          "\"normalizer.normalizers[0].precompiled_charsmap\": not a base64 string");
+  refused(
+      [](J& j) {
+        j["pre_tokenizer"] = {
+            {"type", "Sequence"},
+            {"pretokenizers", J::array({j["pre_tokenizer"], j["pre_tokenizer"]})}};
+      },
+      "\"pre_tokenizer.pretokenizers\": [{");
   refused(
       [](J& j) {
         j["pre_tokenizer"] = {{"type", "WhitespaceSplit"}};

@@ -591,32 +591,45 @@ TEST(XlmRobertaReferenceTest, IdenticalToHuggingFaceTokenizers) {
 
 // A directory holding only XLM-R's tokenizer.json as HF's tokenizers writes it (its own
 // spelling: Metaspace's prepend_scheme), no .model: bertft builds the tokenizer from it alone
-// and encodes and decodes every input as HF does from it.
+// and encodes and decodes every input as HF does from it; as transformers' converter writes it
+// now, and as 4.0's did (the map alone, WhitespaceSplit before Metaspace).
 TEST(XlmRobertaReferenceTest, LoadsHfsOwnTokenizerJsonWithoutTheModel) {
   const auto model =
       testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
   BERTFT_REQUIRE_PATH(model);
   BERTFT_REQUIRE_HF_TOKENIZERS();
-  testing::TempDir files, dir;
-  write_file_atomic(files.path() / "converter.json",
-                    xlmr_tokenizer_json(read_spm_proto(model)).dump());
-  const auto file = dir.path() / "tokenizer.json";
-  const std::string command = "BERTFT_NODE_MODULES='" + node_modules().string() + "' node '" +
-                              BERTFT_SOURCE_DIR + "/tools/hf_tokenizer_ref/resave.js' '" +
-                              (files.path() / "converter.json").string() + "' '" + file.string() +
-                              "'";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  const auto saved = json::parse(read_file(file));
-  EXPECT_EQ(saved["pre_tokenizer"].value("prepend_scheme", ""), "always") << saved["pre_tokenizer"];
-  write_file_atomic(dir.path() / "config.json", R"({"model_type": "xlm-roberta"})");
-  write_file_atomic(dir.path() / "model.safetensors", "");
-  const auto tokenizer = load_tokenizer(PretrainedDir::find(dir.path()), 0);
-  EXPECT_EQ(tokenizer->vocab_size(),
-            SentencePieceTokenizer(model, SentencePieceIds::kFairseq).vocab_size());
   auto inputs = all_inputs();
-  for (const char* text : {"fill <mask> here", "  leading and trailing  ", "a  b\t\tc", "ﬁnance"})
+  for (const char* text : {"fill <mask> here", "  leading and trailing  ", "a  b\t\tc", "ﬁnance",
+                           "a\u3000b \u00a0c\n"})
     inputs.push_back({text});
-  expect_identical_to_hf(*tokenizer, saved, inputs, /*types=*/true);
+  for (const bool old_converter : {false, true}) {
+    SCOPED_TRACE(old_converter ? "transformers 4.0's converter" : "the converter now");
+    testing::TempDir files, dir;
+    auto converted = xlmr_tokenizer_json(read_spm_proto(model));
+    if (old_converter) {
+      converted["normalizer"] = converted["normalizer"]["normalizers"][0];
+      converted["pre_tokenizer"] = {{"type", "Sequence"},
+                                    {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}},
+                                                                   converted["pre_tokenizer"]})}};
+    }
+    write_file_atomic(files.path() / "converter.json", converted.dump());
+    const auto file = dir.path() / "tokenizer.json";
+    const std::string command = "BERTFT_NODE_MODULES='" + node_modules().string() + "' node '" +
+                                BERTFT_SOURCE_DIR + "/tools/hf_tokenizer_ref/resave.js' '" +
+                                (files.path() / "converter.json").string() + "' '" + file.string() +
+                                "'";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const auto saved = json::parse(read_file(file));
+    const auto& metaspace =
+        old_converter ? saved["pre_tokenizer"]["pretokenizers"][1] : saved["pre_tokenizer"];
+    EXPECT_EQ(metaspace.value("prepend_scheme", ""), "always") << saved["pre_tokenizer"];
+    write_file_atomic(dir.path() / "config.json", R"({"model_type": "xlm-roberta"})");
+    write_file_atomic(dir.path() / "model.safetensors", "");
+    const auto tokenizer = load_tokenizer(PretrainedDir::find(dir.path()), 0);
+    EXPECT_EQ(tokenizer->vocab_size(),
+              SentencePieceTokenizer(model, SentencePieceIds::kFairseq).vocab_size());
+    expect_identical_to_hf(*tokenizer, saved, inputs, /*types=*/true);
+  }
 }
 
 // Added tokens (HF's add_tokens, added_tokens.json) of every kind, as for WordPiece and
