@@ -209,7 +209,7 @@ void quantize_if_int8(FinetunedModel& m, const PredictOptions& o) {
   log::info("[predict] int8: {} encoder projections in dynamic int8 ({})", n, int8_engine());
 }
 
-/// Reads and featurises `spec` with the model's adapter and runs the model over it (batch size,
+/// Featurises `examples` with the model's adapter and runs the model over them (batch size,
 /// device and precision from `o`): the features and the per-feature outputs.
 std::pair<std::shared_ptr<tasks::FeatureSet>, std::vector<torch::Tensor>> predict_examples(
     FinetunedModel& m,
@@ -415,6 +415,8 @@ int run_predict_text(const PredictOptions& o) {
       data::TaggedSentence s;
       s.raw_text = b ? a + "\t" + *b : a;  // the line whole: NER takes no text pair
       s.where = o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text";
+      // Each text alone, as the pipeline takes it: no other line as document context.
+      s.document = static_cast<int64_t>(i);
       subtokens.push_back(tasks::text_subtokens(s.raw_text, *m.tokenizer));
       if (subtokens.back().empty())
         throw DataError(fmt::format("predict {}: a text without tokens", s.where));

@@ -526,6 +526,11 @@ SpmProto read_spm_proto(const fs::path& file) {
   return out;
 }
 
+/// The SentencePiece model HF's own XLM-R tokenizer tests use (in ../shared).
+fs::path xlmr_test_model() {
+  return testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+}
+
 /// HF's fast XLM-R tokenizer for a SentencePiece model, as transformers' converter builds it:
 /// fairseq's vocabulary, the model's precompiled normalizer then spaces collapsed, Metaspace,
 /// Unigram, `<s> A </s></s> B </s>`.
@@ -576,8 +581,7 @@ json xlmr_tokenizer_json(const SpmProto& proto) {
 
 TEST(XlmRobertaReferenceTest, IdenticalToHuggingFaceTokenizers) {
   // The SentencePiece model HF's own XLM-R tokenizer tests use, with fairseq's ids.
-  const auto model =
-      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  const auto model = xlmr_test_model();
   BERTFT_REQUIRE_PATH(model);
   BERTFT_REQUIRE_HF_TOKENIZERS();
   const SentencePieceTokenizer tokenizer(model, SentencePieceIds::kFairseq);
@@ -594,8 +598,7 @@ TEST(XlmRobertaReferenceTest, IdenticalToHuggingFaceTokenizers) {
 // and encodes and decodes every input as HF does from it; as transformers' converter writes it
 // now, and as 4.0's did (the map alone, WhitespaceSplit before Metaspace).
 TEST(XlmRobertaReferenceTest, LoadsHfsOwnTokenizerJsonWithoutTheModel) {
-  const auto model =
-      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  const auto model = xlmr_test_model();
   BERTFT_REQUIRE_PATH(model);
   BERTFT_REQUIRE_HF_TOKENIZERS();
   auto inputs = all_inputs();
@@ -637,8 +640,7 @@ TEST(XlmRobertaReferenceTest, LoadsHfsOwnTokenizerJsonWithoutTheModel) {
 // content (the model's map turns "\uFB01" into "fi"), every split between them pre-tokenized
 // on its own.
 TEST(XlmRobertaReferenceTest, AddedTokensAsHuggingFaceTokenizers) {
-  const auto model =
-      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  const auto model = xlmr_test_model();
   BERTFT_REQUIRE_PATH(model);
   BERTFT_REQUIRE_HF_TOKENIZERS();
   auto added = every_kind_of_added_token();

@@ -37,6 +37,18 @@ fs::path model_with_vocab(const std::string& model,
   return out;
 }
 
+/// `labels` as the id2label and label2id of `dir`'s config.json.
+void set_labels(const fs::path& dir, const std::vector<std::string>& labels) {
+  auto config = json::parse(read_file(dir / "config.json"));
+  config["id2label"] = json::object();
+  config["label2id"] = json::object();
+  for (size_t i = 0; i < labels.size(); ++i) {
+    config["id2label"][std::to_string(i)] = labels[i];
+    config["label2id"][labels[i]] = i;
+  }
+  testing::write_bytes(dir / "config.json", config.dump(2));
+}
+
 /// CoNLL-2003's nine labels.
 const std::vector<std::string> kConllLabels = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
                                                "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
@@ -45,14 +57,7 @@ const std::vector<std::string> kConllLabels = {"O",     "B-PER", "I-PER",  "B-OR
 /// model_with_vocab's vocabulary.
 fs::path ner_model(const fs::path& out, const std::vector<std::string>& tokens = {}) {
   const auto dir = model_with_vocab("tokcls9", out, tokens);
-  auto config = json::parse(read_file(dir / "config.json"));
-  config["id2label"] = json::object();
-  config["label2id"] = json::object();
-  for (size_t i = 0; i < kConllLabels.size(); ++i) {
-    config["id2label"][std::to_string(i)] = kConllLabels[i];
-    config["label2id"][kConllLabels[i]] = i;
-  }
-  testing::write_bytes(dir / "config.json", config.dump(2));
+  set_labels(dir, kConllLabels);
   return dir;
 }
 
@@ -346,15 +351,7 @@ fs::path family_ner_model(const std::string& family, const fs::path& out) {
   else
     for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"})
       fs::copy_file(from / "models" / "base" / f, out / f);
-  auto config = json::parse(read_file(out / "config.json"));
-  const std::vector<std::string> labels = {"O", "B-PER", "I-PER", "B-LOC", "I-LOC"};
-  config["id2label"] = json::object();
-  config["label2id"] = json::object();
-  for (size_t i = 0; i < labels.size(); ++i) {
-    config["id2label"][std::to_string(i)] = labels[i];
-    config["label2id"][labels[i]] = i;
-  }
-  testing::write_bytes(out / "config.json", config.dump(2));
+  set_labels(out, {"O", "B-PER", "I-PER", "B-LOC", "I-LOC"});
   return out;
 }
 
@@ -379,6 +376,38 @@ TEST_F(PipelineTest, XlmRobertaTokenClassificationAggregatesAsHfsPipeline) {
   expect_hfs_entities(
       dir, {"This is a test of New York, U.S. and falsé \u2603 words.",
             "Text  with two spaces: I was born in 92000.", "it's the end (of it) for them"});
+}
+
+// Each raw text is its own document: a model trained with document context (CoNLL-2003's
+// recipe) does not take the other stdin lines as context, so a line's entities are those it
+// gets alone, as HF's pipeline takes each text.
+TEST_F(PipelineTest, TokenClassificationTakesEachRawTextAlone) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "tokcls9" / "model.safetensors");
+  const auto dir = ner_model(dir_.path() / "m");
+  testing::write_bytes(dir / "bertft_task.yaml",
+                       "task:\n  type: token_classification\n  document_context: true\n");
+  const std::vector<std::string> texts = {"w7 w8 w9 w10", "w11 w12 w13 w14 w15 w16 w17"};
+  testing::write_bytes(dir_.path() / "lines.txt", texts[0] + "\n" + texts[1] + "\n");
+  const auto run =
+      testing::run_bertft("predict --aggregation none --model " + dir.string() + " --text -",
+                          dir_.path() / "lines.log", "", dir_.path() / "lines.txt");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto together = testing::json_lines(run.output);
+  ASSERT_EQ(together.size(), 2u) << run.output;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto alone =
+        predict("--aggregation none --model " + dir.string() + " --text '" + texts[i] + "'",
+                "alone" + std::to_string(i));
+    ASSERT_EQ(alone.size(), 1u);
+    const auto& a = alone[0]["entities"];
+    const auto& b = together[i]["entities"];
+    ASSERT_EQ(a.size(), b.size()) << a.dump() << "\n" << b.dump();
+    ASSERT_FALSE(a.empty()) << "no sub-token labelled: nothing compared";
+    for (size_t e = 0; e < a.size(); ++e) {
+      EXPECT_EQ(a[e]["entity"], b[e]["entity"]);
+      EXPECT_NEAR(a[e]["score"].get<double>(), b[e]["score"].get<double>(), 1e-6);
+    }
+  }
 }
 
 // Multiple choice on raw text picks what `predict --data` picks for the same context and choices.
