@@ -133,6 +133,10 @@ void SentencePieceTokenizer::init_fairseq(std::vector<std::string> pieces,
                                           std::vector<AddedToken> added,
                                           int64_t model_vocab_size,
                                           const std::string& source) {
+  if (model_vocab_size > 0 && static_cast<int64_t>(pieces.size()) > model_vocab_size)
+    throw TokenizerError(fmt::format(
+        "{}: the vocabulary has {} pieces but the model embeds only {} (config.json vocab_size)",
+        source, pieces.size(), model_vocab_size));
   unigram_ = std::make_unique<UnigramModel>(pieces, scores, unk_id);
   scores_ = std::move(scores);
   if (!charsmap_blob_.empty())

@@ -192,6 +192,13 @@ TEST(SentencePieceTest, XlmRobertaTokenizerJsonAloneLoadsAsTheModel) {
   };
   const auto loaded = load(dir.path());
   EXPECT_EQ(tokenizer_kind(*loaded), "SentencePiece");
+  try {  // more pieces than the model embeds
+    load_tokenizer(PretrainedDir::find(dir.path()), 100);
+    ADD_FAILURE() << "a model of 100 embeddings took the whole vocabulary";
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find("pieces but the model embeds only 100"), std::string::npos)
+        << e.what();
+  }
   EXPECT_EQ(loaded->vocab_size(), xlmr.vocab_size());
   EXPECT_TRUE(loaded->roberta_template());
   for (const std::string text : {"This is a test of 92000 falsé ☃ words.", "  two  spaces ",
