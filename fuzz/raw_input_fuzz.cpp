@@ -3,10 +3,9 @@
 // words (text_subtokens; the first byte picks WordPiece, whose "##" marks sub-words, or byte-level
 // BPE, grouped by HF's space heuristic) and every aggregation strategy over made-up
 // probabilities. BERTFT_FUZZ_RAW_NPY picks the first.
-#include <algorithm>
-
 #include "bert/common/error.h"
 #include "bert/tokenizer/byte_level_bpe.h"
+#include "bert/tokenizer/unicode.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "fuzz/fuzz_input.h"
 #include "recipes/runner/embed.h"
@@ -72,8 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(bert::fuzz::as_text(data + 1, size - 1));
   try {
     auto tokens = bert::tasks::text_subtokens(text, tok);
-    const auto length = static_cast<int64_t>(std::count_if(
-        text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));  // code points
+    const auto length = bert::tok::unicode::code_point_count(text);
     for (size_t k = 0; k < tokens.size(); ++k) {
       const auto& t = tokens[k];
       // Sub-tokens in order of their starts, inside the text; words numbered from 0, one after

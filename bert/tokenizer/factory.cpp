@@ -542,7 +542,7 @@ UnigramJson read_unigram_json(const json& file, const std::filesystem::path& pat
   // Metaspace as the pre-tokenizer, alone or after WhitespaceSplit (transformers 4.0's
   // converter), and as the decoder.
   const auto pre = section_type(file, "pre_tokenizer", path);
-  std::string metaspace_key = "pre_tokenizer";
+  std::vector<std::pair<std::string, const json*>> metaspaces;  // (key, section)
   if (pre == "Sequence") {
     const json& p = file["pre_tokenizer"];
     const auto list = p.find("pretokenizers");
@@ -552,16 +552,18 @@ UnigramJson read_unigram_json(const json& file, const std::filesystem::path& pat
              (list == p.end() ? std::string("missing") : list->dump().substr(0, 60)) +
                  " (not WhitespaceSplit then Metaspace)");
     out.pipeline.whitespace_split = true;
-    metaspace_key = "pre_tokenizer.pretokenizers[1]";
-  } else if (pre != "Metaspace") {
+    metaspaces.emplace_back("pre_tokenizer.pretokenizers[1]", &(*list)[1]);
+  } else if (pre == "Metaspace") {
+    metaspaces.emplace_back("pre_tokenizer", &file["pre_tokenizer"]);
+  } else {
     refuse("pre_tokenizer.type", pre.empty() ? "none" : pre);
   }
   const auto decoder = section_type(file, "decoder", path);
   if (decoder != "Metaspace") refuse("decoder.type", decoder.empty() ? "none" : decoder);
-  for (const auto& key : {metaspace_key, std::string("decoder")}) {
-    const json& m = key == "decoder"                ? file["decoder"]
-                    : out.pipeline.whitespace_split ? file["pre_tokenizer"]["pretokenizers"][1]
-                                                    : file["pre_tokenizer"];
+  metaspaces.emplace_back("decoder", &file["decoder"]);
+  for (const auto& metaspace : metaspaces) {
+    const std::string& key = metaspace.first;
+    const json& m = *metaspace.second;
     const auto name = [&](const char* k) { return key + "." + k; };
     const auto replacement = m.find("replacement");
     if (replacement == m.end() || *replacement != "\u2581")
@@ -720,12 +722,11 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
     tokenizer->set_clean_up_spaces(clean_up);
     return tokenizer;
   }
-  if (!dir.vocab && dir.sentencepiece) {
-    // XLM-RoBERTa numbers SentencePiece's pieces as fairseq did (HF XLMRobertaTokenizer).
-    const bool fairseq =
-        model_type == "xlm-roberta" ||
-        config_string(config, config_name, "tokenizer_class").rfind("XLMRoberta", 0) == 0;
-    if (!fairseq) {
+  if (!dir.vocab && (dir.sentencepiece || json_model == "Unigram")) {
+    // XLM-RoBERTa numbers SentencePiece's pieces as fairseq did (HF XLMRobertaTokenizer), and so
+    // does the Unigram of a tokenizer.json alone.
+    if (dir.sentencepiece && model_type != "xlm-roberta" &&
+        config_string(config, config_name, "tokenizer_class").rfind("XLMRoberta", 0) != 0) {
       refuse_albert_preprocessing(config, config_name);
       auto tokenizer =
           std::make_unique<SentencePieceTokenizer>(*dir.sentencepiece, SentencePieceIds::kModel);
@@ -734,30 +735,22 @@ std::unique_ptr<Tokenizer> build_tokenizer(const PretrainedDir& dir,
       tokenizer->set_clean_up_spaces(clean_up);
       return tokenizer;
     }
+    std::optional<UnigramJson> unigram;
+    if (!dir.sentencepiece) unigram = read_unigram_json(*json_file, json_path);
     // The added tokens are read against XLM-R's special tokens (fairseq's names).
     SpecialTokens xlmr = {"<unk>", "<s>", "</s>", "<pad>", "<mask>"};
     const auto added = read_added_tokens(dir, xlmr);
     std::vector<AddedToken> tokens;
     for (const auto& d : added) tokens.push_back(d.token);
-    auto tokenizer = std::make_unique<SentencePieceTokenizer>(
-        *dir.sentencepiece, SentencePieceIds::kFairseq, std::move(tokens), model_vocab_size);
+    auto tokenizer =
+        unigram ? SentencePieceTokenizer::from_unigram(
+                      std::move(unigram->pieces), std::move(unigram->scores), unigram->unk_id,
+                      std::move(unigram->pipeline), std::move(tokens), model_vocab_size, json_path)
+                : std::make_unique<SentencePieceTokenizer>(*dir.sentencepiece,
+                                                           SentencePieceIds::kFairseq,
+                                                           std::move(tokens), model_vocab_size);
     check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
-                    dir.sentencepiece->filename().string().c_str());
-    tokenizer->set_model_max_length(max_length);
-    tokenizer->set_clean_up_spaces(clean_up);
-    return tokenizer;
-  }
-  if (json_model == "Unigram") {  // XLM-R's, from tokenizer.json alone
-    auto unigram = read_unigram_json(*json_file, json_path);
-    SpecialTokens xlmr = {"<unk>", "<s>", "</s>", "<pad>", "<mask>"};
-    const auto added = read_added_tokens(dir, xlmr);
-    std::vector<AddedToken> tokens;
-    for (const auto& d : added) tokens.push_back(d.token);
-    auto tokenizer = SentencePieceTokenizer::from_unigram(
-        std::move(unigram.pieces), std::move(unigram.scores), unigram.unk_id,
-        std::move(unigram.pipeline), std::move(tokens), model_vocab_size, json_path);
-    check_added_ids(added, tokenizer->added_tokens(), tokenizer->base_vocab_size(),
-                    "tokenizer.json");
+                    unigram ? "tokenizer.json" : dir.sentencepiece->filename().string().c_str());
     tokenizer->set_model_max_length(max_length);
     tokenizer->set_clean_up_spaces(clean_up);
     return tokenizer;

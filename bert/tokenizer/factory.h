@@ -23,12 +23,13 @@ struct TokenizerOverrides {
 /// tokenizer.json alone: WordPiece (its vocabulary, BertNormalizer and special tokens; with a
 /// tokenizer_config.json its do_lower_case, strip_accents and tokenize_chinese_chars or their
 /// defaults over the normalizer's, as HF's BertTokenizerFast sets them, unless it names the
-/// generic PreTrainedTokenizerFast) or RoBERTa's byte-level BPE (vocabulary, merges, <s> and
-/// </s> of RobertaProcessing); another model, normalizer, pre-tokenizer or decoder is refused,
-/// naming the key. Added
-/// tokens (tokenizer.json's "added_tokens", added_tokens.json) are read as HF reads them for
-/// WordPiece and byte-level BPE, and refused for SentencePiece. `model_vocab_size` (the
-/// checkpoint's vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.
+/// generic PreTrainedTokenizerFast), RoBERTa's byte-level BPE (vocabulary, merges, <s> and </s>
+/// of RobertaProcessing) or XLM-R's Unigram (pieces and scores, precompiled map, Metaspace, with
+/// fairseq's ids as the .model gets them); another model, normalizer, pre-tokenizer or decoder
+/// is refused, naming the key. Added tokens (tokenizer.json's "added_tokens",
+/// added_tokens.json) are read as HF reads them for WordPiece, byte-level BPE and XLM-R, and
+/// refused for a SentencePiece model with its own ids. `model_vocab_size` (the checkpoint's
+/// vocab_size) bounds the ids produced. Throws TokenizerError / ConfigError.
 std::unique_ptr<Tokenizer> load_tokenizer(const PretrainedDir& dir,
                                           int64_t model_vocab_size,
                                           const TokenizerOverrides& overrides = {});

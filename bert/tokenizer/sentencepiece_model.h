@@ -100,7 +100,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   /// tokenize() with added tokens: those matched in the raw text (with the special tokens),
   /// then, in each stretch between, normalized, the normalized ones, then HF's pipeline.
   std::vector<Piece> tokenize_with_added(std::string_view text) const;
-  /// `text` through HF's normalizer: the model's map (when it has one), spaces collapsed.
+  /// `text` through HF's normalizer: the model's map (when it has one), spaces collapsed (unless
+  /// a tokenizer.json of transformers 4.0's form said otherwise: collapse_spaces_).
   AlignedText normalize_like_hf(std::string_view text) const;
   /// Metaspace and Unigram over one normalized split (HF pre-tokenizes each on its own: a "▁"
   /// before each; with whitespace_split_ each run of non-whitespace in it on its own); offsets
@@ -114,7 +115,7 @@ class SentencePieceTokenizer final : public Tokenizer {
                                size_t base,
                                std::vector<Piece>& out,
                                int32_t& word) const;
-  /// HF's fast XLM-R pipeline (precompiled map, spaces collapsed, Metaspace, Unigram) over
+  /// HF's fast XLM-R pipeline (normalize_like_hf, then metaspace_unigram) over
   /// text[base, base + stretch.size()), appending to `out`.
   void tokenize_like_hf(std::string_view stretch,
                         size_t base,

@@ -17,6 +17,13 @@ void decode_utf8(std::string_view text,
                  std::vector<char32_t>& code_points,
                  std::vector<uint32_t>& byte_offsets);
 void append_utf8(char32_t c, std::string& out);
+/// Number of code points in UTF-8 `text` (its bytes that do not continue a sequence): the unit
+/// of HF's character offsets.
+inline int64_t code_point_count(std::string_view text) {
+  int64_t n = 0;
+  for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
 /// `bytes` with each invalid UTF-8 sequence replaced by U+FFFD, one for each maximal subpart
 /// of an ill-formed sequence (Unicode's recommended practice, which Rust's
 /// String::from_utf8_lossy and Python's errors="replace" follow).

@@ -293,10 +293,8 @@ namespace {
 
 /// Number of code points in the first `bytes` bytes of UTF-8 `text`.
 int64_t code_points_before(const std::string& text, int64_t bytes) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < bytes && i < static_cast<int64_t>(text.size()); ++i)
-    n += (static_cast<unsigned char>(text[static_cast<size_t>(i)]) & 0xC0) != 0x80;
-  return n;
+  return tok::unicode::code_point_count(
+      std::string_view(text).substr(0, static_cast<size_t>(bytes)));
 }
 
 /// A temporary directory removed on scope exit (the raw-text inputs are written as data files

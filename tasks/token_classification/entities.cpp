@@ -82,10 +82,6 @@ std::vector<TokenPrediction> text_subtokens(const std::string& text,
   const auto code_point = [&](uint32_t byte) {
     return static_cast<int64_t>(std::lower_bound(bytes.begin(), bytes.end(), byte) - bytes.begin());
   };
-  const auto length = [](const std::string& s) {  // in code points
-    return static_cast<int64_t>(
-        std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
-  };
   const auto space = [&](int64_t i) {
     return i < static_cast<int64_t>(cps.size()) && cps[static_cast<size_t>(i)] == U' ';
   };
@@ -99,7 +95,7 @@ std::vector<TokenPrediction> text_subtokens(const std::string& text,
     t.index = static_cast<int64_t>(out.size()) + 1;  // after [CLS]
     t.start = code_point(piece.begin);
     t.end = code_point(piece.end);
-    bool continues = word_aware ? length(piece.token) != t.end - t.start
+    bool continues = word_aware ? tok::unicode::code_point_count(piece.token) != t.end - t.start
                                 : t.start > 0 && !space(t.start - 1) && !space(t.start);
     if (piece.id == unk) {  // shown as the text it stands for, and a word of its own
       t.token = text.substr(piece.begin, piece.end - piece.begin);
