@@ -33,6 +33,9 @@ TEST(ClassificationMetrics, HandComputedBinaryF1AndMcc) {
   EXPECT_DOUBLE_EQ(matthews_corrcoef({1, 1, 1}, {0, 1, 0}), 0.0);  // constant prediction
   EXPECT_DOUBLE_EQ(f1_binary({0, 0}, {0, 0}, 1), 0.0);
   EXPECT_THROW(accuracy({1}, {1, 0}), std::invalid_argument);
+  // Macro F1 averages over the classes of both lists (scikit-learn's unique_labels): class 2,
+  // only predicted, counts with F1 0. Class 0: tp 1, fn 1 -> 2/3; class 1: 1.
+  EXPECT_NEAR(f1_macro({0, 2, 1, 1}, {0, 0, 1, 1}), (2.0 / 3 + 1 + 0) / 3, 1e-12);
 }
 
 TEST(RegressionMetrics, PublishedScipyExamples) {
@@ -50,6 +53,9 @@ TEST(SquadMetric, OfficialNormalisation) {
   EXPECT_EQ(normalize_answer("Élan\u00A0VITAL"), "élan vital");  // Unicode lower-case and spaces
   EXPECT_EQ(normalize_answer("“quoted”"), "“quoted”");           // only ASCII punctuation goes
   EXPECT_EQ(normalize_answer("1,000"), "1000");
+  EXPECT_EQ(normalize_answer("Don't"), "dont");  // string.punctuation has the apostrophe
+  // \b(a|an|the)\b: Python's \w has every letter and number, "½" (No) and "²" included.
+  EXPECT_EQ(normalize_answer("the½ cup, a² b"), "the½ cup a² b");
 }
 
 TEST(SquadMetric, ExactMatchAndTokenF1) {
@@ -84,6 +90,13 @@ TEST(SquadMetric, EmptyAnswersFollowTheirVersionsRule) {
   const auto v11 = score_squad(gold, {{"q", ""}}, "1.1");
   EXPECT_DOUBLE_EQ(v11["f1"].get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(v11["exact_match"].get<double>(), 100.0);
+  // v2.0 drops gold answers that normalise to empty: "the" is no answer to match an empty
+  // prediction when "Paris" is there, and a question with only such answers has none.
+  const std::vector<SquadGold> v2_gold = {{"q", {"the", "Paris"}, false}, {"r", {"a"}, false}};
+  const auto v2 = score_squad(v2_gold, {{"q", ""}, {"r", ""}}, "v2.0");
+  EXPECT_DOUBLE_EQ(v2["exact"].get<double>(), 50.0);
+  EXPECT_EQ(v2["HasAns_total"].get<int>(), 1);
+  EXPECT_EQ(v2["NoAns_total"].get<int>(), 1);
 }
 
 TEST(SquadMetric, V20SplitsAndBestThreshold) {
@@ -106,6 +119,12 @@ TEST(SquadMetric, V20SplitsAndBestThreshold) {
   EXPECT_DOUBLE_EQ(t["best_exact_thresh"].get<double>(), 0.1);
   EXPECT_NEAR(t["best_f1"].get<double>(), 100.0 * (3 + 2.0 / 3) / 4, 1e-9);
   EXPECT_DOUBLE_EQ(t["best_f1_thresh"].get<double>(), 0.3);
+  // A no-answer probability above the threshold (1.0 unless given) makes the answer empty; one
+  // equal to it does not (the official script's `na_probs[qid] > na_prob_thresh`).
+  const std::map<std::string, double> at = {{"a", 0.5}, {"b", 0.5}, {"c", 1.0}, {"d", 1.0}};
+  EXPECT_DOUBLE_EQ(score_squad(gold, preds, "v2.0", &at)["exact"].get<double>(), 50.0);
+  const auto above = score_squad(gold, preds, "v2.0", &at, 0.5);  // c and d above, a and b not
+  EXPECT_DOUBLE_EQ(above["exact"].get<double>(), 75.0);           // a, b, d (now empty) right
 }
 
 TEST(EntityMetric, SeqevalDocumentationExamples) {
@@ -137,6 +156,9 @@ TEST(EntityMetric, ConllevalChunkRulesForIob1AndIobes) {
             (std::vector<Entity>{{"PER", 0, 1}, {"PER", 2, 2}, {"LOC", 4, 4}}));
   EXPECT_EQ(lenient_entities({{"S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"}}),
             (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 3}, {"LOC", 4, 4}}));
+  // After E- (or S-) an I- or E- opens a new entity, of the same type too.
+  EXPECT_EQ(lenient_entities({{"B-PER", "E-PER", "I-PER", "O", "S-LOC", "E-LOC"}}),
+            (std::vector<Entity>{{"PER", 0, 1}, {"PER", 2, 2}, {"LOC", 4, 4}, {"LOC", 5, 5}}));
   // A type change inside an entity ends it (conlleval).
   EXPECT_EQ(lenient_entities({{"B-PER", "I-LOC"}}),
             (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 1}}));

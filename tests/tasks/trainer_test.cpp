@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -15,6 +17,7 @@
 #include "bert/model/onednn_linear.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "tasks/registry.h"
+#include "tasks/training/optimizer.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tasks {
@@ -281,6 +284,54 @@ TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
       const auto j = nlohmann::json::parse(line);
       EXPECT_TRUE(seen.emplace(j["split"].get<std::string>(), j["step"].get<int64_t>()).second)
           << line;
+    }
+  }
+}
+
+// One optimizer step over the whole training set, clipped, whole or in micro-batches of unequal
+// sizes (10 rows in 4: 3, 3, 2, 2), moves every weight as LibTorch's own clip_grad_norm_ and
+// AdamW do after one backward over the whole batch. adam_epsilon 1 makes the step follow the
+// clipped gradient's size (with HF's 1e-8 AdamW's first step is its sign): a step left unclipped,
+// or micro-batches weighted alike rather than by their rows, moves the weights elsewhere.
+TEST_F(TrainerTest, AnAccumulatedClippedStepIsTheWholeBatchsStep) {
+  testing::write_bytes(dir_.path() / "train.tsv", generated_tsv(10, 3));
+  config_.hidden_dropout_prob(0).attention_probs_dropout_prob(0);
+  auto options = fast();
+  options.precision = Precision::kFp32;
+  options.batch_size = 10;
+  options.max_steps = 1;
+  options.warmup_steps = 0;  // the step's learning rate is the peak
+  options.learning_rate = 1.0;
+  options.adam_epsilon = 1.0;
+  options.max_grad_norm = 0.05;
+  for (const int64_t micro_steps : {1, 4}) {
+    options.gradient_accumulation_steps = micro_steps;
+    const auto run = train(options);
+    ASSERT_EQ(run.result.steps, 1);
+
+    torch::manual_seed(static_cast<uint64_t>(options.seed));  // the trained model's start
+    auto reference = adapter_->build_model(config_);
+    std::map<std::string, torch::Tensor> start;
+    for (const auto& [name, tensor] : state_dict(*reference)) start[name] = tensor.clone();
+    std::vector<int64_t> rows(train_->size());
+    std::iota(rows.begin(), rows.end(), 0);
+    const auto batch = adapter_->collate(*train_, rows);
+    reference->train();
+    adapter_->loss(reference->forward(batch), batch).backward();
+    const double norm = torch::nn::utils::clip_grad_norm_(reference->parameters(), 0.05);
+    ASSERT_GT(norm, 0.2);  // the step is clipped to a quarter or less
+    AdamWSettings settings;
+    settings.learning_rate = 1.0;
+    settings.eps = 1.0;
+    make_optimizer("adamw_torch", *reference, settings)->step();
+
+    const auto trained = state_dict(*run.model);
+    for (const auto& [name, tensor] : state_dict(*reference)) {
+      const auto expected = tensor - start.at(name);
+      const auto moved = trained.at(name).cpu() - start.at(name);
+      EXPECT_LE(testing::max_abs_diff(moved, expected),
+                1e-3 * expected.abs().max().item<double>() + 1e-7)
+          << name << " in " << micro_steps << " micro-batches";
     }
   }
 }
