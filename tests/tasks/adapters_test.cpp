@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "bert/common/error.h"
@@ -184,6 +185,19 @@ TEST(Windows, CoverEveryTokenOnceAtMaxContext) {
       if (p >= w[k].begin && p < w[k].end) owners += flags[k][static_cast<size_t>(p - w[k].begin)];
     EXPECT_EQ(owners, 1) << p;
   }
+}
+
+// Google's _check_is_max_context: a token belongs to the window where it has the most context
+// on its shorter side; on a tie the longer window wins (0.01 per token), then the first one.
+TEST(Windows, MaxContextBreaksTiesByLengthThenOrder) {
+  const auto longer = max_context_flags({{0, 5}, {2, 9}});  // token 3: 1 + 0.05 against 1 + 0.07
+  EXPECT_FALSE(longer[0][3]);
+  EXPECT_TRUE(longer[1][1]);
+  const auto equal = max_context_flags({{0, 4}, {1, 5}});  // token 2: 1 + 0.04 in both
+  EXPECT_TRUE(equal[0][2]);
+  EXPECT_FALSE(equal[1][1]);
+  // An overlap as large as the window is cut to one less: windows advance a token at a time.
+  EXPECT_EQ(split_windows(10, 4, 4).size(), 7u);
 }
 
 /// Saves `features` to the feature cache format, loads them back and checks every field,
@@ -415,6 +429,79 @@ TEST_F(RealDataTest, SquadPostProcessingPicksTheBestValidSpanAndNullAnswers) {
   EXPECT_DOUBLE_EQ(ev.metrics.at("exact"), 100.0);
   EXPECT_DOUBLE_EQ(ev.metrics.at("best_f1"), 100.0);
   EXPECT_EQ(adapter->main_metric(), "best_f1");
+}
+
+// run_qa's post-processing rules one at a time, on hand-set logits (0 elsewhere): a span scores
+// its start plus its end logit; a one-token span counts, one longer than max_answer_length does
+// not; over several windows the null score is the lowest window's; the null answer is in the
+// n-best once.
+TEST_F(RealDataTest, SquadPostProcessingFollowsRunQasRules) {
+  testing::TempDir dir;
+  const std::string sentence = "Ada Lovelace wrote the first program in 1843.";
+  std::string several = sentence;  // far longer than one window of 32
+  for (int i = 0; i < 3; ++i) several += " " + sentence;
+  testing::write_bytes(dir.path() / "s.json",
+                       fmt::format(R"({{"version": "v2.0", "data": [{{"title": "T", "paragraphs": [
+    {{"context": "{}", "qas": [{{"id": "one", "question": "Who?", "answers": [], "is_impossible": true}}]}},
+    {{"context": "{}", "qas": [{{"id": "many", "question": "Who?", "answers": [], "is_impossible": true}}]}}]}}]}})",
+                                   sentence, several));
+  auto adapter =
+      make_task("question_answering",
+                "{max_seq_length: 32, doc_stride: 8, max_answer_length: 3, n_best_size: 3}");
+  const auto* qa_adapter = dynamic_cast<const QuestionAnsweringAdapter*>(adapter.get());
+  const auto features =
+      adapter->featurize(adapter->read(spec_of(dir.path() / "s.json")), cased_tokenizer(), false);
+  const auto& qa = dynamic_cast<const QaFeatureSet&>(*features);
+  ASSERT_GT(qa.features.size(), 2u);  // one window for "one", several for "many"
+  // The token of feature f starting at `byte` of its context.
+  const auto at = [&](size_t f, int64_t byte) {
+    for (size_t t = 0; t < qa.offsets[f].size(); ++t)
+      if (qa.offsets[f][t].first == byte) return static_cast<int64_t>(t);
+    ADD_FAILURE() << "no token at byte " << byte;
+    return int64_t{0};
+  };
+  const auto zeros = [&] {
+    std::vector<torch::Tensor> outputs;
+    for (const auto& f : qa.features) outputs.push_back(torch::zeros({f.length(), 2}));
+    return outputs;
+  };
+  const auto best_span = [&](const std::vector<torch::Tensor>& outputs) {
+    const auto decoded = qa_adapter->decode(*features, outputs);
+    for (const auto& c : decoded.nbest[0])
+      if (!c.text.empty()) return c.text;
+    return std::string();
+  };
+  // "Ada"=0, "Love"=4, "##lace"=8, "wrote"=13, "the"=19.
+  auto outputs = zeros();
+  outputs[0][at(0, 0)][0] = 5;
+  outputs[0][at(0, 13)][1] = 5;  // "Ada Lovelace wrote": 10, but four tokens
+  outputs[0][at(0, 0)][1] = 4;   // "Ada": 9
+  EXPECT_EQ(best_span(outputs), "Ada");
+  outputs = zeros();
+  outputs[0][at(0, 0)][0] = 5;
+  outputs[0][at(0, 8)][1] = 1;  // "Ada Lovelace": 6
+  outputs[0][at(0, 19)][0] = 4.5;
+  outputs[0][at(0, 19)][1] = 3;  // "the": 7.5
+  EXPECT_EQ(best_span(outputs), "the");
+
+  // "many": null 3 + 3 in its first window, 1 + 1 in the others; its best span scores 4.
+  outputs = zeros();
+  for (size_t f = 1; f < qa.features.size(); ++f)
+    outputs[f][0][0] = outputs[f][0][1] = f == 1 ? 3 : 1;
+  outputs[1][at(1, 0)][0] = outputs[1][at(1, 0)][1] = 2;
+  // "one": the null answer (0 + 0) above every span (-1 at each context token, -5 elsewhere).
+  for (size_t t = 1; t < qa.offsets[0].size(); ++t)
+    outputs[0][static_cast<int64_t>(t)].fill_(qa.offsets[0][t].first >= 0 ? -1 : -5);
+  const auto decoded = qa_adapter->decode(*features, outputs);
+  EXPECT_DOUBLE_EQ(decoded.null_score_diff[1], 2.0 - 4.0);
+  const auto& nbest = decoded.nbest[0];
+  ASSERT_EQ(nbest.size(), 3u);
+  EXPECT_EQ(nbest[0].text, "");
+  EXPECT_EQ(std::count_if(nbest.begin(), nbest.end(), [](const auto& c) { return c.text.empty(); }),
+            1);
+  double total = 0;
+  for (const auto& c : nbest) total += c.probability;
+  EXPECT_NEAR(total, 1.0, 1e-12);
 }
 
 /// One-hot logits of the gold tag at every labelled position: predictions must give back the
