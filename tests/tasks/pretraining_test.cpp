@@ -5,6 +5,7 @@
 
 #include <map>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "bert/checkpoint/load.h"
@@ -119,6 +120,66 @@ TEST_F(PretrainingDataTest, StatisticsOnWikipediaParagraphsMeetTheSpecification)
   EXPECT_NEAR(j["random_share"].get<double>(), 0.10, 0.02) << j.dump(1);
   EXPECT_NEAR(j["kept_share"].get<double>(), 0.10, 0.02) << j.dump(1);
   EXPECT_GT(j["mean_length"].get<double>(), 90.0);  // most fill max_seq_length; short_seq_prob 0.1
+}
+
+// Masking hand-made instances: at least one prediction however short the instance (Google's
+// max(1, round(...))); a random replacement is never a special token (with 5 of 8 ids special,
+// most draws hit one); with whole_word_mask a word too long for what is left is passed over, not
+// the end of the choosing, so shorter words still fill max_predictions_per_seq.
+TEST(Masking, AtLeastOnePredictionNoSpecialDrawnLongWordsPassedOver) {
+  tok::SpecialTokens special;
+  special.pad_id = 0, special.unk_id = 1, special.cls_id = 2, special.sep_id = 3;
+  special.mask_id = 4;
+  PretrainingDataOptions options;
+  std::mt19937_64 rng(5);
+  const PretrainingInstance shortest{{2, 5, 6, 3}, {1, 1, 1, 1}, 3};  // 0.15 x 4: 0 or 1
+  int64_t random_draws = 0;
+  for (int i = 0; i < 400; ++i) {
+    auto instance = shortest;
+    mask_instance(instance, options, special, /*vocab_size=*/8, rng);
+    ASSERT_EQ(instance.masked_positions.size(), 1u);
+    const auto position = static_cast<size_t>(instance.masked_positions[0]);
+    const auto now = instance.tokens[position];
+    ASSERT_TRUE(now == special.mask_id || now >= 5) << "drawn " << now;
+    random_draws += now != special.mask_id && now != instance.masked_labels[0];
+  }
+  EXPECT_GT(random_draws, 10);
+
+  // [CLS] then a word of 6 pieces and 10 one-piece words, [SEP]; 3 predictions wanted.
+  PretrainingInstance words{{2}, {1}, 0};
+  for (int p = 0; p < 6; ++p) words.tokens.push_back(5), words.word_start.push_back(p == 0);
+  for (int w = 0; w < 10; ++w) words.tokens.push_back(6), words.word_start.push_back(1);
+  words.tokens.push_back(3), words.word_start.push_back(1);
+  words.segment_a_length = static_cast<int32_t>(words.tokens.size());
+  options.whole_word_mask = true;
+  options.masked_lm_prob = 0.15;  // 0.15 x 18 = 2.7: 2 or 3
+  options.max_predictions_per_seq = 2;
+  for (int i = 0; i < 100; ++i) {
+    auto instance = words;
+    mask_instance(instance, options, special, 8, rng);
+    ASSERT_EQ(instance.masked_positions.size(), 2u) << "seed step " << i;
+    EXPECT_GE(instance.masked_positions[0], 7);  // the long word never fits
+  }
+}
+
+// short_seq_prob: the share of chunks filled to a random target length in [2, max - 3]
+// instead of max - 3 (their mean is about half of it).
+TEST_F(PretrainingDataTest, ShortSeqProbShortensThatShareOfInstances) {
+  auto documents = corpus();
+  documents.resize(300);
+  const auto mean_length = [&](double short_seq_prob) {
+    PretrainingDataOptions options;
+    options.dupe_factor = 2;
+    options.short_seq_prob = short_seq_prob;
+    const auto instances = create_instances(documents, options, tokenizer_->special_tokens(),
+                                            tokenizer_->vocab_size());
+    double tokens = 0;
+    for (const auto& instance : instances) tokens += static_cast<double>(instance.tokens.size());
+    return tokens / static_cast<double>(instances.size());
+  };
+  const double full = mean_length(0), short_ones = mean_length(1);
+  EXPECT_GT(full, 90.0);
+  EXPECT_LT(short_ones, 0.75 * full) << full;
 }
 
 TEST_F(PretrainingDataTest, WholeWordMaskingMasksEveryPieceOfAWord) {
