@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "bert/common/file_util.h"
 #include "recipes/runner/leaderboard.h"
 #include "tests/support/test_support.h"
@@ -94,6 +96,41 @@ TEST(LeaderboardTest, AMinimisedMetricRanksTheLowestFirst) {
   EXPECT_EQ(board["settings"][1]["best_trial"], "a2");
   EXPECT_EQ(board["best"]["trial"], "b1");
   EXPECT_NE(read_file(sweep.leaderboard("md")).find("(lower is better)"), std::string::npos);
+}
+
+// A setting none of whose trials finished (failed, or not run yet) ranks after every setting
+// with a score, wherever the plan lists it.
+TEST(LeaderboardTest, SettingsWithoutAFinishedTrialRankLast) {
+  testing::TempDir dir;
+  const SweepDir sweep(dir.path());
+  SweepPlan plan{"r.yaml", "sst2", "sequence_classification", {}};
+  for (const auto& [name, lr] : std::vector<std::pair<std::string, std::string>>{
+           {"failed", "1e-2"}, {"pending", "1e-1"}, {"low", "1e-3"}, {"high", "1e-4"}}) {
+    plan.trials.push_back({name, {{"learning_rate", lr}, {"seed", "1"}}});
+    if (name == "pending") continue;
+    TrialResult r;
+    r.trial = name;
+    r.main_metric = "accuracy";
+    if (name == "failed") {
+      r.error = "out of memory";
+    } else {
+      r.status = TrialStatus::kDone;
+      r.main = name == "low" ? 0.5 : 0.9;
+      r.metrics = {{"accuracy", *r.main}};
+    }
+    r.write(sweep.trial(name));
+  }
+  plan.write(sweep);
+  const auto board = write_leaderboard(dir.path());
+  ASSERT_EQ(board["settings"].size(), 4u);
+  std::vector<std::string> order;
+  for (const auto& s : board["settings"])
+    order.push_back(s["hyperparameters"][0][1].get<std::string>());  // the learning rate
+  EXPECT_EQ(order[0], "1e-4");                                       // high
+  EXPECT_EQ(order[1], "1e-3");                                       // low
+  EXPECT_EQ(std::set<std::string>(order.begin() + 2, order.end()),
+            (std::set<std::string>{"1e-2", "1e-1"}));  // failed, pending
+  EXPECT_EQ(board["best"]["trial"], "high");
 }
 
 }  // namespace
