@@ -252,7 +252,19 @@ TEST_F(MalformedInputTest, CsvQuotingAndJsonl) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].id, "7");
   EXPECT_EQ(rows[0].text_a, "a, \"quoted\"\nline");
+  EXPECT_EQ(rows[0].label.value(), "pos");  // the CR of CRLF is not part of the last field
   EXPECT_EQ(rows[1].where, csv.string() + ":4");
+  // Windows line ends throughout, blank lines between and after the records (skipped).
+  const auto crlf = write("crlf.csv", "text,label\r\none,pos\r\n\r\ntwo,neg\r\n\r\n");
+  const auto windows = read_text_examples(spec_of(crlf));
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_EQ(windows[0].label.value(), "pos");
+  EXPECT_EQ(windows[1].text_a, "two");
+  EXPECT_EQ(windows[1].label.value(), "neg");
+  EXPECT_EQ(windows[1].where, crlf.string() + ":4");
+  const auto tsv = read_text_examples(spec_of(write("crlf.tsv", "text\tlabel\r\none\tpos\r\n")));
+  ASSERT_EQ(tsv.size(), 1u);
+  EXPECT_EQ(tsv[0].label.value(), "pos");
   const auto jsonl = write("x.jsonl",
                            "{\"text\": \"one\", \"label\": 1}\n\n{\"text\": \"two\", \"text_b\": "
                            "\"b\", \"label\": 0}\n");
