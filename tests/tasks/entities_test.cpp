@@ -144,6 +144,33 @@ TEST(EntityAggregation, GroupingRules) {
                         {"LABEL_3", "u", 14, 15, 1}});
 }
 
+// Ties go to the first, as numpy's argmax and Python's max take it: the first label of a row's
+// highest probability, and with "max" the first sub-token of the word's most confident ones.
+TEST(EntityAggregation, TiesGoToTheFirst) {
+  const std::vector<std::string> labels = {"O", "B-PER", "B-LOC"};
+  const auto word = [&](const std::vector<std::vector<float>>& rows) {
+    std::vector<TokenPrediction> tokens;
+    for (const auto& row : rows) {
+      TokenPrediction t;
+      t.token = tokens.empty() ? "jo" : "##nas";
+      t.word = 0;
+      t.start = tokens.empty() ? 0 : 2;
+      t.end = tokens.empty() ? 2 : 5;
+      t.probabilities = row;
+      tokens.push_back(std::move(t));
+    }
+    return tokens;
+  };
+  // One sub-token, B-PER and B-LOC alike: B-PER.
+  expect_entities(
+      aggregate_entities(word({{0.2f, 0.4f, 0.4f}}), labels, Aggregation::kNone, "O", tokenizer()),
+      {{"B-PER", "jo", 0, 2, 0.4}});
+  // "max": both sub-tokens at 0.7, the first (B-LOC) decides.
+  expect_entities(aggregate_entities(word({{0.1f, 0.2f, 0.7f}, {0.1f, 0.7f, 0.2f}}), labels,
+                                     Aggregation::kMax, "O", tokenizer()),
+                  {{"LOC", "jonas", 0, 5, 0.7}});
+}
+
 /// (token, word, start, end) of each sub-token.
 using Cut = std::vector<std::tuple<std::string, size_t, int64_t, int64_t>>;
 
