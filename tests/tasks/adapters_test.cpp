@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -285,6 +287,37 @@ TEST_F(RealDataTest, LongInputsAreWindowedAndAveragedOrTruncatedWithACount) {
   for (const auto& f : features->features)
     outputs.push_back(torch::one_hot(torch::tensor(f.label), 2).to(torch::kFloat));
   EXPECT_DOUBLE_EQ(adapter->evaluate(*features, outputs).metrics.at("accuracy"), 1.0);
+  // An example's logits are its windows' mean: window k of each example gives (k, -k).
+  std::map<int64_t, int64_t> windows_of;
+  for (size_t f = 0; f < features->features.size(); ++f) {
+    const int64_t k = windows_of[features->features[f].example]++;
+    outputs[f] = torch::tensor({static_cast<float>(k), -static_cast<float>(k)});
+  }
+  const auto most = std::max_element(windows_of.begin(), windows_of.end(),
+                                     [](auto& a, auto& b) { return a.second < b.second; });
+  ASSERT_GT(most->second, 2);
+  std::istringstream jsonl(
+      adapter->prediction_files(*features, outputs, /*with_logits=*/true)[0].second);
+  std::string line;
+  for (int64_t e = 0; e <= most->first; ++e) std::getline(jsonl, line);
+  EXPECT_NEAR(nlohmann::json::parse(line)["logits"][0].get<double>(), (most->second - 1) / 2.0,
+              1e-6);
+
+  // A pair slides over its second text, the first cut to half the room: [CLS] 6 [SEP] 7 [SEP].
+  testing::TempDir dir;
+  testing::write_bytes(
+      dir.path() / "pairs.tsv",
+      "sentence1\tsentence2\tlabel\none two three four five six seven eight nine "
+      "ten\tone two three four five six seven eight nine ten eleven twelve\tyes\nA\tB\tno\n");
+  auto pairs = make_task("sequence_classification",
+                         "{max_seq_length: 16, long_inputs: windows, window_stride: 2}");
+  const auto pair_examples = pairs->read(spec_of(dir.path() / "pairs.tsv"));
+  pairs->fit_labels(*pair_examples);
+  const auto pair_features = pairs->featurize(pair_examples, cased_tokenizer(), false);
+  ASSERT_GT(pair_features->features.size(), 1u);
+  const auto& ids = pair_features->features[0].input_ids[0];
+  ASSERT_EQ(ids.size(), 16u);
+  EXPECT_EQ(ids[7], cased_tokenizer().special_tokens().sep_id);
 
   auto truncating = make_task("sequence_classification", "{max_seq_length: 16}");
   truncating->read(spec_of(data_dir() / "glue" / "SST-2" / "dev.tsv"));
