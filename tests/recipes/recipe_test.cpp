@@ -109,6 +109,8 @@ TEST_F(RecipeTest, SetOverridesAnyKeyAndIsNamedInErrors) {
   const auto e2 = problems_of([&] { load_recipe(path, {"training.learning_rat=1"}); });
   EXPECT_NE(e2.find("did you mean 'learning_rate'"), std::string::npos) << e2;
   EXPECT_NE(e2.find("(from --set training.learning_rat=1)"), std::string::npos) << e2;
+  const auto e3 = problems_of([&] { load_recipe(path, {"=3"}); });
+  EXPECT_NE(e3.find("--set '=3': expected key=value"), std::string::npos) << e3;
   EXPECT_NE(problems_of([&] { load_recipe(path, {"novalue"}); }).find("expected key=value"),
             std::string::npos);
 }
@@ -178,6 +180,20 @@ TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
   auto text3 = good();
   text3.replace(text3.find("pretrained: ") + 12, dir_.path().string().size(), "${BERTFT_TEST_SET}");
   EXPECT_EQ(load_recipe(write(text3)).model.pretrained, dir_.path() / "model");
+}
+
+// ${VAR:-default} as the shell reads it: the default where VAR is unset or empty, the text
+// around kept; ${VAR} alone needs VAR.
+TEST(RecipeVariables, DefaultsAsTheShellGivesThem) {
+  ::unsetenv("BERTFT_TEST_VAR");
+  EXPECT_EQ(expand_env("data/${BERTFT_TEST_VAR:-glue}/train.tsv", "k"), "data/glue/train.tsv");
+  EXPECT_EQ(expand_env("${BERTFT_TEST_VAR:-}x", "k"), "x");
+  ::setenv("BERTFT_TEST_VAR", "", 1);
+  EXPECT_EQ(expand_env("${BERTFT_TEST_VAR:-glue}", "k"), "glue");
+  EXPECT_THROW(expand_env("${BERTFT_TEST_VAR}", "k"), ConfigError);
+  ::setenv("BERTFT_TEST_VAR", "sst", 1);
+  EXPECT_EQ(expand_env("${BERTFT_TEST_VAR:-glue}/${BERTFT_TEST_VAR}", "k"), "sst/sst");
+  ::unsetenv("BERTFT_TEST_VAR");
 }
 
 // A key given twice in one mapping is an error naming both lines: YAML would keep one value and
