@@ -129,6 +129,38 @@ TEST_F(CheckpointTest, LegacyNamesAndBuffersAreMappedLikeHf) {
     EXPECT_TRUE(torch::equal(t, state_dict(*target).at(name))) << name;
 }
 
+// A tied alias (the MLM decoder's copy of the word embeddings) loads its target only where the
+// checkpoint lacks the target; beside it, it must hold the same values, or the load names it.
+TEST_F(CheckpointTest, TiedAliasesStandInForAnAbsentTargetAndMustAgreeWithAPresentOne) {
+  torch::manual_seed(3);
+  BertForPreTraining source(tiny_config());
+  TensorMap tensors;
+  for (const auto& [name, t] : state_dict(*source)) tensors[name] = t.clone();
+  const std::string alias = "cls.predictions.decoder.weight",
+                    target = "bert.embeddings.word_embeddings.weight";
+  tensors[alias] = tensors.at(target).clone();  // as HF's state dict lists the tied weight
+  LoadOptions options;
+  options.strict = false;
+  options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
+  const auto load = [&](const TensorMap& checkpoint) {
+    torch::manual_seed(4);
+    BertForPreTraining model(tiny_config());
+    const auto report = load_state_dict(*model, checkpoint, "ckpt", options);
+    return std::make_pair(report, state_dict(*model).at(target).clone());
+  };
+  auto only_alias = tensors;
+  only_alias.erase(target);
+  const auto [through_alias, embeddings] = load(only_alias);
+  EXPECT_TRUE(through_alias.missing.empty()) << through_alias.summary();
+  EXPECT_TRUE(torch::equal(embeddings, tensors.at(alias)));
+  EXPECT_TRUE(load(tensors).first.mismatched.empty());
+  auto disagreeing = tensors;
+  disagreeing[alias] = disagreeing[alias] + 1;
+  const auto report = load(disagreeing).first;
+  ASSERT_EQ(report.mismatched.size(), 1u) << report.summary();
+  EXPECT_NE(report.mismatched[0].find(alias + ": tied alias of " + target), std::string::npos);
+}
+
 TEST_F(CheckpointTest, CamphrCheckpointFromOlderTransformersLoadsWithReport) {
   const auto path = testing::shared_dir() / "data" / "tiny-bert-camphr-ner";
   BERTFT_REQUIRE_PATH(path);
