@@ -145,15 +145,14 @@ TEST(Masking, AtLeastOnePredictionNoSpecialDrawnLongWordsPassedOver) {
   }
   EXPECT_GT(random_draws, 10);
 
-  // [CLS] then a word of 6 pieces and 10 one-piece words, [SEP]; 3 predictions wanted.
+  // [CLS] then a word of 6 pieces and 10 one-piece words, [SEP]; 2 predictions wanted.
   PretrainingInstance words{{2}, {1}, 0};
   for (int p = 0; p < 6; ++p) words.tokens.push_back(5), words.word_start.push_back(p == 0);
   for (int w = 0; w < 10; ++w) words.tokens.push_back(6), words.word_start.push_back(1);
   words.tokens.push_back(3), words.word_start.push_back(1);
   words.segment_a_length = static_cast<int32_t>(words.tokens.size());
   options.whole_word_mask = true;
-  options.masked_lm_prob = 0.15;  // 0.15 x 18 = 2.7: 2 or 3
-  options.max_predictions_per_seq = 2;
+  options.max_predictions_per_seq = 2;  // below 0.15 x 18 = 2.7
   for (int i = 0; i < 100; ++i) {
     auto instance = words;
     mask_instance(instance, options, special, 8, rng);
