@@ -61,6 +61,11 @@ TEST(AddedTokensTest, AddedTokensJsonNumbersAfterTheVocabularyAndKeepsEachWhole)
   e = t->encode("[E2] [e2]", std::nullopt, {/*add_special_tokens=*/false});
   EXPECT_EQ(e.ids.front(), 7);
   EXPECT_NE(e.ids.back(), 7);
+  // Special added tokens go with the others when decoding without special tokens (HF).
+  e = t->encode("lo [E2] lo", std::nullopt, {/*add_special_tokens=*/false});
+  EXPECT_EQ(e.ids, (std::vector<int64_t>{5, 7, 5}));
+  EXPECT_EQ(t->decode(e.ids), "lo [E2] lo");
+  EXPECT_EQ(t->decode(e.ids, /*skip_special_tokens=*/true), "lo lo");
 
   // Ids that HF would not give are an error naming the file and the token.
   write_file_atomic(dir.path() / "added_tokens.json", R"({"[ENT]": 7})");

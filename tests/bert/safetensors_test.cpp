@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 
 #include "bert/common/error.h"
@@ -87,6 +88,20 @@ TEST_F(SafetensorsTest, ConvertsHalfAndBfloat16ToFloat) {
   EXPECT_EQ(reader.get("b").scalar_type(), torch::kBFloat16);
 }
 
+// A dtype asked for converts floating-point tensors only: integer ones (token ids, an old
+// checkpoint's position_ids buffer) keep their type and values.
+TEST_F(SafetensorsTest, ARequestedDtypeLeavesIntegerTensorsAlone) {
+  TempDir dir;
+  const auto ids = torch::tensor({int64_t{0}, int64_t{5}, (int64_t{1} << 40) + 1});
+  save_safetensors(dir.path() / "m.safetensors", {{"ids", ids}, {"w", torch::ones({2})}});
+  SafetensorsReader reader(dir.path() / "m.safetensors");
+  const auto read = reader.get("ids", torch::kFloat);
+  EXPECT_EQ(read.scalar_type(), torch::kLong);
+  EXPECT_TRUE(torch::equal(read, ids));
+  EXPECT_EQ(reader.read_all(torch::kBFloat16).at("ids").scalar_type(), torch::kLong);
+  EXPECT_EQ(reader.read_all(torch::kBFloat16).at("w").scalar_type(), torch::kBFloat16);
+}
+
 TEST_F(SafetensorsTest, MappedTensorsCanBeModifiedWithoutTouchingTheFile) {
   TempDir dir;
   save_safetensors(dir.path() / "m.safetensors", {{"x", torch::ones({4})}});
@@ -144,6 +159,42 @@ TEST(SafetensorsMalformedTest, SizeDoesNotMatchShape) {
       header_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, 'x'));
   EXPECT_NE(error_for(bytes).find("8 bytes for shape [3] of F32 (12 bytes expected)"),
             std::string::npos);
+}
+
+// A tensor's byte range must be exactly its shape's size, more as well as less (the reference
+// reader refuses both): extra bytes would be read as nobody's data.
+TEST(SafetensorsMalformedTest, MoreBytesThanTheShapeIsRefusedToo) {
+  const auto bytes = header_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,12]}})",
+                                 std::string(12, 'x'));
+  EXPECT_NE(error_for(bytes).find("12 bytes for shape [2] of F32 (8 bytes expected)"),
+            std::string::npos);
+}
+
+// A shape whose element count does not fit 64 bits is refused before its product wraps: here
+// to 0, which the empty byte range would then match.
+TEST(SafetensorsMalformedTest, AShapeWhoseSizeOverflowsIsRefused) {
+  const auto bytes = header_file(
+      R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})", "");
+  const auto message = error_for(bytes);
+  EXPECT_NE(message.find("tensor 'w': shape overflows"), std::string::npos) << message;
+}
+
+// A header above 100 MiB (the reference implementation's limit) is refused from its length
+// alone, before any of it is parsed: a sparse file, so that no disk space is used.
+TEST(SafetensorsMalformedTest, AHeaderAbove100MiBIsRefusedByItsLength) {
+  TempDir dir;
+  const auto path = dir.path() / "big.safetensors";
+  const uint64_t header = (100ull << 20) + 8;
+  std::string length(8, '\0');
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((header >> (8 * i)) & 0xff);
+  write_bytes(path, length + "{");
+  std::filesystem::resize_file(path, 8 + header);
+  try {
+    SafetensorsReader reader(path);
+    FAIL() << "a 100 MiB header was read";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("limit 100 MiB"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SafetensorsMalformedTest, OverlappingTensors) {

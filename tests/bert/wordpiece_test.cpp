@@ -176,6 +176,8 @@ TEST_F(RealVocabTest, TruncationStrategiesMatchHf) {
   o.truncation = Truncation::kOnlySecond;
   EXPECT_EQ(lengths(two, eight), (std::pair<int64_t, int64_t>{2, 5}));
   EXPECT_THROW(cased_->encode(eight, std::string_view(two), o), TokenizerError);
+  // Exactly as long as what must go: HF refuses to leave the text empty (SequenceTooShort).
+  EXPECT_THROW(cased_->encode("e f g h i j k", std::string_view(two), o), TokenizerError);
   o.truncation = Truncation::kOnlyFirst;
   EXPECT_EQ(lengths(eight, two), (std::pair<int64_t, int64_t>{5, 2}));
   const auto single = cased_->encode(eight, std::nullopt, {true, 5});
@@ -190,11 +192,26 @@ TEST_F(RealVocabTest, PaddingAndAttentionMask) {
   const auto e = cased_->encode("Hi", std::nullopt, o);
   EXPECT_EQ(e.ids, (std::vector<int64_t>{101, 8790, 102, 0, 0, 0}));
   EXPECT_EQ(e.attention_mask, (std::vector<int64_t>{1, 1, 1, 0, 0, 0}));
+  // HF's padding: special tokens, segment 0, no offsets, no word, no sequence.
+  EXPECT_EQ(e.special_tokens_mask, (std::vector<int64_t>{1, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(e.type_ids, (std::vector<int64_t>(6, 0)));
+  EXPECT_EQ(e.offsets.back(), (std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_EQ(e.word_ids, (std::vector<int64_t>{-1, 0, -1, -1, -1, -1}));
+  EXPECT_EQ(e.sequence_ids, (std::vector<int64_t>{-1, 0, -1, -1, -1, -1}));
   o.padding = Padding::kLongest;
   const auto batch =
       cased_->encode_batch({{"Hi", std::nullopt}, {"Hi there you", std::nullopt}}, o);
   EXPECT_EQ(batch[0].size(), batch[1].size());
   EXPECT_EQ(batch[0].attention_mask, (std::vector<int64_t>{1, 1, 1, 0, 0}));
+}
+
+// decode()'s clean-up is transformers' clean_up_tokenization: its ten replacements in order
+// (the reference test applies this function to HF's decoded text, so it is checked here).
+TEST(CleanUpTokenization, IsTransformersReplacementsInOrder) {
+  EXPECT_EQ(clean_up_tokenization("i do n't know , he 's here . you 're sure ? we 've seen ! "
+                                  "i 'm ' ok ' yes"),
+            "i don't know, he's here. you're sure? we've seen! i'm'ok'yes");
+  EXPECT_EQ(clean_up_tokenization("it ' s"), "it's");
 }
 
 TEST_F(RealVocabTest, BatchEqualsSequentialOnManyThreads) {

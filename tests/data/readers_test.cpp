@@ -273,6 +273,12 @@ TEST_F(MalformedInputTest, CsvQuotingAndJsonl) {
   EXPECT_EQ(j[0].label.value(), "1");
   EXPECT_FALSE(j[0].text_b.has_value());
   EXPECT_EQ(j[1].text_b.value(), "b");
+  EXPECT_EQ(j[1].id, "1");  // no id field: the row's number
+  // An "id" field is the example's id, not an unknown field.
+  const auto with_ids = read_text_examples(
+      spec_of(write("ids.jsonl", "{\"id\": \"q7\", \"text\": \"one\", \"label\": 1}\n")));
+  ASSERT_EQ(with_ids.size(), 1u);
+  EXPECT_EQ(with_ids[0].id, "q7");
   const auto bad = write("bad.jsonl", "{\"text\": \"one\"}\n{\"text\": \n");
   EXPECT_NE(testing::error_message([&] {
               read_text_examples(spec_of(bad));
@@ -320,6 +326,11 @@ TEST_F(MalformedInputTest, ConllColumnsAndDocuments) {
   EXPECT_NE(testing::error_message([&] {
               read_conll(spec_of(bad));
             }).find(bad.string() + ":2: expected 3 columns (as the first line), got 2"),
+            std::string::npos);
+  const auto longer = write("longer.conll", "EU NNP B-ORG\nrejects VBZ O extra\n");
+  EXPECT_NE(testing::error_message([&] {
+              read_conll(spec_of(longer));
+            }).find(longer.string() + ":2: expected 3 columns (as the first line), got 4"),
             std::string::npos);
 }
 

@@ -186,6 +186,13 @@ TEST_F(EmbedTest, ReadsLinesAndSquadParagraphs) {
   const auto lines = read_texts(spec);
   EXPECT_EQ(lines.texts, (std::vector<std::string>{"first", "second line", "third"}));
   EXPECT_EQ(lines.ids, (std::vector<std::string>{"1", "4", "5"}));
+  spec.limit = 2;  // the first two texts; blank lines do not count
+  EXPECT_EQ(read_texts(spec).ids, (std::vector<std::string>{"1", "4"}));
+  spec.limit = 0;
+  // A table's text pair is embedded as one text, the two joined by a space.
+  testing::write_bytes(dir_.path() / "pairs.tsv", "sentence1\tsentence2\nA cat.\tA dog.\n");
+  spec.path = dir_.path() / "pairs.tsv";
+  EXPECT_EQ(read_texts(spec).texts, (std::vector<std::string>{"A cat. A dog."}));
   const json squad = {{"version", "1.1"},
                       {"data",
                        {{{"title", "T"},

@@ -17,6 +17,7 @@
 #include "recipes/runner/new_model.h"
 #include "recipes/runner/run_dir.h"
 #include "recipes/runner/sweep.h"
+#include "recipes/runner/trial.h"
 #include "tests/support/test_support.h"
 
 namespace bert::recipes {
@@ -73,6 +74,51 @@ std::string problems_of(const std::function<void()>& fn) {
     return e.what();
   }
   return "(no error)";
+}
+
+// The feature cache serves a split's features only for the same task options, labels,
+// tokenizer files and data bytes: a change to any one of them featurizes again.
+TEST_F(RecipeTest, TheFeatureCacheKeysOnOptionsLabelsTokenizerAndData) {
+  const auto cache = dir_.path() / "cache";
+  const auto files = [&] {
+    size_t n = 0;
+    for (const auto& entry : fs::directory_iterator(cache))
+      n += entry.path().extension() == ".features";
+    return n;
+  };
+  const auto prepare = [&](const std::vector<std::string>& set = {}) {
+    return prepare_task(load_recipe(write(good()), set), cache);
+  };
+  testing::write_bytes(dir_.path() / "train.tsv", "sentence\tlabel\na b c d e f g\t1\nc d\t0\n");
+  auto p = prepare();
+  EXPECT_EQ(files(), 2u);  // train and dev
+  EXPECT_EQ(p.train->features[0].input_ids[0].size(), 9u);
+  EXPECT_EQ(p.dev->features[0].label, 1);
+  prepare();
+  EXPECT_EQ(files(), 2u);  // the same inputs: read from the cache
+  // Task options: the first sentence cut to 6 tokens.
+  p = prepare({"task.max_seq_length=8"});
+  EXPECT_EQ(files(), 4u);
+  EXPECT_EQ(p.train->features[0].input_ids[0].size(), 8u);
+  const auto a = p.tokenizer->token_to_id("a"), b = p.tokenizer->token_to_id("b");
+  // The data's bytes, under the same name.
+  testing::write_bytes(dir_.path() / "train.tsv", "sentence\tlabel\nb a\t1\nc d\t0\n");
+  p = prepare();
+  EXPECT_EQ(files(), 5u);  // train again; dev as before
+  EXPECT_EQ(p.train->features[0].input_ids[0], (std::vector<int64_t>{2, b, a, 3}));
+  // The labels (from the training data): dev's "1" is label 0 of ["1", "5"].
+  testing::write_bytes(dir_.path() / "train.tsv", "sentence\tlabel\nb a\t1\nc d\t5\n");
+  p = prepare();
+  EXPECT_EQ(files(), 7u);
+  EXPECT_EQ(p.dev->features[0].label, 0);
+  // The tokenizer's files: "a" and "b" trade ids.
+  const auto vocab = dir_.path() / "model" / "vocab.txt";
+  auto text = read_file(vocab);
+  text.replace(text.find("\na\nb\n"), 5, "\nb\na\n");
+  testing::write_bytes(vocab, text);
+  p = prepare();
+  EXPECT_EQ(files(), 9u);
+  EXPECT_EQ(p.train->features[0].input_ids[0], (std::vector<int64_t>{2, a, b, 3}));
 }
 
 TEST_F(RecipeTest, AGoodRecipeExpandsItsGridTimesSeeds) {

@@ -662,6 +662,60 @@ TEST_F(RealDataTest, MultipleChoiceFeaturesAndModel) {
   const auto logits = model->forward(batch);
   EXPECT_EQ(logits.sizes(), torch::IntArrayRef({2, 4}));
   EXPECT_TRUE(torch::isfinite(adapter->loss(logits, batch)).item<bool>());
+
+  // Examples given in memory (raw text): one without a label makes the set unlabelled for
+  // evaluation, and every example needs as many choices as the first.
+  auto given = std::make_shared<Examples<data::ChoiceExample>>();
+  given->source = "given";
+  given->items = dynamic_cast<const Examples<data::ChoiceExample>&>(*examples).items;
+  given->items[1].label.reset();
+  EXPECT_TRUE(adapter->featurize(examples, cased_tokenizer(), false)->labelled);
+  EXPECT_FALSE(adapter->featurize(given, cased_tokenizer(), false)->labelled);
+  given->items[1].choices.pop_back();
+  given->items[1].where = "given:2";
+  const auto message =
+      testing::error_message([&] { adapter->featurize(given, cased_tokenizer(), false); });
+  EXPECT_NE(message.find("given:2: 3 choices, but the first example has 4"), std::string::npos)
+      << message;
+}
+
+// document_context fills a sentence's input with the sentences around it, nearest first, from
+// its own document only; where one side has too little, the other side fills the room. A word
+// without tokens (a control character) is predicted "O", whatever label sorts first.
+TEST_F(RealDataTest, DocumentContextStaysInItsDocumentAndFillsTheRoom) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "docs.conll",
+                       "-DOCSTART- O\n\nthe O\ncat O\nsat O\non O\nthe O\nmat O\n\n"
+                       "dog B-PER\n\nran O\n\n-DOCSTART- O\n\nhome O\n\nthe O\ndog B-PER\n"
+                       "ran O\nhome O\n\n\x07 O\n");
+  auto adapter = make_task("token_classification", "{max_seq_length: 10, document_context: true}");
+  const auto sentences = adapter->read(spec_of(dir.path() / "docs.conll"));
+  adapter->fit_labels(*sentences);
+  const auto features = adapter->featurize(sentences, cased_tokenizer(), true);
+  ASSERT_EQ(features->features.size(), 6u);  // one window each
+  const auto ids = [&](const std::string& text) { return cased_tokenizer().encode(text).ids; };
+  const auto input = [&](size_t sentence) {
+    EXPECT_EQ(features->features[sentence].example, static_cast<int64_t>(sentence));
+    return features->features[sentence].input_ids.at(0);
+  };
+  // "dog": 6 tokens before it, 1 after; the 7 places all taken, the left side beyond its half.
+  EXPECT_EQ(input(1), ids("the cat sat on the mat dog ran"));
+  // "ran": the first document ends here; the second one's sentences are no context of it.
+  EXPECT_EQ(input(2), ids("the cat sat on the mat dog ran"));
+  // "home": the second document starts here; the first one's sentences are no context of it.
+  EXPECT_EQ(input(3), ids("home the dog ran home"));
+
+  // Every word predicted as its first piece's label: the control character, never labelled,
+  // is "O" (labels sort "B-PER" first).
+  ASSERT_EQ(adapter->labels().front(), "B-PER");
+  std::vector<torch::Tensor> outputs;
+  for (const auto& f : features->features) {
+    outputs.push_back(torch::zeros({f.length(), 2}));
+    outputs.back().select(1, 0).fill_(1.0);
+  }
+  const auto predicted = adapter->predict(*features, outputs);
+  EXPECT_EQ(predicted[5]["tags"], nlohmann::json::array({"O"}));
+  EXPECT_EQ(predicted[3]["tags"], nlohmann::json::array({"B-PER"}));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -46,6 +47,61 @@ std::string generated_tsv(int rows, unsigned seed) {
   return out;
 }
 
+/// The task of `inner` with scripted dev scores (evaluation k scores scores[k], the last one
+/// after them) that records the feature indices of every batch it collates.
+class ScriptedAdapter final : public TaskAdapter {
+ public:
+  ScriptedAdapter(std::unique_ptr<TaskAdapter> inner, std::vector<double> scores)
+      : inner_(std::move(inner)), scores_(std::move(scores)) {}
+
+  std::string type() const override { return inner_->type(); }
+  YAML::Node options() const override { return inner_->options(); }
+  std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override {
+    return inner_->read(spec);
+  }
+  void fit_labels(const ExampleSet& train) override { inner_->fit_labels(train); }
+  std::vector<std::string> labels() const override { return inner_->labels(); }
+  std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
+                                        const tok::Tokenizer& tokenizer,
+                                        bool training) const override {
+    return inner_->featurize(std::move(examples), tokenizer, training);
+  }
+  Batch collate(const FeatureSet& features, const std::vector<int64_t>& indices) const override {
+    batches.emplace_back(&features, indices);
+    return inner_->collate(features, indices);
+  }
+  TaskModel build_model(const BertConfig& config) const override {
+    return inner_->build_model(config);
+  }
+  torch::Tensor loss(const torch::Tensor& logits, const Batch& batch) const override {
+    return inner_->loss(logits, batch);
+  }
+  void gather(const Batch& batch,
+              const torch::Tensor& logits,
+              std::vector<torch::Tensor>& outputs) const override {
+    inner_->gather(batch, logits, outputs);
+  }
+  nlohmann::json predict(const FeatureSet& features,
+                         const std::vector<torch::Tensor>& outputs) const override {
+    return inner_->predict(features, outputs);
+  }
+  Evaluation evaluate(const FeatureSet& features,
+                      const std::vector<torch::Tensor>& outputs) const override {
+    auto ev = inner_->evaluate(features, outputs);
+    ev.metrics[ev.main_metric] = scores_.at(std::min(evaluations++, scores_.size() - 1));
+    return ev;
+  }
+  std::string main_metric() const override { return inner_->main_metric(); }
+
+  /// (feature set, indices) of each collate() call, training and evaluation alike.
+  mutable std::vector<std::pair<const FeatureSet*, std::vector<int64_t>>> batches;
+  mutable size_t evaluations = 0;
+
+ private:
+  std::unique_ptr<TaskAdapter> inner_;
+  std::vector<double> scores_;
+};
+
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -71,6 +127,11 @@ class TrainerTest : public ::testing::Test {
             std::function<bool(int64_t)> interrupt = {}) {
     adapter_ = TaskRegistry::global().create("sequence_classification",
                                              YamlReader(YAML::Load("{max_seq_length: 16}"), "t"));
+    if (!scores_.empty()) {
+      auto scripted = std::make_unique<ScriptedAdapter>(std::move(adapter_), scores_);
+      scripted_ = scripted.get();
+      adapter_ = std::move(scripted);
+    }
     data::DataSpec spec;
     spec.path = dir_.path() / "train.tsv";
     const auto train_examples = adapter_->read(spec);
@@ -99,6 +160,8 @@ class TrainerTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  std::vector<double> scores_;           ///< when set, the dev scores of each evaluation in turn
+  ScriptedAdapter* scripted_ = nullptr;  ///< the last train()'s adapter, with scores_
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   BertConfig config_;
   std::unique_ptr<TaskAdapter> adapter_;
@@ -174,6 +237,56 @@ TEST_F(TrainerTest, Bf16AccumulationAndEarlyStopping) {
   EXPECT_EQ(stopped.result.steps, 12);
 }
 
+// Early stopping counts evaluations without a gain since the last gain (HF's
+// EarlyStoppingCallback): patience 2 over the scores 0.5 0.4 0.6 0.5 0.55 stops at the fifth
+// evaluation, not at the fourth. A rerun on the stopped run's directory stays stopped.
+TEST_F(TrainerTest, PatienceCountsTheEvaluationsSinceTheLastGain) {
+  auto options = fast();
+  options.precision = Precision::kFp32;
+  options.eval_every = 2;
+  options.early_stopping_patience = 2;
+  scores_ = {0.5, 0.4, 0.6, 0.5, 0.55, 0.9};
+  const auto out = dir_.path() / "patience";
+  const auto run = train(options, out);
+  EXPECT_TRUE(run.result.stopped_early);
+  EXPECT_EQ(run.result.steps, 10);
+  EXPECT_EQ(run.result.best_step, 6);
+  const auto again = train(options, out);
+  EXPECT_EQ(again.result.resumed_from, 10);
+  EXPECT_TRUE(again.result.stopped_early);
+  EXPECT_EQ(again.result.steps, 10);
+  EXPECT_EQ(scripted_->evaluations, 0u);
+}
+
+// Each epoch has an order of its own (the seed and the epoch's number), as HF's sampler
+// reshuffles every epoch; the same seed gives the same orders.
+TEST_F(TrainerTest, EachEpochIsShuffledAnew) {
+  auto options = fast();
+  options.epochs = 2;
+  options.eval_every = 0;
+  scores_ = {0.5};
+  const auto orders = [&] {
+    train(options);
+    std::vector<std::vector<int64_t>> epochs(2);
+    size_t steps = 0;
+    for (const auto& [features, indices] : scripted_->batches) {
+      if (features != train_.get()) continue;
+      auto& epoch = epochs.at(steps++ / 16);
+      epoch.insert(epoch.end(), indices.begin(), indices.end());
+    }
+    return epochs;
+  };
+  const auto first = orders();
+  for (auto epoch : first) {
+    std::sort(epoch.begin(), epoch.end());
+    std::vector<int64_t> all(256);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_EQ(epoch, all);  // every feature once per epoch
+  }
+  EXPECT_NE(first[0], first[1]);
+  EXPECT_EQ(orders(), first);
+}
+
 // eval_every N evaluates every N steps and at the end; eval_each_epoch adds each epoch's end.
 TEST_F(TrainerTest, EvaluationCadence) {
   auto options = fast();
@@ -188,8 +301,17 @@ TEST_F(TrainerTest, EvaluationCadence) {
     }
     return steps;
   };
+  options.log_every = 5;
   train(options, dir_.path() / "every5");
   EXPECT_EQ(count_dev(dir_.path() / "every5"), (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
+  // The training loss is logged every log_every steps and at the last one.
+  std::vector<int64_t> logged;
+  std::ifstream log(dir_.path() / "every5" / "metrics.jsonl");
+  for (std::string line; std::getline(log, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["split"] == "train") logged.push_back(j["step"]);
+  }
+  EXPECT_EQ(logged, (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
   options.eval_each_epoch = true;
   train(options, dir_.path() / "every5_and_epochs");
   EXPECT_EQ(count_dev(dir_.path() / "every5_and_epochs"),
@@ -278,13 +400,19 @@ TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRun) {
     for (const auto& entry : std::filesystem::directory_iterator(out / "checkpoints"))
       step_dirs += entry.path().filename().string().rfind("step-", 0) == 0;
     EXPECT_EQ(step_dirs, 1);
-    std::ifstream log(out / "metrics.jsonl");
-    std::set<std::pair<std::string, int64_t>> seen;
-    for (std::string line; std::getline(log, line);) {
-      const auto j = nlohmann::json::parse(line);
-      EXPECT_TRUE(seen.emplace(j["split"].get<std::string>(), j["step"].get<int64_t>()).second)
-          << line;
-    }
+    // The log holds what the uninterrupted run's holds: the stopped run's records up to its
+    // checkpoint (those after it dropped, the checkpoint step's kept), then the resumed ones.
+    const auto logged = [](const std::filesystem::path& dir) {
+      std::ifstream log(dir / "metrics.jsonl");
+      std::set<std::pair<std::string, int64_t>> seen;
+      for (std::string line; std::getline(log, line);) {
+        const auto j = nlohmann::json::parse(line);
+        EXPECT_TRUE(seen.emplace(j["split"].get<std::string>(), j["step"].get<int64_t>()).second)
+            << line;
+      }
+      return seen;
+    };
+    EXPECT_EQ(logged(out), logged(dir_.path() / "whole")) << "after a stop at " << stop_at;
   }
 }
 
@@ -351,6 +479,30 @@ TEST(TrainerBatches, LengthGroupingKeepsEveryFeatureOnce) {
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 100);
     EXPECT_EQ(batches, Trainer::epoch_batches(set, 8, 3, grouped));  // deterministic for a seed
   }
+}
+
+// Grouping by length sorts shuffled chunks of 50 batches, not the whole set, then shuffles the
+// batches: with 1000 distinct lengths in batches of 4, each batch is sorted longest first, but
+// its lengths are not 4 neighbours of a global sort, and the batches do not come longest first.
+TEST(TrainerBatches, LengthGroupingSortsChunksOf50BatchesThenShufflesThem) {
+  FeatureSet set;
+  for (int i = 0; i < 1000; ++i) {
+    Feature f;
+    f.input_ids = {std::vector<int64_t>(static_cast<size_t>(1 + (i * 7919) % 1000), 1)};
+    set.features.push_back(f);
+  }
+  const auto batches = Trainer::epoch_batches(set, 4, 3, true);
+  ASSERT_EQ(batches.size(), 250u);
+  size_t neighbours = 0, descending = 0;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    std::vector<int64_t> lengths;
+    for (const auto i : batches[b]) lengths.push_back(set.length(static_cast<size_t>(i)));
+    EXPECT_TRUE(std::is_sorted(lengths.rbegin(), lengths.rend())) << b;
+    neighbours += lengths.front() - lengths.back() == 3;  // 4 consecutive lengths
+    if (b > 0) descending += set.length(static_cast<size_t>(batches[b - 1][0])) > lengths[0];
+  }
+  EXPECT_LT(neighbours, 50u);   // a global sort: all 250
+  EXPECT_LT(descending, 200u);  // unshuffled: 245 of 249 (each chunk longest first)
 }
 
 }  // namespace
