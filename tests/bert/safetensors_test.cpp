@@ -14,11 +14,15 @@ namespace {
 using testing::TempDir;
 using testing::write_bytes;
 
-std::string header_file(const std::string& header, const std::string& data) {
+/// `n` as the 8 little-endian bytes of a safetensors header length.
+std::string length_field(uint64_t n) {
   std::string out(8, '\0');
-  const uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + header + data;
+  return out;
+}
+
+std::string header_file(const std::string& header, const std::string& data) {
+  return length_field(header.size()) + header + data;
 }
 
 /// The CheckpointError message for opening (and reading everything from) `bytes`.
@@ -185,9 +189,7 @@ TEST(SafetensorsMalformedTest, AHeaderAbove100MiBIsRefusedByItsLength) {
   TempDir dir;
   const auto path = dir.path() / "big.safetensors";
   const uint64_t header = (100ull << 20) + 8;
-  std::string length(8, '\0');
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((header >> (8 * i)) & 0xff);
-  write_bytes(path, length + "{");
+  write_bytes(path, length_field(header) + "{");
   std::filesystem::resize_file(path, 8 + header);
   try {
     SafetensorsReader reader(path);

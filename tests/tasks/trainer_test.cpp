@@ -292,29 +292,25 @@ TEST_F(TrainerTest, EvaluationCadence) {
   auto options = fast();
   options.epochs = 2;
   options.eval_every = 5;
-  const auto count_dev = [&](const std::filesystem::path& out) {
+  const auto logged_steps = [&](const std::filesystem::path& out, const char* split) {
     std::ifstream log(out / "metrics.jsonl");
     std::vector<int64_t> steps;
     for (std::string line; std::getline(log, line);) {
       const auto j = nlohmann::json::parse(line);
-      if (j["split"] == "dev") steps.push_back(j["step"]);
+      if (j["split"] == split) steps.push_back(j["step"]);
     }
     return steps;
   };
   options.log_every = 5;
   train(options, dir_.path() / "every5");
-  EXPECT_EQ(count_dev(dir_.path() / "every5"), (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
+  EXPECT_EQ(logged_steps(dir_.path() / "every5", "dev"),
+            (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
   // The training loss is logged every log_every steps and at the last one.
-  std::vector<int64_t> logged;
-  std::ifstream log(dir_.path() / "every5" / "metrics.jsonl");
-  for (std::string line; std::getline(log, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["split"] == "train") logged.push_back(j["step"]);
-  }
-  EXPECT_EQ(logged, (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
+  EXPECT_EQ(logged_steps(dir_.path() / "every5", "train"),
+            (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 32}));
   options.eval_each_epoch = true;
   train(options, dir_.path() / "every5_and_epochs");
-  EXPECT_EQ(count_dev(dir_.path() / "every5_and_epochs"),
+  EXPECT_EQ(logged_steps(dir_.path() / "every5_and_epochs", "dev"),
             (std::vector<int64_t>{5, 10, 15, 16, 20, 25, 30, 32}));
 }
 
@@ -464,13 +460,19 @@ TEST_F(TrainerTest, AnAccumulatedClippedStepIsTheWholeBatchsStep) {
   }
 }
 
-TEST(TrainerBatches, LengthGroupingKeepsEveryFeatureOnce) {
+/// `n` features of lengths 1 + (i * step) % range, i = 0 .. n - 1.
+FeatureSet features_of_lengths(int n, int step, int range) {
   FeatureSet set;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < n; ++i) {
     Feature f;
-    f.input_ids = {std::vector<int64_t>(static_cast<size_t>(1 + (i * 37) % 50), 1)};
+    f.input_ids = {std::vector<int64_t>(static_cast<size_t>(1 + (i * step) % range), 1)};
     set.features.push_back(f);
   }
+  return set;
+}
+
+TEST(TrainerBatches, LengthGroupingKeepsEveryFeatureOnce) {
+  const auto set = features_of_lengths(100, 37, 50);
   for (bool grouped : {false, true}) {
     const auto batches = Trainer::epoch_batches(set, 8, 3, grouped);
     std::vector<int> seen(100, 0);
@@ -485,12 +487,7 @@ TEST(TrainerBatches, LengthGroupingKeepsEveryFeatureOnce) {
 // batches: with 1000 distinct lengths in batches of 4, each batch is sorted longest first, but
 // its lengths are not 4 neighbours of a global sort, and the batches do not come longest first.
 TEST(TrainerBatches, LengthGroupingSortsChunksOf50BatchesThenShufflesThem) {
-  FeatureSet set;
-  for (int i = 0; i < 1000; ++i) {
-    Feature f;
-    f.input_ids = {std::vector<int64_t>(static_cast<size_t>(1 + (i * 7919) % 1000), 1)};
-    set.features.push_back(f);
-  }
+  const auto set = features_of_lengths(1000, 7919, 1000);  // 7919 is prime: 1000 lengths
   const auto batches = Trainer::epoch_batches(set, 4, 3, true);
   ASSERT_EQ(batches.size(), 250u);
   size_t neighbours = 0, descending = 0;
