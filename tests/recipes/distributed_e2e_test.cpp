@@ -163,7 +163,7 @@ TEST_F(DistributedEndToEnd, TwoProcessesTrainLikeOne) {
 
 // With dropout on, each rank draws its own masks from the seed: two data-parallel runs end with
 // the same weights bit for bit (and not those of one process, whose second half of each batch
-// gets other masks).
+// gets other masks), and so does one interrupted and resumed.
 TEST_F(DistributedEndToEnd, DropoutPerRankIsReproducibleFromTheSeed) {
   tok::WordPieceOptions options;
   options.normalizer.lowercase = false;
@@ -199,6 +199,16 @@ TEST_F(DistributedEndToEnd, DropoutPerRankIsReproducibleFromTheSeed) {
     differs_from_single = differs_from_single || !torch::equal(tensor, single.at(name));
   }
   EXPECT_TRUE(differs_from_single);
+  // Interrupted and resumed on 2 processes: each rank takes its own generator states back, so
+  // the run ends with the uninterrupted run's weights, bit for bit.
+  const auto resumed = dir_.path() / "resumed";
+  const std::string resume_args =
+      "--threads 2 train " + recipe_.string() + " --out " + resumed.string() + model + " --nproc 2";
+  ASSERT_EQ(bertft(resume_args, "BERTFT_INTERRUPT=r:4"), 143) << last_log_;
+  ASSERT_EQ(bertft(resume_args), 0) << last_log_;
+  EXPECT_NE(last_log_.find("resumed from"), std::string::npos) << last_log_;
+  for (const auto& [name, tensor] : weights(resumed))
+    EXPECT_TRUE(torch::equal(tensor, a.at(name))) << name;
 }
 
 // torchrun starts the workers (its agent serves the store): the same run as one process. Debian's

@@ -342,6 +342,27 @@ TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {
       << message;
 }
 
+// GLUE's MNLI has Google's BERT label ids (run_classifier.py's MnliProcessor: contradiction,
+// entailment, neutral) whatever labels a file holds, so a classifier fine-tuned there reads its
+// logits in the right order. Its matched and mismatched directories ("MNLI-m", "MNLI-mm") are
+// MNLI too.
+TEST(GlueLabels, MnliDirectoriesKeepGoogleBertsLabelIds) {
+  testing::TempDir dir;
+  for (const std::string name : {"MNLI", "MNLI-mm", "mnli_m"}) {
+    fs::create_directories(dir.path() / name);
+    testing::write_bytes(dir.path() / name / "dev.tsv",
+                         "index\tsentence1\tsentence2\tgold_label\n"
+                         "0\tA cat sleeps.\tAn animal rests.\tneutral\n"
+                         "1\tA cat sleeps.\tA cat is asleep.\tentailment\n");
+    auto adapter = make_task("sequence_classification", "{}");
+    const auto dev = adapter->read(spec_of(dir.path() / name / "dev.tsv"));
+    adapter->fit_labels(*dev);
+    EXPECT_EQ(adapter->labels(),
+              (std::vector<std::string>{"contradiction", "entailment", "neutral"}))
+        << name;
+  }
+}
+
 TEST_F(RealDataTest, RegressionOnStsb) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "STS-B" / "dev.tsv");
   auto adapter = make_task("sequence_classification", "{}");

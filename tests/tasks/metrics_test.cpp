@@ -1,5 +1,6 @@
 // Metrics against hand-computed cases and the values published in the reference tools'
-// documentation (scikit-learn, scipy, seqeval, the SQuAD scripts).
+// documentation (scikit-learn, scipy, seqeval, the SQuAD scripts); how `score` lines a
+// prediction file up with the examples.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,8 @@
 #include "tasks/metrics/regression.h"
 #include "tasks/metrics/span_f1.h"
 #include "tasks/metrics/squad.h"
+#include "tasks/scoring.h"
+#include "tests/support/test_support.h"
 
 namespace bert::tasks::metrics {
 namespace {
@@ -194,6 +197,28 @@ TEST(EntityMetric, ConllevalReportFormat) {
       << report;
   EXPECT_NE(report.find("precision:  50.00%; recall: 100.00%; FB1:  66.67"), std::string::npos)
       << report;
+}
+
+// Predictions go to examples by id only when every line has one; one line without an id puts
+// them all in file order (numbered and ordered lines are never mixed).
+TEST(Scoring, PredictionsGoByIdOnlyWhenEveryLineHasOne) {
+  bert::testing::TempDir dir;
+  const std::vector<std::string> ids = {"a", "b"}, wheres = {"dev:2", "dev:3"};
+  const auto aligned = [&](const std::string& lines) {
+    const auto path = dir.path() / "pred.jsonl";
+    bert::testing::write_bytes(path, lines);
+    return align_predictions(ids, wheres, read_line_predictions(path), path);
+  };
+  EXPECT_EQ(aligned("{\"id\": \"b\", \"label\": \"1\"}\n{\"id\": \"a\", \"label\": \"0\"}\n"),
+            (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(aligned("{\"id\": \"b\", \"label\": \"1\"}\n{\"label\": \"0\"}\n"),
+            (std::vector<std::string>{"1", "0"}));
+  EXPECT_EQ(aligned("pos\n\n  neg \n"), (std::vector<std::string>{"pos", "neg"}));
+  const auto missing = bert::testing::error_message(
+      [&] { aligned("{\"id\": \"b\", \"label\": \"1\"}\n{\"id\": \"c\", \"label\": \"0\"}\n"); });
+  EXPECT_NE(missing.find("no prediction for id 'a' (dev:2)"), std::string::npos) << missing;
+  const auto count = bert::testing::error_message([&] { aligned("pos\n"); });
+  EXPECT_NE(count.find("1 predictions for 2 examples"), std::string::npos) << count;
 }
 
 }  // namespace
