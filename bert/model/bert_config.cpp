@@ -197,6 +197,8 @@ BertConfig BertConfig::from_json(const json& original, const std::string& source
     c.qa_dropout_ = 0.1;
   } else if (c.positions_after_padding()) {
     c.pad_token_id_ = 1;  // RobertaConfig's default
+    // RobertaConfig's vocab_size (XLMRobertaConfig keeps BERT's 30522).
+    if (c.family_ == ModelFamily::kRoberta) c.vocab_size_ = 50265;
   } else if (c.family_ == ModelFamily::kElectra) {
     c.embedding_size_ = 128;  // ElectraConfig's defaults
     c.hidden_size_ = 256;

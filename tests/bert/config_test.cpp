@@ -93,5 +93,71 @@ TEST(BertConfigTest, InvalidJsonFileNamesTheFile) {
   }
 }
 
+// A config.json that leaves keys out gets its family's defaults as transformers 4.31's config
+// classes have them, and the parameter count (the checkpoint-size check's) is HF's
+// `num_parameters()` of each family's base model at those defaults.
+TEST(BertConfigTest, AbsentKeysTakeTheFamilysHfDefaults) {
+  const auto of = [](const char* type) {
+    return BertConfig::from_json({{"model_type", type}}, "config.json");
+  };
+  const auto bert = of("bert");
+  EXPECT_EQ(bert.vocab_size(), 30522);
+  EXPECT_EQ(bert.pad_token_id(), 0);
+  EXPECT_EQ(bert.encoder_parameters(), 109482240);  // BertModel(BertConfig())
+  const auto roberta = of("roberta");
+  EXPECT_EQ(roberta.vocab_size(), 50265);
+  EXPECT_EQ(roberta.pad_token_id(), 1);
+  EXPECT_EQ(roberta.encoder_parameters(), 124644864);
+  const auto xlmr = of("xlm-roberta");
+  EXPECT_EQ(xlmr.vocab_size(), 30522);
+  EXPECT_EQ(xlmr.pad_token_id(), 1);
+  const auto electra = of("electra");
+  EXPECT_EQ(electra.embedding_dim(), 128);
+  EXPECT_EQ(electra.hidden_size(), 256);
+  EXPECT_EQ(electra.num_attention_heads(), 4);
+  EXPECT_EQ(electra.intermediate_size(), 1024);
+  EXPECT_EQ(electra.num_hidden_layers(), 12);
+  EXPECT_EQ(electra.encoder_parameters(), 13483008);
+  const auto distil = of("distilbert");
+  EXPECT_EQ(distil.num_hidden_layers(), 6);
+  EXPECT_EQ(distil.classifier_dropout(), 0.2);  // seq_classif_dropout
+  EXPECT_EQ(distil.qa_dropout(), 0.1);
+  EXPECT_EQ(distil.encoder_parameters(), 66362880);
+  const auto written = distil.to_json();
+  EXPECT_EQ(written["n_layers"], 6);
+  EXPECT_EQ(written["seq_classif_dropout"], 0.2);
+  EXPECT_EQ(written["qa_dropout"], 0.1);
+  // A DistilBERT config built in code without a classifier dropout writes HF's default.
+  EXPECT_EQ(BertConfig().family(ModelFamily::kDistilBert).to_json()["seq_classif_dropout"], 0.2);
+}
+
+// Limits at their edges: dropout 1 (nothing kept), a padding id just outside the vocabulary, a
+// negative embedding width, an id2label key that is not a whole number. DistilBERT's problems
+// name its own keys.
+TEST(BertConfigTest, BoundsAreCheckedAtTheirEdges) {
+  const json base = {{"vocab_size", 10}, {"hidden_size", 8}, {"num_attention_heads", 2}};
+  const auto with = [&](const json& more) {
+    json j = base;
+    j.update(more);
+    return error_of(j);
+  };
+  EXPECT_EQ(with({{"hidden_dropout_prob", 0.999}}), "");
+  EXPECT_NE(
+      with({{"hidden_dropout_prob", 1.0}}).find("key 'hidden_dropout_prob': must be in [0, 1)"),
+      std::string::npos);
+  EXPECT_NE(with({{"attention_probs_dropout_prob", 1}}).find("attention_probs_dropout_prob"),
+            std::string::npos);
+  EXPECT_EQ(with({{"pad_token_id", 9}}), "");
+  EXPECT_NE(with({{"pad_token_id", 10}}).find("key 'pad_token_id': 10 is outside the vocabulary"),
+            std::string::npos);
+  EXPECT_NE(with({{"model_type", "electra"}, {"embedding_size", -1}}).find("key 'embedding_size'"),
+            std::string::npos);
+  EXPECT_NE(with({{"id2label", {{"0", "A"}, {"1x", "B"}}}}).find("entry \"1x\""),
+            std::string::npos);
+  const auto distil = error_of({{"model_type", "distilbert"}, {"dim", "wide"}});
+  EXPECT_NE(distil.find("key 'dim': expected an integer"), std::string::npos) << distil;
+  EXPECT_EQ(distil.find("hidden_size"), std::string::npos) << distil;
+}
+
 }  // namespace
 }  // namespace bert

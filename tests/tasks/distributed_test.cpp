@@ -64,6 +64,15 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
   EXPECT_EQ(s.local_world_size, 4);
   EXPECT_EQ(s.master_addr, "gpu-node07");
   EXPECT_EQ(s.master_port, 29500);
+  // The step's own node list and tasks per node before the job's (a step may run on a part of
+  // the allocation).
+  const auto step = env_of({{"SLURM_PROCID", "0"},
+                            {"SLURM_STEP_NUM_TASKS", "2"},
+                            {"SLURM_NTASKS_PER_NODE", "3"},
+                            {"SLURM_JOB_NODELIST", "n[01-04]"},
+                            {"SLURM_STEP_NODELIST", "n[03-04]"}});
+  EXPECT_EQ(step.master_addr, "n03");
+  EXPECT_EQ(step.local_world_size, 3);  // without SLURM_STEP_TASKS_PER_NODE, the job's
   // A batch script (no srun step) is one process, whatever the allocation's task count.
   EXPECT_FALSE(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).distributed());
   // torchrun's variables win inside a Slurm job; MASTER_ADDR wins over the node list.

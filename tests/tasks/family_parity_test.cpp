@@ -11,6 +11,7 @@
 #include "bert/checkpoint/safetensors.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
+#include "bert/model/dropout.h"
 #include "tasks/common/heads.h"
 #include "tasks/registry.h"
 #include "tests/support/test_support.h"
@@ -254,6 +255,52 @@ TEST(FamilyConfigTest, ArchitectureNamesAndErrors) {
                       .vocab_size(10));
   EXPECT_NO_THROW(model->forward(torch::full({1, 512}, 5, torch::kLong)));
   EXPECT_THROW(model->forward(torch::full({1, 513}, 5, torch::kLong)), c10::Error);
+}
+
+// Each head drops out as its HF class does (transformers 4.31): BERT's and the others' heads
+// classifier_dropout, else hidden_dropout_prob; RoBERTa's multiple choice hidden_dropout_prob;
+// DistilBERT's seq_classif_dropout for sentences, its `dropout` for tokens and qa_dropout (0.1
+// by default) for spans; ELECTRA's multiple choice summary_last_dropout; no dropout before the
+// span head of the others. (Evaluation never shows a probability: the parity tests run eval.)
+TEST(HeadDropout, EachHeadDropsAsItsHfClass) {
+  const auto config = [](ModelFamily family) {
+    BertConfig c;
+    c.family(family)
+        .vocab_size(20)
+        .hidden_size(8)
+        .num_hidden_layers(1)
+        .num_attention_heads(2)
+        .intermediate_size(16)
+        .max_position_embeddings(16)
+        .hidden_dropout_prob(0.2)
+        .classifier_dropout(0.3);
+    if (family == ModelFamily::kRoberta) c.pad_token_id(1);
+    if (family == ModelFamily::kDistilBert) c.type_vocab_size(0);
+    return c;
+  };
+  const auto head_p = [](const BertConfig& c, HeadKind kind) -> double {
+    const auto model = std::make_shared<BertTaskModelImpl>(c, kind, 3);
+    for (const auto& child : model->named_children())
+      if (child.key() == "dropout")
+        return std::dynamic_pointer_cast<bert::DropoutImpl>(child.value())->p;
+    return -1;  // none
+  };
+  for (const auto family : {ModelFamily::kBert, ModelFamily::kRoberta, ModelFamily::kElectra}) {
+    const auto c = config(family);
+    SCOPED_TRACE(family_model_type(family));
+    EXPECT_DOUBLE_EQ(head_p(c, HeadKind::kPooled), 0.3);
+    EXPECT_DOUBLE_EQ(head_p(c, HeadKind::kTokens), 0.3);
+    EXPECT_EQ(head_p(c, HeadKind::kSpan), -1);
+  }
+  EXPECT_DOUBLE_EQ(head_p(config(ModelFamily::kBert), HeadKind::kChoices), 0.3);
+  EXPECT_DOUBLE_EQ(head_p(config(ModelFamily::kRoberta), HeadKind::kChoices), 0.2);
+  EXPECT_DOUBLE_EQ(head_p(config(ModelFamily::kElectra), HeadKind::kChoices), 0.1);
+  auto distil = config(ModelFamily::kDistilBert);
+  EXPECT_DOUBLE_EQ(head_p(distil, HeadKind::kPooled), 0.3);
+  EXPECT_DOUBLE_EQ(head_p(distil, HeadKind::kChoices), 0.3);
+  EXPECT_DOUBLE_EQ(head_p(distil, HeadKind::kTokens), 0.2);
+  EXPECT_DOUBLE_EQ(head_p(distil, HeadKind::kSpan), 0.1);
+  EXPECT_DOUBLE_EQ(head_p(distil.qa_dropout(0.15), HeadKind::kSpan), 0.15);
 }
 
 }  // namespace
