@@ -299,31 +299,83 @@ TEST_F(CheckpointTest, DomainBertLayoutLoadsAsBert) {
                            reference->forward(ids).prediction_logits));
 }
 
-TEST_F(CheckpointTest, TensorViewsWhoseStridesOverflowAreRefused) {
+/// A pickle integer: BININT (4 bytes, signed) or LONG1 of 8 bytes.
+std::string pickle_int(int64_t v) {
+  const bool small = v >= INT32_MIN && v <= INT32_MAX;
+  std::string out = small ? "J" : std::string("\x8a\x08", 2);
+  for (int k = 0; k < (small ? 4 : 8); ++k) out += static_cast<char>((v >> (8 * k)) & 0xff);
+  return out;
+}
+
+/// A zip-format pytorch_model.bin holding {'w': _rebuild_tensor_v2(a float storage of `numel`
+/// elements, offset, size, stride, False, None)}; the message of loading it ("(no error)"
+/// if it loads).
+std::string load_view(const fs::path& dir,
+                      int64_t numel,
+                      int64_t offset,
+                      const std::vector<int64_t>& size,
+                      const std::vector<int64_t>& stride) {
+  const auto tuple = [](const std::vector<int64_t>& values) {
+    std::string out = "(";
+    for (const auto v : values) out += pickle_int(v);
+    return out + "t";
+  };
+  const std::string pickle = std::string("\x80\x02}(X\x01\0\0\0w", 10) +
+                             "ctorch._utils\n_rebuild_tensor_v2\n(" +
+                             std::string("(X\x07\0\0\0storage", 13) + "ctorch\nFloatStorage\n" +
+                             std::string(
+                                 "X\x01\0\0\0"
+                                 "0",
+                                 6) +
+                             std::string(
+                                 "X\x03\0\0\0"
+                                 "cpu",
+                                 8) +
+                             pickle_int(numel) + "tQ" + pickle_int(offset) + tuple(size) +
+                             tuple(stride) + "\x89Nt" + "Ru.";
+  const auto path = dir / "w.bin";
+  {
+    caffe2::serialize::PyTorchStreamWriter writer(path.string());
+    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+    const std::vector<float> data(static_cast<size_t>(numel), 1.0F);
+    writer.writeRecord("data/0", data.data(), data.size() * sizeof(float));
+    writer.writeEndOfFile();
+  }
+  return testing::error_message([&] { load_torch_state_dict(path); });
+}
+
+// A tensor view must lie inside its storage: the last element it reaches below the storage's
+// size, no negative size or stride, strides whose span overflows refused.
+TEST_F(CheckpointTest, TensorViewsOutsideTheirStorageAreRefused) {
   TempDir dir;
-  // {'w': _rebuild_tensor_v2(storage 0 of 1 float, 0, (2, 2), (2**62, 2**62), False, None)}
-  const std::string big = std::string("\x8a\x08", 2) + std::string(7, '\0') + "\x40";  // 2**62
-  const std::string pickle =
-      std::string("\x80\x02}(X\x01\0\0\0w", 10) + "ctorch._utils\n_rebuild_tensor_v2\n(" +
-      std::string("(X\x07\0\0\0storage", 13) + "ctorch\nFloatStorage\n" +
-      std::string(
-          "X\x01\0\0\0"
-          "0",
-          6) +
-      std::string(
-          "X\x03\0\0\0"
-          "cpu",
-          8) +
-      "K\x01tQ" + std::string("K\0", 2) + "K\x02K\x02\x86" + big + big + "\x86\x89Nt" + "Ru.";
-  caffe2::serialize::PyTorchStreamWriter writer((dir.path() / "w.bin").string());
-  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
-  const float one = 1;
-  writer.writeRecord("data/0", &one, sizeof one);
-  writer.writeEndOfFile();
-  EXPECT_NE(testing::error_message([&] {
-              load_torch_state_dict(dir.path() / "w.bin");
-            }).find("tensor with invalid size or stride"),
+  EXPECT_EQ(load_view(dir.path(), 4, 0, {2, 2}, {2, 1}), "(no error)");
+  EXPECT_EQ(load_view(dir.path(), 4, 1, {3}, {1}), "(no error)");        // elements 1..3
+  EXPECT_EQ(load_view(dir.path(), 4, 0, {2, 0}, {1, 1}), "(no error)");  // empty
+  EXPECT_NE(
+      load_view(dir.path(), 4, 1, {2, 2}, {2, 1}).find("tensor view lies outside its storage"),
+      std::string::npos);
+  EXPECT_NE(load_view(dir.path(), 4, 0, {5}, {1}).find("outside its storage"), std::string::npos);
+  EXPECT_NE(load_view(dir.path(), 4, 3, {2}, {-1}).find("tensor with invalid size or stride"),
             std::string::npos);
+  EXPECT_NE(load_view(dir.path(), 4, 0, {-1}, {1}).find("invalid size or stride"),
+            std::string::npos);
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_NE(load_view(dir.path(), 1, 0, {2, 2}, {big, big}).find("invalid size or stride"),
+            std::string::npos);
+}
+
+// The legacy format's second pickle is its protocol version, 1001; another is refused.
+TEST_F(CheckpointTest, LegacyTorchSaveOfAnotherProtocolIsRefused) {
+  std::string bytes = read_file(kFixtures / "legacy_torch_save" / "pytorch_model.bin");
+  ASSERT_EQ(bytes.substr(15, 6), std::string("\x80\x02M\xe9\x03.", 6));  // BININT2 1001
+  bytes[18] = '\xe8';
+  TempDir dir;
+  testing::write_bytes(dir.path() / "old.bin", bytes);
+  const auto message =
+      testing::error_message([&] { load_torch_state_dict(dir.path() / "old.bin"); });
+  EXPECT_NE(message.find("legacy torch.save file with protocol 1000 (1001 expected)"),
+            std::string::npos)
+      << message;
 }
 
 TEST_F(CheckpointTest, JsonDepthIsCheckedOutsideStringsOnly) {

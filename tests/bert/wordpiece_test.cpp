@@ -400,5 +400,30 @@ TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
   }
 }
 
+// decode() cleans up spaces before punctuation unless tokenizer_config.json says
+// "clean_up_tokenization_spaces": false; without the key it does, as transformers 4.31 does.
+TEST(WordPieceTokenizerConfig, CleanUpSpacesUnlessTheConfigSaysNot) {
+  WordPieceOptions o;
+  o.check_casing = CasingCheck::kOff;
+  o.normalizer.lowercase = false;
+  o.normalizer.strip_accents = false;
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                          "Hello", "world", ",",     "!"};
+  testing::TempDir dir;
+  WordPieceTokenizer(vocab, o).save(dir.path());
+  write_file_atomic(dir.path() / "config.json", R"({"model_type": "bert"})");
+  write_file_atomic(dir.path() / "model.safetensors", "");
+  const auto decoded = [&](const std::string& config) {
+    write_file_atomic(dir.path() / "tokenizer_config.json", config);
+    const auto tokenizer = load_tokenizer(PretrainedDir::find(dir.path()), 0);
+    return tokenizer->decode(tokenizer->encode("Hello, world!").ids, true);
+  };
+  EXPECT_EQ(decoded(R"({"do_lower_case": false})"), "Hello, world!");
+  EXPECT_EQ(decoded(R"({"do_lower_case": false, "clean_up_tokenization_spaces": true})"),
+            "Hello, world!");
+  EXPECT_EQ(decoded(R"({"do_lower_case": false, "clean_up_tokenization_spaces": false})"),
+            "Hello , world !");
+}
+
 }  // namespace
 }  // namespace bert::tok

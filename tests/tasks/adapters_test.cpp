@@ -88,6 +88,25 @@ TEST(TaskRegistry, OptionErrorsNameLineKeyAndFix) {
       << e2;
 }
 
+// A suggestion for an unknown key is a known key within a third of its length in edits (at
+// least 2); booleans are YAML's spellings (true/True, false/False).
+TEST(TaskRegistry, SuggestionsStayNearAndBooleansTakeYamlsSpellings) {
+  EXPECT_EQ(nearest_key("sed", {"seed", "epochs"}), "seed");
+  EXPECT_EQ(nearest_key("lr", {"seed"}), "");  // 4 edits away
+  EXPECT_EQ(nearest_key("learning_rte", {"learning_rate", "warmup"}), "learning_rate");
+  EXPECT_EQ(nearest_key("warmup", {"warmup_ratio"}), "");                               // 6 edits
+  EXPECT_EQ(nearest_key("gradient_clip", {"gradient_clipping"}), "gradient_clipping");  // 4 of 13
+  bool flag = false;
+  ErrorList errors;
+  YamlReader(YAML::Load("{a: True, b: False, c: yes}"), "r.yaml").read("a", flag, errors);
+  EXPECT_TRUE(flag);
+  YamlReader(YAML::Load("{a: True, b: False, c: yes}"), "r.yaml").read("b", flag, errors);
+  EXPECT_FALSE(flag);
+  EXPECT_TRUE(errors.empty());
+  YamlReader(YAML::Load("{c: yes}"), "r.yaml").read("c", flag, errors);
+  EXPECT_FALSE(errors.empty());
+}
+
 // A task added from outside the library, without touching anything else: it predicts whether
 // a text has an even number of tokens.
 class ToyParityAdapter final : public TaskAdapter {

@@ -299,6 +299,65 @@ TEST_F(PretrainingDataTest, DynamicMaskingFromTheRecipeRemasksStaticShards) {
     }
 }
 
+// A directory of shards is read in the shards' name order (as pretrain-data numbers them) and
+// `limit` keeps its first instances; predict() and evaluate() read the rows gather() writes:
+// [prediction, label, nll, 0] per masked token, [IsNext logit, NotNext logit, label, 1] per pair.
+TEST_F(PretrainingDataTest, ShardsInOrderLimitAndPredictionsFromGatheredRows) {
+  auto documents = corpus();
+  documents.resize(40);
+  PretrainingDataOptions options;
+  options.dupe_factor = 1;
+  options.instances_per_shard = 10;
+  const auto& special = tokenizer_->special_tokens();
+  const auto instances = create_instances(documents, options, special, tokenizer_->vocab_size());
+  ASSERT_GT(instances.size(), 20u);
+  write_instance_shards(instances, dir_.path() / "s", options, special.mask_id);
+  data::DataSpec spec;
+  spec.path = dir_.path() / "s";
+  auto adapter = TaskRegistry::global().create("pretraining", YamlReader(YAML::Load("{}"), "t"));
+  const auto all = adapter->featurize(adapter->read(spec), *tokenizer_, true);
+  ASSERT_EQ(all->size(), instances.size());
+  for (const size_t i : {size_t{0}, size_t{12}, instances.size() - 1}) {
+    const auto batch = adapter->collate(*all, {static_cast<int64_t>(i)});
+    const auto& tokens = instances[i].tokens;
+    ASSERT_EQ(batch.input_ids.size(1), static_cast<int64_t>(tokens.size())) << i;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      ASSERT_EQ(batch.input_ids[0][static_cast<int64_t>(t)].item<int64_t>(), tokens[t]) << i;
+  }
+  spec.limit = 2;
+  const auto two = adapter->featurize(adapter->read(spec), *tokenizer_, true);
+  ASSERT_EQ(two->size(), 2u);
+
+  const std::vector<torch::Tensor> outputs = {
+      torch::tensor({7.F, 7.F, 0.5F, 0.F, 3.F, 9.F, 1.5F, 0.F, 0.F, std::log(3.F), 1.F, 1.F})
+          .view({-1, 4}),
+      torch::tensor({4.F, 4.F, 1.F, 0.F, 2.F, 0.F, 0.F, 1.F}).view({-1, 4})};
+  const auto predicted = adapter->predict(*two, outputs);
+  EXPECT_EQ(predicted[0]["masked_predictions"], nlohmann::json({7, 3}));
+  EXPECT_NEAR(predicted[0]["not_next_probability"].get<double>(), 0.75, 1e-6);
+  EXPECT_NEAR(predicted[1]["not_next_probability"].get<double>(), 1 / (1 + std::exp(2.0)), 1e-6);
+  const auto ev = adapter->evaluate(*two, outputs);
+  EXPECT_NEAR(ev.metrics.at("mlm_accuracy"), 2.0 / 3, 1e-9);
+  EXPECT_NEAR(ev.metrics.at("mlm_loss"), 1.0, 1e-6);
+  EXPECT_NEAR(ev.metrics.at("nsp_accuracy"), 1.0, 1e-9);
+  EXPECT_NEAR(ev.metrics.at("nsp_loss"), (std::log(4.0 / 3) + std::log1p(std::exp(-2.0))) / 2,
+              1e-6);
+}
+
+// The masking options are checked where the recipe gives them.
+TEST(PretrainingOptions, MaskingProbabilityAndPredictionCountInRange) {
+  const auto message = [](const std::string& yaml) {
+    return testing::error_message([&] {
+      TaskRegistry::global().create("pretraining", YamlReader(YAML::Load(yaml), "r.yaml", "task"));
+    });
+  };
+  EXPECT_EQ(message("{masked_lm_prob: 0.15, max_predictions_per_seq: 1}"), "(no error)");
+  for (const char* bad : {"{masked_lm_prob: 0}", "{masked_lm_prob: 1}", "{masked_lm_prob: 1.5}"})
+    EXPECT_NE(message(bad).find("masked_lm_prob: must be in (0, 1)"), std::string::npos) << bad;
+  EXPECT_NE(message("{max_predictions_per_seq: 0}").find("max_predictions_per_seq: must be >= 1"),
+            std::string::npos);
+}
+
 /// Documents of sentences with the given lengths; token ids count up from 1000 across the corpus,
 /// so that an instance's content shows where each piece came from.
 std::vector<TokenizedDocument> numbered_documents(
