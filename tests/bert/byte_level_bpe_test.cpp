@@ -31,6 +31,10 @@ TEST(ByteLevelBpeTest, SplitsWordsAsGpt2sPattern) {
   EXPECT_EQ(words("Hello world's  end!!\n"),
             (std::vector<std::string>{"Hello", " world", "'s", " ", " end", "!!", "\n"}));
   EXPECT_EQ(words("it'll 42x"), (std::vector<std::string>{"it", "'ll", " 42", "x"}));
+  // Every contraction of the pattern, lower case only ("'S" is punctuation, then a word).
+  EXPECT_EQ(words("I'm we're they've he'd don't she's IT'S"),
+            (std::vector<std::string>{"I", "'m", " we", "'re", " they", "'ve", " he", "'d", " don",
+                                      "'t", " she", "'s", " IT", "'", "S"}));
   EXPECT_EQ(words("a   b"), (std::vector<std::string>{"a", "  ", " b"}));
   EXPECT_EQ(words("a \n"), (std::vector<std::string>{"a", " \n"}));
   EXPECT_EQ(words("\xc3\xa9t\xc3\xa9 \xe2\x82\xac"

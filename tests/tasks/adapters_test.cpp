@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -258,6 +259,22 @@ void expect_cache_round_trip(const TaskAdapter& adapter, const FeatureSet& featu
   const auto message =
       testing::error_message([&] { load_features(path, adapter, features.examples); });
   EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+  testing::write_bytes(path, bytes + "x");
+  EXPECT_NE(testing::error_message([&] {
+              load_features(path, adapter, features.examples);
+            }).find("trailing bytes"),
+            std::string::npos);
+  // The first feature's example index (after the magic, the count, pad_id and labelled) one past
+  // the last example.
+  auto shifted = bytes;
+  const auto n = static_cast<int64_t>(features.examples->size());
+  std::memcpy(shifted.data() + 8 + 3 * sizeof(int64_t), &n, sizeof n);
+  testing::write_bytes(path, shifted);
+  const auto outside =
+      testing::error_message([&] { load_features(path, adapter, features.examples); });
+  EXPECT_NE(outside.find(fmt::format("feature of example {} but the data has {} examples", n, n)),
+            std::string::npos)
+      << outside;
 }
 
 class RealDataTest : public ::testing::Test {

@@ -68,6 +68,14 @@ class PretrainingDataTest : public ::testing::Test {
       documents = tokenize_corpus(data::read_corpus(squad_corpus(dir_.path())), *tokenizer_);
     return documents;
   }
+  /// The instances of the corpus's first `count` documents, once each (dupe factor 1).
+  std::vector<PretrainingInstance> instances_of(size_t count, PretrainingDataOptions& options) {
+    auto documents = corpus();
+    documents.resize(count);
+    options.dupe_factor = 1;
+    return create_instances(documents, options, tokenizer_->special_tokens(),
+                            tokenizer_->vocab_size());
+  }
   testing::TempDir dir_;
   std::unique_ptr<tok::Tokenizer> tokenizer_;
 };
@@ -210,13 +218,10 @@ TEST_F(PretrainingDataTest, WholeWordMaskingMasksEveryPieceOfAWord) {
 }
 
 TEST_F(PretrainingDataTest, ShardsRoundTripAndDynamicMaskingStoresPlainInstances) {
-  auto documents = corpus();
-  documents.resize(100);
   PretrainingDataOptions options;
-  options.dupe_factor = 1;
   options.instances_per_shard = 50;
+  const auto instances = instances_of(100, options);
   const auto& special = tokenizer_->special_tokens();
-  const auto instances = create_instances(documents, options, special, tokenizer_->vocab_size());
   const auto out = dir_.path() / "shards";
   const auto stats = write_instance_shards(instances, out, options, special.mask_id);
   EXPECT_EQ(stats.instances, static_cast<int64_t>(instances.size()));
@@ -249,7 +254,7 @@ TEST_F(PretrainingDataTest, ShardsRoundTripAndDynamicMaskingStoresPlainInstances
   EXPECT_NE(message.find(shard.string()), std::string::npos) << message;
 
   options.static_masking = false;
-  auto plain = create_instances(documents, options, special, tokenizer_->vocab_size());
+  auto plain = instances_of(100, options);
   for (const auto& instance : plain) ASSERT_TRUE(instance.masked_positions.empty());
   std::mt19937_64 rng(1);
   const auto before = plain[0].tokens;
@@ -303,13 +308,10 @@ TEST_F(PretrainingDataTest, DynamicMaskingFromTheRecipeRemasksStaticShards) {
 // `limit` keeps its first instances; predict() and evaluate() read the rows gather() writes:
 // [prediction, label, nll, 0] per masked token, [IsNext logit, NotNext logit, label, 1] per pair.
 TEST_F(PretrainingDataTest, ShardsInOrderLimitAndPredictionsFromGatheredRows) {
-  auto documents = corpus();
-  documents.resize(40);
   PretrainingDataOptions options;
-  options.dupe_factor = 1;
   options.instances_per_shard = 10;
+  const auto instances = instances_of(40, options);
   const auto& special = tokenizer_->special_tokens();
-  const auto instances = create_instances(documents, options, special, tokenizer_->vocab_size());
   ASSERT_GT(instances.size(), 20u);
   write_instance_shards(instances, dir_.path() / "s", options, special.mask_id);
   data::DataSpec spec;
