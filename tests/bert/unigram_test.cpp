@@ -37,6 +37,10 @@ TEST(UnigramTest, UnknownCharactersAreFusedIntoOneToken) {
   // A known piece is taken however low its score, where it covers the character.
   EXPECT_EQ(segment(m, "xy"), (std::vector<std::string>{"xy"}));
   EXPECT_EQ(m.encode("x")[0].id, 0);
+  // The penalty is 10: "cb" then an unknown "a" (-1 + -8 - 10) loses to "c" then "ba" (-16); with
+  // a penalty below 7 it would win.
+  const UnigramModel n({"<unk>", "c", "ba", "cb"}, {0.0, -8.0, -8.0, -1.0}, /*unk_id=*/0);
+  EXPECT_EQ(segment(n, "cba"), (std::vector<std::string>{"c", "ba"}));
 }
 
 TEST(SpmNormalizerTest, TransformKeepsHfAlignments) {
