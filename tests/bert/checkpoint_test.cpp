@@ -364,18 +364,25 @@ TEST_F(CheckpointTest, TensorViewsOutsideTheirStorageAreRefused) {
             std::string::npos);
 }
 
-// The legacy format's second pickle is its protocol version, 1001; another is refused.
-TEST_F(CheckpointTest, LegacyTorchSaveOfAnotherProtocolIsRefused) {
-  std::string bytes = read_file(kFixtures / "legacy_torch_save" / "pytorch_model.bin");
-  ASSERT_EQ(bytes.substr(15, 6), std::string("\x80\x02M\xe9\x03.", 6));  // BININT2 1001
-  bytes[18] = '\xe8';
+// The legacy format's second pickle is its protocol version, 1001, and its third says the
+// writer's byte order: another protocol or a big-endian writer is refused.
+TEST_F(CheckpointTest, LegacyTorchSaveOfAnotherProtocolOrByteOrderIsRefused) {
+  const std::string bytes = read_file(kFixtures / "legacy_torch_save" / "pytorch_model.bin");
+  ASSERT_EQ(bytes.substr(15, 6), std::string("\x80\x02M\xe9\x03.", 6));        // BININT2 1001
+  ASSERT_EQ(bytes.substr(58, 16), std::string("little_endianq\x02\x88", 16));  // True
   TempDir dir;
-  testing::write_bytes(dir.path() / "old.bin", bytes);
-  const auto message =
-      testing::error_message([&] { load_torch_state_dict(dir.path() / "old.bin"); });
-  EXPECT_NE(message.find("legacy torch.save file with protocol 1000 (1001 expected)"),
+  const auto message = [&](size_t at, char value) {
+    auto changed = bytes;
+    changed[at] = value;
+    testing::write_bytes(dir.path() / "old.bin", changed);
+    return testing::error_message([&] { load_torch_state_dict(dir.path() / "old.bin"); });
+  };
+  const auto protocol = message(18, '\xe8');
+  EXPECT_NE(protocol.find("legacy torch.save file with protocol 1000 (1001 expected)"),
             std::string::npos)
-      << message;
+      << protocol;
+  const auto order = message(73, '\x89');  // False
+  EXPECT_NE(order.find("old.bin: written on a big-endian machine"), std::string::npos) << order;
 }
 
 TEST_F(CheckpointTest, JsonDepthIsCheckedOutsideStringsOnly) {

@@ -93,7 +93,9 @@ TEST(TaskRegistry, OptionErrorsNameLineKeyAndFix) {
 // least 2); booleans are YAML's spellings (true/True, false/False).
 TEST(TaskRegistry, SuggestionsStayNearAndBooleansTakeYamlsSpellings) {
   EXPECT_EQ(nearest_key("sed", {"seed", "epochs"}), "seed");
-  EXPECT_EQ(nearest_key("lr", {"seed"}), "");  // 4 edits away
+  EXPECT_EQ(nearest_key("lr", {"seed"}), "");              // 4 edits away
+  EXPECT_EQ(nearest_key("ab", {"xyz"}), "");               // 3: the bound itself is too far
+  EXPECT_EQ(nearest_key("sed", {"seed", "sea"}), "seed");  // a tie: the first
   EXPECT_EQ(nearest_key("learning_rte", {"learning_rate", "warmup"}), "learning_rate");
   EXPECT_EQ(nearest_key("warmup", {"warmup_ratio"}), "");                               // 6 edits
   EXPECT_EQ(nearest_key("gradient_clip", {"gradient_clipping"}), "gradient_clipping");  // 4 of 13

@@ -45,6 +45,10 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
   EXPECT_EQ(t.master_addr, "10.0.0.7");
   EXPECT_EQ(t.master_port, 29600);
   EXPECT_FALSE(t.agent_store);
+  // RANK and WORLD_SIZE alone (set by hand): one node, the local rank is the rank.
+  const auto by_hand = env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(by_hand.local_rank, 1);
+  EXPECT_EQ(by_hand.local_world_size, 2);
   const auto elastic = env_of({{"RANK", "0"},
                                {"WORLD_SIZE", "2"},
                                {"TORCHELASTIC_USE_AGENT_STORE", "True"},
