@@ -194,9 +194,13 @@ TEST_F(CheckpointTest, CamphrCheckpointFromOlderTransformersLoadsWithReport) {
   }
 }
 
-std::string zip_with_pickle(const fs::path& path, const std::string& pickle) {
+/// A zip-format torch.save file at `path`: `pickle` as data.pkl, then `records` (name, bytes).
+std::string zip_with_pickle(const fs::path& path,
+                            const std::string& pickle,
+                            const std::vector<std::pair<std::string, std::string>>& records = {}) {
   caffe2::serialize::PyTorchStreamWriter writer(path.string());
   writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  for (const auto& [name, bytes] : records) writer.writeRecord(name, bytes.data(), bytes.size());
   writer.writeEndOfFile();
   return path.string();
 }
@@ -333,14 +337,11 @@ std::string load_view(const fs::path& dir,
                                  8) +
                              pickle_int(numel) + "tQ" + pickle_int(offset) + tuple(size) +
                              tuple(stride) + "\x89Nt" + "Ru.";
-  const auto path = dir / "w.bin";
-  {
-    caffe2::serialize::PyTorchStreamWriter writer(path.string());
-    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
-    const std::vector<float> data(static_cast<size_t>(numel), 1.0F);
-    writer.writeRecord("data/0", data.data(), data.size() * sizeof(float));
-    writer.writeEndOfFile();
-  }
+  const std::vector<float> data(static_cast<size_t>(numel), 1.0F);
+  const auto path = zip_with_pickle(
+      dir / "w.bin", pickle,
+      {{"data/0",
+        std::string(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float))}});
   return testing::error_message([&] { load_torch_state_dict(path); });
 }
 

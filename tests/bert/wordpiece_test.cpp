@@ -302,6 +302,25 @@ TEST(WordPieceVocabTest, LineThatIsNotUtf8IsNamed) {
             (std::vector<std::string>{"[UNK]", "ab", "c\xC3\xA9d"}));
 }
 
+/// Cased WordPiece without the casing check, for vocabularies of a few words.
+WordPieceOptions few_words_cased() {
+  WordPieceOptions o;
+  o.check_casing = CasingCheck::kOff;
+  o.normalizer.lowercase = false;
+  o.normalizer.strip_accents = false;
+  return o;
+}
+
+/// `dir` as a model directory whose tokenizer is WordPiece over `vocab`: the tokenizer's files,
+/// a BERT config.json and empty weights.
+void write_model_dir(const fs::path& dir,
+                     const std::vector<std::string>& vocab,
+                     const WordPieceOptions& o) {
+  WordPieceTokenizer(vocab, o).save(dir);
+  write_file_atomic(dir / "config.json", R"({"model_type": "bert"})");
+  write_file_atomic(dir / "model.safetensors", "");
+}
+
 // A model directory whose WordPiece tokenizer is a tokenizer.json alone (no vocab.txt, as some
 // directories saved by HF's `tokenizers` have it) loads as the same tokenizer with vocab.txt:
 // the vocabulary by id, the normalizer's casing, the added tokens; tokenizer_config.json's
@@ -309,22 +328,15 @@ TEST(WordPieceVocabTest, LineThatIsNotUtf8IsNamed) {
 // tokenize as HF would is refused, naming the key.
 TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
   using json = nlohmann::json;
-  WordPieceOptions o;
-  o.check_casing = CasingCheck::kOff;
-  o.normalizer.lowercase = false;
-  o.normalizer.strip_accents = false;
+  auto o = few_words_cased();
   o.added_tokens.push_back({"qz-word", -1});
   const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                                           "Hello", "hello", "world", "##s",   "caf",
                                           "##é",   "##e",   ",",     "!"};
   testing::TempDir with_txt, alone;
-  WordPieceTokenizer(vocab, o).save(with_txt.path());
-  WordPieceTokenizer(vocab, o).save(alone.path());
+  write_model_dir(with_txt.path(), vocab, o);
+  write_model_dir(alone.path(), vocab, o);
   fs::remove(alone.path() / "vocab.txt");
-  for (const auto* dir : {&with_txt, &alone}) {
-    write_file_atomic(dir->path() / "config.json", R"({"model_type": "bert"})");
-    write_file_atomic(dir->path() / "model.safetensors", "");
-  }
   const auto load = [](const fs::path& dir) { return load_tokenizer(PretrainedDir::find(dir), 0); };
   const std::string text = "Hello worlds, café! qz-word HELLO";
   const auto want = load(with_txt.path())->encode(text, std::string_view("hello cafe"));
@@ -403,16 +415,10 @@ TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
 // decode() cleans up spaces before punctuation unless tokenizer_config.json says
 // "clean_up_tokenization_spaces": false; without the key it does, as transformers 4.31 does.
 TEST(WordPieceTokenizerConfig, CleanUpSpacesUnlessTheConfigSaysNot) {
-  WordPieceOptions o;
-  o.check_casing = CasingCheck::kOff;
-  o.normalizer.lowercase = false;
-  o.normalizer.strip_accents = false;
-  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-                                          "Hello", "world", ",",     "!"};
   testing::TempDir dir;
-  WordPieceTokenizer(vocab, o).save(dir.path());
-  write_file_atomic(dir.path() / "config.json", R"({"model_type": "bert"})");
-  write_file_atomic(dir.path() / "model.safetensors", "");
+  write_model_dir(dir.path(),
+                  {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Hello", "world", ",", "!"},
+                  few_words_cased());
   const auto decoded = [&](const std::string& config) {
     write_file_atomic(dir.path() / "tokenizer_config.json", config);
     const auto tokenizer = load_tokenizer(PretrainedDir::find(dir.path()), 0);

@@ -264,16 +264,8 @@ TEST(FamilyConfigTest, ArchitectureNamesAndErrors) {
 // span head of the others. (Evaluation never shows a probability: the parity tests run eval.)
 TEST(HeadDropout, EachHeadDropsAsItsHfClass) {
   const auto config = [](ModelFamily family) {
-    BertConfig c;
-    c.family(family)
-        .vocab_size(20)
-        .hidden_size(8)
-        .num_hidden_layers(1)
-        .num_attention_heads(2)
-        .intermediate_size(16)
-        .max_position_embeddings(16)
-        .hidden_dropout_prob(0.2)
-        .classifier_dropout(0.3);
+    auto c = testing::tiny_config();
+    c.family(family).hidden_dropout_prob(0.2).classifier_dropout(0.3);
     if (family == ModelFamily::kRoberta) c.pad_token_id(1);
     if (family == ModelFamily::kDistilBert) c.type_vocab_size(0);
     return c;
