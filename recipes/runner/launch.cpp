@@ -23,16 +23,18 @@ int launch_local_workers(int nproc,
                          const std::vector<std::string>& command,
                          int total_threads,
                          bool verbose,
-                         double grace_seconds) {
+                         double grace_seconds,
+                         const std::string& executable) {
   using Clock = std::chrono::steady_clock;
-  const auto executable = std::filesystem::read_symlink("/proc/self/exe").string();
+  const auto program =
+      executable.empty() ? std::filesystem::read_symlink("/proc/self/exe").string() : executable;
   const int threads = std::max(1, total_threads / nproc);
   const char* port_env = std::getenv("MASTER_PORT");
   const int port = port_env && *port_env ? std::atoi(port_env) : free_local_port();
   log::info("[launch] {} workers x {} thread(s), rendezvous 127.0.0.1:{}", nproc, threads, port);
   std::map<pid_t, int> running;  // pid -> rank
   for (int rank = 0; rank < nproc; ++rank) {
-    std::vector<std::string> argv = {executable, "--threads", std::to_string(threads)};
+    std::vector<std::string> argv = {program, "--threads", std::to_string(threads)};
     if (verbose) argv.push_back("--verbose");
     argv.insert(argv.end(), command.begin(), command.end());
     SpawnOptions options;

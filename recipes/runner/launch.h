@@ -13,11 +13,13 @@ namespace bert::recipes {
 /// SIGKILL), and get SIGTERM forwarded when the launcher is asked to stop. When one fails, the
 /// others are given `grace_seconds` to fail on their own (c10d tells them which rank was lost),
 /// then terminated. Returns 0 when all succeed, 130/143 when they stopped after a checkpoint,
-/// else the first failure's exit code (1 for a signal).
+/// else the first failure's exit code (1 for a signal). `executable` is the program the workers
+/// run: empty for this one (the tests give a script).
 int launch_local_workers(int nproc,
                          const std::vector<std::string>& command,
                          int total_threads,
                          bool verbose,
-                         double grace_seconds = 30);
+                         double grace_seconds = 30,
+                         const std::string& executable = "");
 
 }  // namespace bert::recipes
