@@ -11,6 +11,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/json_util.h"
+#include "bert/common/log.h"
 #include "bert/common/signals.h"
 #include "data/text_file.h"
 
@@ -215,7 +216,8 @@ std::optional<TrialResult> TrialResult::read(const TrialDir& dir) {
   if (!fs::exists(path)) return std::nullopt;
   try {
     return from_json(parse_json_limited(read_file(path)), path.string());
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    log::warn("{}: unreadable, taken as no result: {}", path.string(), e.what());
     return std::nullopt;
   }
 }

@@ -56,6 +56,22 @@ TEST(TrialResultTest, RoundTripsThroughJson) {
             std::string::npos);
 }
 
+// A result.json that does not parse, or holds no result, reads as none (the trial runs again)
+// rather than stopping a sweep or a leaderboard.
+TEST(TrialResultTest, AnUnreadableResultReadsAsNone) {
+  testing::TempDir dir;
+  const TrialDir trial(dir.path() / "t");
+  fs::create_directories(trial.root());
+  EXPECT_FALSE(TrialResult::read(trial));
+  for (const std::string text : {"{\"status\": \"do", "[1, 2]", "{\"status\": \"finished\"}"}) {
+    testing::write_bytes(trial.result(), text);
+    EXPECT_FALSE(TrialResult::read(trial)) << text;
+  }
+  testing::write_bytes(trial.result(), "{\"status\": \"done\", \"main\": 0.5}");
+  ASSERT_TRUE(TrialResult::read(trial));
+  EXPECT_TRUE(TrialResult::read(trial)->done());
+}
+
 TEST(SweepPlanTest, RoundTripsThroughTheSweepDirectory) {
   testing::TempDir dir;
   const SweepDir sweep(dir.path());
