@@ -406,6 +406,36 @@ std::vector<std::vector<int32_t>> packed_contents(std::vector<PretrainingInstanc
   return out;
 }
 
+// Google's truncate_seq_pair: while the pair is too long, the longer segment loses a token at a
+// random end (front or back, even odds); on a tie, the second segment. Two sentences of 10
+// tokens in 17 places: B, A, B lose one each, so A keeps 9 and B 8, in every instance.
+TEST(PairTruncation, TheLongerLosesATokenAtARandomEndTheSecondOnATie) {
+  tok::SpecialTokens special;
+  special.cls_id = 1, special.sep_id = 2, special.mask_id = 3, special.pad_id = 0;
+  PretrainingDataOptions options;
+  options.max_seq_length = 20;  // 17 tokens of content
+  options.short_seq_prob = 0;
+  options.random_next_prob = 0;
+  options.dupe_factor = 60;
+  options.static_masking = false;
+  const auto documents = numbered_documents({{10, 10}});  // ids 1000-1009 and 1010-1019
+  const auto instances = create_instances(documents, options, special, 2000);
+  ASSERT_EQ(instances.size(), 60u);
+  std::map<std::pair<int32_t, int32_t>, int> starts;  // A's first id, B's first id
+  for (const auto& instance : instances) {
+    ASSERT_EQ(instance.segment_a_length, 11);  // [CLS] A [SEP]
+    ASSERT_EQ(instance.tokens.size(), 20u);    // ... B [SEP]
+    const std::vector<int32_t> a(instance.tokens.begin() + 1, instance.tokens.begin() + 10);
+    const std::vector<int32_t> b(instance.tokens.begin() + 11, instance.tokens.end() - 1);
+    ASSERT_TRUE(a == ids_from(1000, 9) || a == ids_from(1001, 9)) << ::testing::PrintToString(a);
+    ASSERT_TRUE(b == ids_from(1010, 8) || b == ids_from(1011, 8) || b == ids_from(1012, 8))
+        << ::testing::PrintToString(b);
+    ++starts[{a.front(), b.front()}];
+  }
+  // Every way of cutting occurs: A from the front or not, B from the front zero, one or two times.
+  EXPECT_EQ(starts.size(), 6u);
+}
+
 // RoBERTa's FULL-SENTENCES: whole sentences in order fill each instance; the sentence that does
 // not fit starts the next one; a sentence longer than an instance is cut into instance-sized
 // pieces; no NSP label, one segment.
