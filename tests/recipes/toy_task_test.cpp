@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "bert/checkpoint/load.h"
+#include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/safetensors.h"
 #include "bert/common/file_util.h"
 #include "bert/tokenizer/wordpiece.h"
 #include "data/readers.h"
@@ -155,12 +157,13 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   recipes::write_random_model(d / "model", config, tok::WordPieceTokenizer(vocab, tok_options), 0);
 
   // Trained from a recipe, as any task.
-  testing::write_bytes(d / "toy.yaml", "model: {pretrained: " + (d / "model").string() +
-                                           "}\ntask: {type: toy_length, max_seq_length: 16}\n"
-                                           "data: {train: " +
-                                           (d / "train.tsv").string() +
-                                           ", dev: " + (d / "dev.tsv").string() +
-                                           "}\ntraining: {epochs: 2, batch_size: 4}\n");
+  const auto toy_recipe = [&](const std::string& model_options) {
+    return "model: {pretrained: " + (d / "model").string() + model_options +
+           "}\ntask: {type: toy_length, max_seq_length: 16}\ndata: {train: " +
+           (d / "train.tsv").string() + ", dev: " + (d / "dev.tsv").string() +
+           "}\ntraining: {epochs: 2, batch_size: 4}\n";
+  };
+  testing::write_bytes(d / "toy.yaml", toy_recipe(""));
   const auto recipe = recipes::load_recipe(d / "toy.yaml");
   EXPECT_EQ(recipe.adapter->max_seq_length(), 16);
   const recipes::TrialDir trial(d / "run");
@@ -207,6 +210,37 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   recipes::export_model(trial.root(), d / "empty" / ".");  // "dir/." is dir, replaced beside it
   EXPECT_TRUE(std::filesystem::exists(d / "empty" / "bertft_task.yaml"));
   EXPECT_FALSE(std::filesystem::exists(d / "empty" / ".tmp-."));
+
+  // model.dtype: the export holds the trained float32 weights rounded to float16 or bfloat16.
+  for (const std::string dtype : {"float16", "bfloat16"}) {
+    testing::write_bytes(d / (dtype + ".yaml"), toy_recipe(", dtype: " + dtype));
+    const auto rounded_recipe = recipes::load_recipe(d / (dtype + ".yaml"));
+    const recipes::TrialDir run(d / ("run_" + dtype));
+    ASSERT_TRUE(recipes::keep_resolved_recipe(run.root(), rounded_recipe));
+    ASSERT_EQ(recipes::run_trial(rounded_recipe, run, {}, dtype), recipes::ExitCode::kOk);
+    recipes::export_model(run.root(), d / dtype);
+    const auto trained = read_weights(run.best_weights(), torch::kFloat32);
+    const auto want = dtype == "float16" ? torch::kFloat16 : torch::kBFloat16;
+    const SafetensorsReader exported(d / dtype / "model.safetensors");
+    ASSERT_EQ(exported.entries().size(), trained.size());
+    for (const auto& entry : exported.entries()) {
+      EXPECT_EQ(safetensors_dtype(entry.dtype), want) << dtype << " " << entry.name;
+      EXPECT_TRUE(torch::equal(exported.get(entry.name), trained.at(entry.name).to(want)))
+          << dtype << " " << entry.name;
+    }
+  }
+  // A run that did not finish is not exported, and nothing is written.
+  const recipes::TrialDir failed(d / "failed");
+  std::filesystem::create_directories(failed.root());
+  recipes::TrialResult failure;
+  failure.trial = "failed";
+  failure.error = "diverged";
+  failure.write(failed);
+  const auto not_finished =
+      testing::error_message([&] { recipes::export_model(failed.root(), d / "failed_export"); });
+  EXPECT_NE(not_finished.find(failed.root().string() + ": not a finished run"), std::string::npos)
+      << not_finished;
+  EXPECT_FALSE(std::filesystem::exists(d / "failed_export"));
 
   // Scored by `score` through the registry.
   testing::write_bytes(d / "pred.txt", "short\nlong\nshort\nlong\nlong\nshort\nshort\nshort\n");
