@@ -205,8 +205,8 @@ void YamlReader::reject_unknown_keys(ErrorList& errors) const {
 bool YamlReader::convert(const YAML::Node& node, bool& out, std::string& problem) {
   if (node.IsScalar()) {
     const auto& s = node.Scalar();
-    if (s == "true" || s == "True") return out = true, true;
-    if (s == "false" || s == "False") return out = false, true;
+    if (s == "true" || s == "True" || s == "TRUE") return out = true, true;
+    if (s == "false" || s == "False" || s == "FALSE") return out = false, true;
   }
   problem = "expected true or false, got '" + scalar_text(node) + "'";
   return false;

@@ -90,7 +90,8 @@ TEST(TaskRegistry, OptionErrorsNameLineKeyAndFix) {
 }
 
 // A suggestion for an unknown key is a known key within a third of its length in edits (at
-// least 2); booleans are YAML's spellings (true/True, false/False).
+// least 2); booleans are YAML 1.2's spellings (true/True/TRUE, false/False/FALSE), not YAML
+// 1.1's yes/no.
 TEST(TaskRegistry, SuggestionsStayNearAndBooleansTakeYamlsSpellings) {
   EXPECT_EQ(nearest_key("sed", {"seed", "epochs"}), "seed");
   EXPECT_EQ(nearest_key("lr", {"seed"}), "");              // 4 edits away
@@ -104,6 +105,10 @@ TEST(TaskRegistry, SuggestionsStayNearAndBooleansTakeYamlsSpellings) {
   YamlReader(YAML::Load("{a: True, b: False, c: yes}"), "r.yaml").read("a", flag, errors);
   EXPECT_TRUE(flag);
   YamlReader(YAML::Load("{a: True, b: False, c: yes}"), "r.yaml").read("b", flag, errors);
+  EXPECT_FALSE(flag);
+  YamlReader(YAML::Load("{a: TRUE, b: FALSE}"), "r.yaml").read("a", flag, errors);
+  EXPECT_TRUE(flag);
+  YamlReader(YAML::Load("{a: TRUE, b: FALSE}"), "r.yaml").read("b", flag, errors);
   EXPECT_FALSE(flag);
   EXPECT_TRUE(errors.empty());
   YamlReader(YAML::Load("{c: yes}"), "r.yaml").read("c", flag, errors);
