@@ -108,8 +108,8 @@ TEST(FileLockTest, AnotherProcesssLockIsNamedNotTakenAndFreedWithIt) {
 }
 
 /// A worker program for launch_local_workers: writes what it was given to worker<RANK>.txt,
-/// then does what BERTFT_LAUNCH_TEST says: "ok" exits 0, "stop" exits 143 (stopped after a
-/// checkpoint), "fail" makes rank 1 exit 3 while the others wait.
+/// then does what BERTFT_LAUNCH_TEST says: "ok" exits 0, "stop" exits 130 (stopped after a
+/// checkpoint by SIGINT), "fail" makes rank 1 exit 3 while the others wait.
 fs::path write_worker(const fs::path& dir) {
   const auto script = dir / "worker.sh";
   testing::write_bytes(
@@ -121,7 +121,7 @@ fs::path write_worker(const fs::path& dir) {
           "/worker$RANK.txt\n"
           "case \"$BERTFT_LAUNCH_TEST\" in\n"
           "  ok) exit 0 ;;\n"
-          "  stop) exit 143 ;;\n"
+          "  stop) exit 130 ;;\n"
           "  fail) if [ \"$RANK\" = 1 ]; then exit 3; fi; exec sleep 60 ;;\n"
           "esac\n"
           "exit 99\n");
@@ -152,7 +152,7 @@ TEST(LaunchTest, WorkersGetTheirRankThreadsAndPortAndTheFirstFailureIsTheExitCod
   EXPECT_EQ(line.find(" 0 | "), std::string::npos) << line;  // a port, not 0
 
   ::setenv("BERTFT_LAUNCH_TEST", "stop", 1);
-  EXPECT_EQ(launch_local_workers(2, {"train"}, 2, false, 30, worker.string()), 143);
+  EXPECT_EQ(launch_local_workers(2, {"train"}, 2, false, 30, worker.string()), 130);
   ::setenv("BERTFT_LAUNCH_TEST", "fail", 1);
   const auto start = Clock::now();
   EXPECT_EQ(launch_local_workers(2, {"train"}, 2, false, 0.5, worker.string()), 3);
