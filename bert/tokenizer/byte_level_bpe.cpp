@@ -196,7 +196,8 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(
           fmt::format("{}: merge {} ('{} {}') makes '{}', which is not in the "
                       "vocabulary",
                       source, r + 1, a, b, a + b));
-    merge_rank_.emplace(a + " " + b, static_cast<int>(r));  // the first of duplicates wins
+    // A merge listed twice takes its later rank, as in HF (its map is built in order).
+    merge_rank_[a + " " + b] = static_cast<int>(r);
   }
 }
 

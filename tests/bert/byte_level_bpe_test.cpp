@@ -107,6 +107,43 @@ TEST(ByteLevelBpeTest, MergesByRankWithTrimmedOffsets) {
   EXPECT_EQ(word[0].end, 2u);
 }
 
+// HF's rules (its Rust tokenizers and the Python GPT-2 tokenizer alike) where a vocabulary or
+// merge list is unusual: a merge listed twice takes its later rank (a map built in order); a
+// merges.txt with CRLF line ends reads as with LF; a byte without its symbol in the vocabulary
+// is the unknown token.
+TEST(ByteLevelBpeTest, DuplicateMergesCrlfMergesAndBytesOutsideTheVocabularyAsHfs) {
+  std::vector<std::string> vocab = {"<s>", "<pad>", "</s>", "<unk>"};
+  for (int b = 0; b < 256; ++b)
+    if (byte_symbol(static_cast<unsigned char>(b)) != "z")
+      vocab.push_back(byte_symbol(static_cast<unsigned char>(b)));
+  for (const auto* token : {"el", "he", "<mask>"}) vocab.push_back(token);
+  // "e l" ranks 2 (its second line), after "h e": "hel" is "he" + "l", not "h" + "el".
+  const ByteLevelBpeTokenizer t(vocab, {{"e", "l"}, {"h", "e"}, {"e", "l"}},
+                                ByteLevelBpeTokenizer::Options{});
+  EXPECT_EQ(t.encode("hel", std::nullopt).tokens,
+            (std::vector<std::string>{"<s>", "he", "l", "</s>"}));
+  const auto z = t.encode("hz", std::nullopt);
+  ASSERT_EQ(z.size(), 4u);
+  EXPECT_EQ(z.ids[2], t.special_tokens().unk_id);
+
+  testing::TempDir dir;
+  nlohmann::json vocab_json = nlohmann::json::object();
+  for (size_t i = 0; i < vocab.size(); ++i) vocab_json[vocab[i]] = i;
+  write_file_atomic(dir.path() / "vocab.json", vocab_json.dump());
+  write_file_atomic(dir.path() / "merges.txt", "#version: 0.2\r\nh e\r\ne l\r\n");
+  const auto crlf =
+      ByteLevelBpeTokenizer::from_files(dir.path() / "vocab.json", dir.path() / "merges.txt", {});
+  EXPECT_EQ(crlf->encode("hel", std::nullopt).tokens,
+            (std::vector<std::string>{"<s>", "he", "l", "</s>"}));
+  write_file_atomic(dir.path() / "merges.txt", "#version: 0.2\nh e l\n");
+  const auto three = testing::error_message([&] {
+    ByteLevelBpeTokenizer::from_files(dir.path() / "vocab.json", dir.path() / "merges.txt", {});
+  });
+  EXPECT_NE(three.find("merges.txt:2: expected two tokens separated by one space, got 'h e l'"),
+            std::string::npos)
+      << three;
+}
+
 /// A RoBERTa model directory around tiny()'s tokenizer (empty weights: only the tokenizer is
 /// loaded from it); returns that tokenizer.
 std::unique_ptr<ByteLevelBpeTokenizer> tiny_roberta_dir(const std::filesystem::path& dir) {
