@@ -8,6 +8,7 @@
 #include <set>
 
 #include "bert/common/file_util.h"
+#include "recipes/runner/export.h"
 #include "recipes/runner/leaderboard.h"
 #include "tests/support/test_support.h"
 
@@ -80,6 +81,19 @@ TEST(SweepPlanTest, RoundTripsThroughTheSweepDirectory) {
   plan.write(sweep);
   EXPECT_TRUE(SweepDir::holds_sweep(dir.path()));
   EXPECT_EQ(SweepPlan::read(sweep).to_json(), plan.to_json());
+}
+
+// A sweep's test predictions are in the format `score` reads for the task: CoNLL columns for
+// tagging, SQuAD's {id: answer} object for QA, JSON lines for the others.
+TEST(SweepPlanTest, TestPredictionsTakeTheFormatScoreReads) {
+  const SweepDir sweep("runs");
+  const auto file = [&](const std::string& task) {
+    return sweep.test_predictions(prediction_extension(task)).string();
+  };
+  EXPECT_EQ(file("token_classification"), "runs/test_predictions.txt");
+  EXPECT_EQ(file("question_answering"), "runs/test_predictions.json");
+  EXPECT_EQ(file("sequence_classification"), "runs/test_predictions.jsonl");
+  EXPECT_EQ(file("multiple_choice"), "runs/test_predictions.jsonl");
 }
 
 // Settings are ranked by mean mse, lowest first; each setting's best seed is its lowest.

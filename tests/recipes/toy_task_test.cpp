@@ -177,6 +177,16 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   recipes::export_model(trial.root(), d / "exported");
   const auto exported_config = json::parse(read_file(d / "exported" / "config.json"));
   EXPECT_EQ(exported_config["architectures"][0], "BertForToyLength");
+  // bertft_task.yaml: the task with its options, the labels and where the weights came from.
+  const auto meta = YAML::LoadFile((d / "exported" / "bertft_task.yaml").string());
+  EXPECT_EQ(meta["task"]["type"].as<std::string>(), "toy_length");
+  EXPECT_EQ(meta["task"]["max_seq_length"].as<int64_t>(), 16);
+  EXPECT_EQ(meta["labels"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"short", "long"}));
+  EXPECT_EQ(meta["source"].as<std::string>(), std::filesystem::absolute(trial.root()).string());
+  EXPECT_EQ(meta["main_metric"].as<std::string>(), "accuracy");
+  EXPECT_EQ(meta["goal"].as<std::string>(), "maximize");
+  EXPECT_DOUBLE_EQ(meta["dev_score"].as<double>(), *result->main);
   auto loaded = recipes::load_finetuned(d / "exported");
   EXPECT_EQ(loaded.adapter->type(), "toy_length");
   EXPECT_EQ(loaded.adapter->max_seq_length(), 16);
@@ -229,6 +239,23 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
           << dtype << " " << entry.name;
     }
   }
+  // A sweep's directory exports its leaderboard's best trial: an error before there is a
+  // leaderboard, and when no trial finished.
+  const recipes::SweepDir sweep(d / "sweep");
+  recipes::SweepPlan{"toy.yaml", "toy", "toy_length", {}}.write(sweep);
+  const auto sweep_error = [&] {
+    return testing::error_message([&] { recipes::export_model(d / "sweep", d / "sweep_export"); });
+  };
+  auto message = sweep_error();
+  EXPECT_NE(message.find((d / "sweep").string() + ": the sweep has no leaderboard yet"),
+            std::string::npos)
+      << message;
+  testing::write_bytes(sweep.leaderboard("json"), R"({"settings": []})");
+  message = sweep_error();
+  EXPECT_NE(message.find((d / "sweep").string() + ": no finished trial to export"),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(std::filesystem::exists(d / "sweep_export"));
   // A run that did not finish is not exported, and nothing is written.
   const recipes::TrialDir failed(d / "failed");
   std::filesystem::create_directories(failed.root());
