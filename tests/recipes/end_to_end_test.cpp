@@ -191,6 +191,13 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
   const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_NEAR(eval["metrics"]["f1"].get<double>(),
               json::parse(read_file(best / "result.json"))["main"].get<double>(), 1e-12);
+  // --split test needs a data.test in the recipe.
+  EXPECT_EQ(bertft("eval --split test --model " + (runs / "best_model").string() + " --recipe " +
+                   path.string()),
+            2);
+  EXPECT_NE(last_log_.find(path.string() + ": --split test: the recipe has no data.test"),
+            std::string::npos)
+      << last_log_;
   // The base model (pretraining heads) is no classifier: named, not a misread of the data.
   EXPECT_EQ(
       bertft("eval --model " + (dir_.path() / "model").string() + " --recipe " + path.string()), 2);

@@ -131,6 +131,53 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
     EXPECT_NEAR(each[i]["score"].get<double>(), want[i]["probability"].get<double>(), 1e-9) << i;
   }
   EXPECT_FALSE(each[1].contains("text_pair"));
+  // --logits with a text per line: each line's own scores.
+  const auto lines_logits =
+      testing::run_bertft("predict --logits --model " + model + " --text -",
+                          dir_.path() / "lines_logits.log", "", dir_.path() / "stdin.txt");
+  ASSERT_EQ(lines_logits.code, 0) << lines_logits.output;
+  const auto each_logits = testing::json_lines(lines_logits.output);
+  ASSERT_EQ(each_logits.size(), 2u) << lines_logits.output;
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t c = 0; c < 3; ++c)
+      EXPECT_NEAR(each_logits[i]["logits"][c].get<double>(), want[i]["logits"][c].get<double>(),
+                  1e-6)
+          << i;
+  // --precision int8: the encoder's projections in dynamic int8; the scores stay close.
+  const auto int8 = testing::run_bertft("predict --precision int8 --model " + model + " --text -",
+                                        dir_.path() / "int8.log", "", dir_.path() / "stdin.txt");
+  ASSERT_EQ(int8.code, 0) << int8.output;
+  EXPECT_NE(int8.output.find("[predict] int8: 12 encoder projections in dynamic int8"),
+            std::string::npos)
+      << int8.output;
+  const auto rounded = testing::json_lines(int8.output);
+  ASSERT_EQ(rounded.size(), 2u) << int8.output;
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(rounded[i]["score"].get<double>(), each[i]["score"].get<double>(), 0.02) << i;
+  // Options of other heads are refused, naming the option.
+  for (const auto& [option, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--top-k 2", "predict --top-k: candidates of a pre-training model's masks"},
+           {"--aggregation simple", "predict --aggregation: how a token classification model's"}}) {
+    const auto refused = testing::run_bertft(
+        "predict --model " + model + " --text 'w7 w9' " + option, dir_.path() / "refused.log");
+    EXPECT_EQ(refused.code, 2) << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << refused.output;
+  }
+  // --glue-task names the columns of a GLUE file whose directory does not (here SST-2's
+  // unlabelled test layout); the predictions are the JSON lines' above.
+  fs::create_directories(dir_.path() / "mine");
+  testing::write_bytes(dir_.path() / "mine" / "test.tsv", "index\tsentence\n0\tw50 w60\n");
+  const auto glue = testing::run_bertft("predict --model " + model +
+                                            " --format glue --glue-task "
+                                            "sst2 --data " +
+                                            (dir_.path() / "mine" / "test.tsv").string(),
+                                        dir_.path() / "glue.log");
+  ASSERT_EQ(glue.code, 0) << glue.output;
+  const auto glue_lines = testing::json_lines(glue.output);
+  ASSERT_EQ(glue_lines.size(), 1u) << glue.output;
+  EXPECT_EQ(glue_lines[0]["label"], want[1]["label"]);
+  EXPECT_NEAR(glue_lines[0]["probability"].get<double>(), want[1]["probability"].get<double>(),
+              1e-6);
 
   // --out: the same lines in the file (written whole), nothing on stdout.
   const auto file = dir_.path() / "answers.jsonl";
@@ -208,7 +255,11 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
 // columns, and every entity's span slices its words out of the text.
 TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "tokcls9" / "model.safetensors");
-  const auto dir = ner_model(dir_.path() / "m");
+  // "O" last, as some checkpoints order their labels: the outside label is found by its name.
+  const std::vector<std::string> labels = {"B-PER", "I-PER",  "B-ORG",  "I-ORG", "B-LOC",
+                                           "I-LOC", "B-MISC", "I-MISC", "O"};
+  const auto dir = model_with_vocab("tokcls9", dir_.path() / "m");
+  set_labels(dir, labels);
   const std::string text = "w7 w8, w9 w10 w11 w12 w13 w14 w15 w16 w17 w18";
   const auto run = testing::run_bertft("predict --model " + dir.string() + " --text '" + text + "'",
                                        dir_.path() / "ner.log");
@@ -238,7 +289,6 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   }
   ASSERT_EQ(tags.size(), words.size()) << data.output;
   // The data path's tags as certain one-token words, grouped.
-  const auto& labels = kConllLabels;
   std::vector<tasks::TokenPrediction> tokens;
   for (size_t w = 0; w < words.size(); ++w) {
     tasks::TokenPrediction t;
