@@ -53,11 +53,13 @@ void set_labels(const fs::path& dir, const std::vector<std::string>& labels) {
 const std::vector<std::string> kConllLabels = {"O",     "B-PER", "I-PER",  "B-ORG", "I-ORG",
                                                "B-LOC", "I-LOC", "B-MISC", "I-MISC"};
 
-/// The fixture's token classifier (tokcls9) with kConllLabels in place of LABEL_0..8 and
-/// model_with_vocab's vocabulary.
-fs::path ner_model(const fs::path& out, const std::vector<std::string>& tokens = {}) {
+/// The fixture's token classifier (tokcls9) with `labels` (kConllLabels by default) in place of
+/// LABEL_0..8 and model_with_vocab's vocabulary.
+fs::path ner_model(const fs::path& out,
+                   const std::vector<std::string>& tokens = {},
+                   const std::vector<std::string>& labels = kConllLabels) {
   const auto dir = model_with_vocab("tokcls9", out, tokens);
-  set_labels(dir, kConllLabels);
+  set_labels(dir, labels);
   return dir;
 }
 
@@ -75,9 +77,13 @@ class PipelineTest : public testing::SeededTest {
     EXPECT_EQ(run.code, 0) << run.output;
     return testing::json_lines(run.output);
   }
-  /// The JSON lines of `bertft predict <args>`, which must succeed (log: `name`.log).
-  std::vector<json> predict(const std::string& args, const std::string& name) {
-    const auto run = testing::run_bertft("predict " + args, dir_.path() / (name + ".log"));
+  /// The JSON lines of `bertft predict <args>` (stdin from `input`), which must succeed (log:
+  /// `name`.log).
+  std::vector<json> predict(const std::string& args,
+                            const std::string& name,
+                            const fs::path& input = "/dev/null") {
+    const auto run =
+        testing::run_bertft("predict " + args, dir_.path() / (name + ".log"), "", input);
     EXPECT_EQ(run.code, 0) << run.output;
     return testing::json_lines(run.output);
   }
@@ -132,12 +138,9 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
   }
   EXPECT_FALSE(each[1].contains("text_pair"));
   // --logits with a text per line: each line's own scores.
-  const auto lines_logits =
-      testing::run_bertft("predict --logits --model " + model + " --text -",
-                          dir_.path() / "lines_logits.log", "", dir_.path() / "stdin.txt");
-  ASSERT_EQ(lines_logits.code, 0) << lines_logits.output;
-  const auto each_logits = testing::json_lines(lines_logits.output);
-  ASSERT_EQ(each_logits.size(), 2u) << lines_logits.output;
+  const auto each_logits =
+      predict("--logits --model " + model + " --text -", "lines_logits", dir_.path() / "stdin.txt");
+  ASSERT_EQ(each_logits.size(), 2u);
   for (size_t i = 0; i < 2; ++i)
     for (size_t c = 0; c < 3; ++c)
       EXPECT_NEAR(each_logits[i]["logits"][c].get<double>(), want[i]["logits"][c].get<double>(),
@@ -167,14 +170,10 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
   // unlabelled test layout); the predictions are the JSON lines' above.
   fs::create_directories(dir_.path() / "mine");
   testing::write_bytes(dir_.path() / "mine" / "test.tsv", "index\tsentence\n0\tw50 w60\n");
-  const auto glue = testing::run_bertft("predict --model " + model +
-                                            " --format glue --glue-task "
-                                            "sst2 --data " +
-                                            (dir_.path() / "mine" / "test.tsv").string(),
-                                        dir_.path() / "glue.log");
-  ASSERT_EQ(glue.code, 0) << glue.output;
-  const auto glue_lines = testing::json_lines(glue.output);
-  ASSERT_EQ(glue_lines.size(), 1u) << glue.output;
+  const auto glue_lines = predict("--model " + model + " --format glue --glue-task sst2 --data " +
+                                      (dir_.path() / "mine" / "test.tsv").string(),
+                                  "glue");
+  ASSERT_EQ(glue_lines.size(), 1u);
   EXPECT_EQ(glue_lines[0]["label"], want[1]["label"]);
   EXPECT_NEAR(glue_lines[0]["probability"].get<double>(), want[1]["probability"].get<double>(),
               1e-6);
@@ -259,8 +258,7 @@ TEST_F(PipelineTest, TokenClassificationOnRawTextGroupsTheDataPathsTags) {
   // most of these words (id 6), and the first one (id 0) is given to some too.
   const std::vector<std::string> labels = {"B-PER", "I-PER", "B-ORG",  "I-ORG", "B-LOC",
                                            "I-LOC", "O",     "B-MISC", "I-MISC"};
-  const auto dir = model_with_vocab("tokcls9", dir_.path() / "m");
-  set_labels(dir, labels);
+  const auto dir = ner_model(dir_.path() / "m", {}, labels);
   const std::string text = "w7 w8, w9 w10 w11 w12 w13 w14 w15 w16 w17 w18";
   const auto run = testing::run_bertft("predict --model " + dir.string() + " --text '" + text + "'",
                                        dir_.path() / "ner.log");
