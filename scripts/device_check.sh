@@ -4,12 +4,18 @@
 # scripts/device_kit.sh's .deb files, carried as .devkit, are unpacked first), then
 #   1. the quickstart's training on CPU with that LibTorch (the first checkpoint included);
 #   2. the tasks' and the encoder's tests on CPU with that LibTorch (stage tests), then the
-#      Trainer's (resume included) and NCCL's on CUDA (BERTFT_TEST_DEVICE=cuda; stage cudatests);
+#      Trainer's (resume included), NCCL's and the task heads' HF parity (forward, loss and
+#      gradients) on CUDA (BERTFT_TEST_DEVICE=cuda; stage cudatests);
 #      stage ctest, not run by default, runs the whole suite on that LibTorch
 #      (BERTFT_DEVICE_TARGETS=all to build it);
 #   3. the quickstart task trained on CUDA in fp32, bf16 and fp16;
 #   4. inference on CUDA against CPU: predict (the exported model, with logits), fill-mask and
-#      next-sentence prediction on raw text (the quickstart's pre-training model), embed.
+#      next-sentence prediction on raw text (the quickstart's pre-training model), embed;
+#   5. (stage cudacli) the command-line tests of every head's predictions, embed and the
+#      end-to-end chains with their predict/embed/similar on CUDA (BERTFT_TEST_DEVICE=cuda; the
+#      tests compare with the data path, with HF's recorded answers and with CPU runs).
+# ../shared does not travel: scripts/device_kit.sh copies its fixtures and data into
+# .devkit/shared, which the tests read here (BERTFT_SHARED).
 # A crash is rerun under cuda-gdb for its backtrace. Logs go to $OUT (the device tool's folder)
 # or build-device/out. Usage, on that machine: scripts/device_check.sh [stage ...] (default all).
 set -uo pipefail
@@ -18,7 +24,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BERTFT_DEVICE_BUILD:-$root/build-device}"
 out="${OUT:-$build/out}"
 mkdir -p "$out"
-stages="${*:-build cpu tests cudatests cuda infer}"
+stages="${*:-build cpu tests cudatests cuda infer cudacli}"
+[ -d "$root/.devkit/shared/fixtures" ] && export BERTFT_SHARED="$root/.devkit/shared"
 exec > >(tee -a "$out/check.log") 2>&1
 say() { echo "[device +${SECONDS}s] $*"; }
 has_stage() { [[ " $stages " == *" $1 "* ]]; }
@@ -63,9 +70,9 @@ if has_stage build; then
     exit 1
   }
   grep -E "fmt|oneDNN|Torch|CUDA" "$out/configure.log" | head
-  # BERTFT_DEVICE_TARGETS: what to build (default: the program, the tasks' and the encoder's
-  # tests; ~220 s on the lent H200's 16 cores).
-  ninja -C "$build" -k 0 ${BERTFT_DEVICE_TARGETS:-bertft tasks_tests bert_tests} \
+  # BERTFT_DEVICE_TARGETS: what to build (default: the program, the tasks', the encoder's and
+  # the recipes' tests).
+  ninja -C "$build" -k 0 ${BERTFT_DEVICE_TARGETS:-bertft tasks_tests bert_tests recipes_tests} \
     >"$out/build.log" 2>&1
   say "build rc=$?"
   grep -B2 -A12 -E "error:|FAILED" "$out/build.log" | head -120
@@ -108,14 +115,14 @@ fi
 
 if has_stage cudatests && [ -x "$build/tests/tasks_tests" ]; then
   BERTFT_TEST_DEVICE=cuda timeout 300 "$build/tests/tasks_tests" \
-    --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*' >"$out/cuda_tests.log" 2>&1
+    --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*:HeadParityTest.*' >"$out/cuda_tests.log" 2>&1
   rc=$?
   say "tasks_tests on CUDA: rc=$rc"
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|rror" "$out/cuda_tests.log" | head -40
   tail -3 "$out/cuda_tests.log"
   if ((rc > 128)); then
     BERTFT_TEST_DEVICE=cuda backtrace_of "$build/tests/tasks_tests" \
-      --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*'
+      --gtest_filter='TrainerTest.*:DataParallelTest.Nccl*:HeadParityTest.*'
   fi
 fi
 
@@ -182,5 +189,15 @@ if has_stage infer && [ -x "$bertft" ] && [ -d "$qs/model" ]; then
     --out "$build/fill-bf16.jsonl" <"$build/masked.txt"
   [ -n "$best" ] && run_or_trace 2 "$bertft" predict --model "$best" --data "$qs/data/test.tsv" \
     --device cuda --precision bf16 --out "$build/predict-bf16.jsonl"
+fi
+if has_stage cudacli && [ -x "$build/tests/recipes_tests" ]; then
+  # Every predict/embed/similar these tests run gets --device cuda (tests/support's
+  # on_test_device); their training stays on the recipes' CPU.
+  (cd "$build" && BERTFT_TEST_DEVICE=cuda timeout 300 ctest -j 12 --timeout 240 \
+    --output-on-failure -R \
+    '^(PipelineTest|EmbedTest|EndToEndTest|PretrainingEndToEnd|CliTest|ToyTask|[A-Za-z]+/(FamilyEndToEndTest|HfExportTest))\.' \
+    >"$out/cudacli.log" 2>&1)
+  say "command-line tests with inference on CUDA: rc=$?"
+  grep -E "tests passed|\*\*\*(Failed|Exception|Timeout)|Failure" "$out/cudacli.log" | head -40
 fi
 say "done"

@@ -2,6 +2,7 @@
 # Fetches, as .deb files in .devkit/, the Debian libraries bertft's build needs besides LibTorch,
 # for a machine that has none of them and cannot fetch them: a lent GPU machine, whose Python
 # package brings a CUDA LibTorch (and fmt's headers). scripts/device_check.sh unpacks them there.
+# Also copies ../shared's fixtures and data into .devkit/shared for the tests there.
 #   scripts/device_kit.sh     # here; then carry .devkit to the GPU machine
 set -euo pipefail
 
@@ -14,4 +15,11 @@ apt-get download \
   libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libcli11-dev \
   libsentencepiece-dev libsentencepiece0 libutf8proc-dev libutf8proc2 \
   libgtest-dev pkgconf pkgconf-bin libpkgconf3 >&2
+# ../shared (the HF fixture, the datasets) does not travel with the checkout: a copy for the
+# tests there, never committed (.devkit is ignored).
+if [ -d "$root/../shared/fixtures" ]; then
+  rm -rf "$kit/shared"
+  mkdir -p "$kit/shared"
+  cp -r "$root/../shared/fixtures" "$root/../shared/data" "$kit/shared/"
+fi
 ls -1 "$kit"

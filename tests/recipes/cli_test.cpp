@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -171,6 +172,25 @@ TEST_F(CliTest, ADeviceThisProcessCannotUseIsAUsageErrorNamingTheOption) {
     EXPECT_EQ(cuda.code, 2) << command << "\n" << cuda.output;
     EXPECT_NE(cuda.output.find(lacks), std::string::npos) << command << "\n" << cuda.output;
   }
+}
+
+// On a GPU machine (BERTFT_TEST_DEVICE=cuda) the tests' inference commands run there, unless a
+// test names its device or int8 (CPU only); other commands are left as they are.
+TEST(OnTestDevice, InferenceCommandsTakeTheTestDevice) {
+  const char* before = std::getenv("BERTFT_TEST_DEVICE");
+  const std::string kept = before != nullptr ? before : "";
+  ::setenv("BERTFT_TEST_DEVICE", "cuda:1", 1);
+  EXPECT_EQ(testing::on_test_device("predict --model m --text -"),
+            "predict --device cuda:1 --model m --text -");
+  EXPECT_EQ(testing::on_test_device("embed --model m"), "embed --device cuda:1 --model m");
+  EXPECT_EQ(testing::on_test_device("similar --index i"), "similar --device cuda:1 --index i");
+  for (const std::string unchanged :
+       {"train r.yaml --set training.device=cpu", "predict --device cpu --model m",
+        "predict --precision int8 --model m", "export run --out predict"})
+    EXPECT_EQ(testing::on_test_device(unchanged), unchanged);
+  ::unsetenv("BERTFT_TEST_DEVICE");
+  EXPECT_EQ(testing::on_test_device("predict --model m"), "predict --model m");
+  if (before != nullptr) ::setenv("BERTFT_TEST_DEVICE", kept.c_str(), 1);
 }
 
 TEST_F(CliTest, HelpShowsDefaultsAndTheExitCodes) {

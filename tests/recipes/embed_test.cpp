@@ -309,9 +309,10 @@ TEST_F(EmbedTest, Int8AndBf16VectorsStayCloseAndSimilarUsesTheIndexPrecision) {
   const auto index = this->index();
   EXPECT_EQ(read_embeddings(index).info.value("precision", ""), "int8");
   testing::write_bytes(dir_.path() / "queries.txt", f.texts[2] + "\n");
-  const auto similar = testing::run_bertft(
-      "similar --index " + index.string() + " --queries " + (dir_.path() / "queries.txt").string(),
-      dir_.path() / "similar.log");
+  const auto similar =
+      testing::run_bertft("similar --device cpu --index " + index.string() + " --queries " +
+                              (dir_.path() / "queries.txt").string(),  // int8 runs on the CPU only
+                          dir_.path() / "similar.log");
   ASSERT_EQ(similar.code, 0) << similar.output;
   const auto hits = testing::json_lines(similar.output);
   ASSERT_EQ(hits.size(), 1u) << similar.output;

@@ -36,12 +36,23 @@ std::filesystem::path bertft_binary() {
   return std::filesystem::path(BERTFT_BINARY_DIR) / "bertft";
 }
 
+std::string on_test_device(const std::string& args) {
+  const auto device = test_device();
+  if (device == "cpu" || args.find("--device") != std::string::npos ||
+      args.find("--precision int8") != std::string::npos)
+    return args;
+  for (const std::string command : {"predict ", "embed ", "similar "})
+    if (args.rfind(command, 0) == 0)
+      return command + "--device " + device + " " + args.substr(command.size());
+  return args;
+}
+
 BertftRun run_bertft(const std::string& args,
                      const std::filesystem::path& log,
                      const std::string& env,
                      const std::filesystem::path& input) {
-  const std::string command = env + " " + bertft_binary().string() + " " + args + " < " +
-                              input.string() + " > " + log.string() + " 2>&1";
+  const std::string command = env + " " + bertft_binary().string() + " " + on_test_device(args) +
+                              " < " + input.string() + " > " + log.string() + " 2>&1";
   const int status = std::system(command.c_str());
   BertftRun run;
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -63,8 +63,8 @@ class CpuBf16Autocast {
   bool on_;
 };
 
-/// The device the training tests run on: $BERTFT_TEST_DEVICE ("cuda" on a GPU machine,
-/// scripts/device_check.sh), else "cpu".
+/// The device the training and inference tests run on: $BERTFT_TEST_DEVICE ("cuda" on a GPU
+/// machine, scripts/device_check.sh), else "cpu".
 std::string test_device();
 
 /// 2 layers, hidden 32, 4 heads, intermediate 37, vocab 99, 64 positions (fixture config A).
@@ -103,8 +103,13 @@ struct BertftRun {
   int code = -1;
   std::string output;
 };
-/// Runs `bertft <args>` through the shell with `env` ("VAR=value ...") in front, stdin from
-/// `input`, stdout and stderr together in `log`.
+/// `args` with `--device <test_device()>` after an inference command's name (predict, embed,
+/// similar) where the test device is not the CPU and `args` name no device and no int8 (CPU only):
+/// on a GPU machine the inference tests run there.
+std::string on_test_device(const std::string& args);
+
+/// Runs `bertft <on_test_device(args)>` through the shell with `env` ("VAR=value ...") in front,
+/// stdin from `input`, stdout and stderr together in `log`.
 BertftRun run_bertft(const std::string& args,
                      const std::filesystem::path& log,
                      const std::string& env = "",

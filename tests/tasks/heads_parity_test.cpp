@@ -1,6 +1,7 @@
 // The four task heads reproduce HF's BertFor{SequenceClassification, MultipleChoice,
 // QuestionAnswering, TokenClassification}: logits and losses on the golden fixture within
-// 1e-5, and the recorded gradients after backward.
+// 1e-5, and the recorded gradients after backward; on the test device (a GPU machine's CUDA too,
+// BERTFT_TEST_DEVICE).
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -37,15 +38,19 @@ class HeadParityTest : public ::testing::Test {
     auto model = adapter->build_model(config);
     const auto report = load_state_dict(*model, read_weights(dir / "model.safetensors"), name);
     EXPECT_TRUE(report.clean()) << report.summary();
+    model->to(device_);
     model->eval();
     return {std::move(adapter), model};
   }
 
+  /// The fixture's input `key` on the test device.
+  torch::Tensor in(const std::string& key) const { return inputs_.at(key).to(device_); }
+
   Batch batch(const std::string& prefix = "") const {
     Batch b;
-    b.input_ids = inputs_.at(prefix + "input_ids");
-    b.attention_mask = inputs_.at(prefix + "attention_mask");
-    b.token_type_ids = inputs_.at(prefix + "token_type_ids");
+    b.input_ids = in(prefix + "input_ids");
+    b.attention_mask = in(prefix + "attention_mask");
+    b.token_type_ids = in(prefix + "token_type_ids");
     return b;
   }
 
@@ -60,7 +65,7 @@ class HeadParityTest : public ::testing::Test {
     BERTFT_REQUIRE_FIXTURE_MODEL("seqcls3");
     auto [adapter, model] = load("sequence_classification", "seqcls3");
     auto b = batch();
-    b.labels = inputs_.at("seq_cls_labels");
+    b.labels = in("seq_cls_labels");
     const auto loss = adapter->loss(model->forward(b), b);
     EXPECT_NEAR(loss.item<double>(), train.at("loss_before_step1").item<double>(), 1e-6);
     loss.backward();
@@ -78,13 +83,14 @@ class HeadParityTest : public ::testing::Test {
   }
 
   TensorMap inputs_, outputs_;
+  const torch::Device device_{testing::test_device()};
 };
 
 TEST_F(HeadParityTest, SequenceClassification) {
   BERTFT_REQUIRE_FIXTURE_MODEL("seqcls3");
   auto [adapter, model] = load("sequence_classification", "seqcls3");
   auto b = batch();
-  b.labels = inputs_.at("seq_cls_labels");
+  b.labels = in("seq_cls_labels");
   const auto logits = model->forward(b);
   EXPECT_LT(testing::max_abs_diff(logits, outputs_.at("seqcls3.logits")), kAtol);
   expect_loss(adapter->loss(logits, b), "seqcls3.loss");
@@ -94,7 +100,7 @@ TEST_F(HeadParityTest, Regression) {
   BERTFT_REQUIRE_FIXTURE_MODEL("seqreg1");
   auto [adapter, model] = load("sequence_classification", "seqreg1");
   auto b = batch();
-  b.labels = inputs_.at("seq_reg_labels");
+  b.labels = in("seq_reg_labels");
   const auto logits = model->forward(b);
   EXPECT_EQ(logits.sizes(), torch::IntArrayRef({b.input_ids.size(0), 1}));
   EXPECT_LT(testing::max_abs_diff(logits, outputs_.at("seqreg1.logits")), kAtol);
@@ -105,7 +111,7 @@ TEST_F(HeadParityTest, TokenClassificationWithIgnoredLabels) {
   BERTFT_REQUIRE_FIXTURE_MODEL("tokcls9");
   auto [adapter, model] = load("token_classification", "tokcls9");
   auto b = batch();
-  b.labels = inputs_.at("token_cls_labels");
+  b.labels = in("token_cls_labels");
   ASSERT_TRUE((b.labels == kIgnoreIndex).any().item<bool>());
   const auto logits = model->forward(b);
   EXPECT_LT(testing::max_abs_diff(logits, outputs_.at("tokcls9.logits")), kAtol);
@@ -116,7 +122,7 @@ TEST_F(HeadParityTest, QuestionAnswering) {
   BERTFT_REQUIRE_FIXTURE_MODEL("qa");
   auto [adapter, model] = load("question_answering", "qa");
   auto b = batch();
-  b.labels = torch::stack({inputs_.at("start_positions"), inputs_.at("end_positions")}, 1);
+  b.labels = torch::stack({in("start_positions"), in("end_positions")}, 1);
   const auto logits = model->forward(b);  // [3, 16, 2]
   EXPECT_LT(testing::max_abs_diff(logits.select(2, 0), outputs_.at("qa.start_logits")), kAtol);
   EXPECT_LT(testing::max_abs_diff(logits.select(2, 1), outputs_.at("qa.end_logits")), kAtol);
@@ -127,7 +133,7 @@ TEST_F(HeadParityTest, MultipleChoice) {
   BERTFT_REQUIRE_FIXTURE_MODEL("mc2");
   auto [adapter, model] = load("multiple_choice", "mc2");
   auto b = batch("mc_");
-  b.labels = inputs_.at("mc_labels");
+  b.labels = in("mc_labels");
   const auto logits = model->forward(b);
   EXPECT_LT(testing::max_abs_diff(logits, outputs_.at("mc2.logits")), kAtol);
   expect_loss(adapter->loss(logits, b), "mc2.loss");
