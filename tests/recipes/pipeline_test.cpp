@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 keeps it there only)
 #include <gtest/gtest.h>
 
 #include <algorithm>
