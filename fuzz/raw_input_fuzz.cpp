@@ -15,7 +15,7 @@ namespace {
 
 /// An uncased WordPiece tokenizer of a few letters and pieces (most fuzz words become [UNK]), or
 /// RoBERTa's byte-level BPE with the 256 byte symbols and a few merges.
-const bert::tok::Tokenizer& tokenizer(bool bpe) {
+[[maybe_unused]] const bert::tok::Tokenizer& tokenizer(bool bpe) {
   static const auto wordpiece = [] {
     bert::tok::WordPieceOptions options;
     options.normalizer.lowercase = true;
@@ -43,7 +43,7 @@ const bert::tok::Tokenizer& tokenizer(bool bpe) {
 /// Entities must lie in the text, in order of their starts, with a score that is a probability
 /// (byte-level BPE's tokens of one character share its span, as HF's offsets give them, so
 /// neighbours may overlap; a token of spaces alone has an empty span after HF's trimming).
-void check_entities(const nlohmann::json& entities, int64_t length) {
+[[maybe_unused]] void check_entities(const nlohmann::json& entities, int64_t length) {
   int64_t previous_start = 0;
   for (const auto& e : entities) {
     const auto start = e["start"].get<int64_t>(), end = e["end"].get<int64_t>();

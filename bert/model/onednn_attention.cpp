@@ -410,13 +410,13 @@ torch::Tensor onednn_attention(const torch::Tensor& q,
                   !(q.requires_grad() || k.requires_grad() || v.requires_grad()),
               "onednn_attention: inference only (no autograd)");
   RECORD_FUNCTION("bertft::onednn_attention", std::vector<c10::IValue>({q, k, v}));
-  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3),
-                kv_seq = k.size(2);
+  const int64_t batch = q.size(0), kv_seq = k.size(2);
   const RowMask mask = row_mask("onednn_attention", additive_mask, batch, kv_seq);
   if (q.numel() == 0 || kv_seq == 0)
     return onednn_attention_batched(q, k, v, additive_mask, scale, 0.0);
 #ifdef BERTFT_HAVE_DNNL
   if (by_head_fits(q, k, v, scale, /*with_backward=*/false)) {
+    const int64_t heads = q.size(1), seq = q.size(2), dim = q.size(3);
     // [batch, seq, heads, head_dim]: each head's context lands in [batch, seq, hidden] order.
     const torch::Tensor out = torch::empty({batch, seq, heads, dim}, q.options());
     forward_by_head({q, k, v, mask, heads, heads * dim}, scale, 0.0, 0, /*with_backward=*/false,

@@ -196,9 +196,10 @@ TEST_F(BertModelTest, RowsAttendWithoutKeysAsThePlainComputation) {
       const auto what = fmt::format("batch {} seq {} width {} heads {} training {}", batch, seq,
                                     width, heads, training);
       const int64_t dim = width / heads;
-      if (batch == 16 && onednn_built())
+      if (batch == 16 && onednn_built()) {
         ASSERT_TRUE(use_onednn_matmul(torch::empty({batch, 2 * heads, width}),
                                       torch::empty({batch, width, seq})));
+      }
       auto config = tiny_config();
       config.hidden_size(width).num_attention_heads(heads).attention_probs_dropout_prob(0.3);
       BertSelfAttention attention(config);
@@ -231,10 +232,11 @@ TEST_F(BertModelTest, RowsAttendWithoutKeysAsThePlainComputation) {
                              .reshape({batch, 2, width});
       ASSERT_EQ(fast.sizes(), plain.sizes()) << what;
       EXPECT_LT(testing::max_abs_diff(fast, plain), 1e-5) << what;
-      if (training)
+      if (training) {
         EXPECT_GT(testing::max_abs_diff(fast, attention->forward(hidden, mask, nullptr, rows)),
                   1e-3)
             << what;  // dropout drew a mask
+      }
 
       std::vector<torch::Tensor> inputs = attention->parameters();
       inputs.push_back(hidden);

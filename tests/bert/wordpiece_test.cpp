@@ -288,7 +288,9 @@ TEST(WordPieceVocabTest, DuplicateTokenNamesBothLines) {
 // As HF, which reads vocab.txt as UTF-8 text: a line that is not is refused, naming it.
 TEST(WordPieceVocabTest, LineThatIsNotUtf8IsNamed) {
   testing::TempDir dir;
-  testing::write_bytes(dir.path() / "vocab.txt", "[UNK]\nab\r\nc\xFF\xFEd\n");
+  testing::write_bytes(dir.path() / "vocab.txt",
+                       "[UNK]\nab\r\nc\xFF\xFE"
+                       "d\n");
   try {
     read_vocab_file(dir.path() / "vocab.txt");
     FAIL();
@@ -297,9 +299,12 @@ TEST(WordPieceVocabTest, LineThatIsNotUtf8IsNamed) {
               std::string::npos)
         << e.what();
   }
-  testing::write_bytes(dir.path() / "vocab.txt", "[UNK]\nab\r\nc\xC3\xA9d\n");
-  EXPECT_EQ(read_vocab_file(dir.path() / "vocab.txt"),
-            (std::vector<std::string>{"[UNK]", "ab", "c\xC3\xA9d"}));
+  testing::write_bytes(dir.path() / "vocab.txt",
+                       "[UNK]\nab\r\nc\xC3\xA9"
+                       "d\n");
+  EXPECT_EQ(read_vocab_file(dir.path() / "vocab.txt"), (std::vector<std::string>{"[UNK]", "ab",
+                                                                                 "c\xC3\xA9"
+                                                                                 "d"}));
 }
 
 /// Cased WordPiece without the casing check, for vocabularies of a few words.

@@ -227,7 +227,9 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
     double sum = 0;
     for (size_t r = 0; r < candidates.size(); ++r) {
       sum += candidates[r]["score"].get<double>();
-      if (r > 0) EXPECT_LE(candidates[r]["score"], candidates[r - 1]["score"]) << filled[i].dump();
+      if (r > 0) {
+        EXPECT_LE(candidates[r]["score"], candidates[r - 1]["score"]) << filled[i].dump();
+      }
     }
     EXPECT_LE(sum, 1.0 + 1e-6);
     EXPECT_FALSE(filled[i].contains("next_sentence")) << filled[i].dump();
@@ -296,10 +298,11 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
         EXPECT_NEAR(a["score"].get<double>(), b["score"].get<double>(), 1e-6) << i;
       }
     EXPECT_EQ(batched[i].contains("next_sentence"), ours[i].contains("next_sentence")) << i;
-    if (ours[i].contains("next_sentence"))
+    if (ours[i].contains("next_sentence")) {
       EXPECT_NEAR(batched[i]["next_sentence"]["score"].get<double>(),
                   ours[i]["next_sentence"]["score"].get<double>(), 1e-6)
           << i;
+    }
   }
   // --targets: those tokens alone, scored under the whole vocabulary's softmax (as the
   // pipeline's targets); a word outside the vocabulary stands as its first token (here "near"

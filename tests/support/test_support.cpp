@@ -229,7 +229,9 @@ void expect_fill_mask_agrees(const nlohmann::json& hf,
     const auto& h = hf["results"][i];
     const auto& b = ours[i];
     const auto where = "input " + std::to_string(i) + " " + b["text"].dump();
-    if (same_ids) EXPECT_EQ(h["hf_ids"], h["ids"]) << where;
+    if (same_ids) {
+      EXPECT_EQ(h["hf_ids"], h["ids"]) << where;
+    }
     const auto masks = b.value("masks", nlohmann::json::array());
     ASSERT_EQ(h["masks"].size(), masks.size()) << where;
     for (size_t m = 0; m < masks.size(); ++m) {

@@ -140,7 +140,8 @@ TEST(Masking, AtLeastOnePredictionNoSpecialDrawnLongWordsPassedOver) {
   special.mask_id = 4;
   PretrainingDataOptions options;
   std::mt19937_64 rng(5);
-  const PretrainingInstance shortest{{2, 5, 6, 3}, {1, 1, 1, 1}, 3};  // 0.15 x 4: 0 or 1
+  // 0.15 x 4 tokens: 0 or 1 prediction, at least one taken.
+  const PretrainingInstance shortest{{2, 5, 6, 3}, {1, 1, 1, 1}, 3, false, false, {}, {}};
   int64_t random_draws = 0;
   for (int i = 0; i < 400; ++i) {
     auto instance = shortest;
@@ -154,7 +155,7 @@ TEST(Masking, AtLeastOnePredictionNoSpecialDrawnLongWordsPassedOver) {
   EXPECT_GT(random_draws, 10);
 
   // [CLS] then a word of 6 pieces and 10 one-piece words, [SEP]; 2 predictions wanted.
-  PretrainingInstance words{{2}, {1}, 0};
+  PretrainingInstance words{{2}, {1}, 0, false, false, {}, {}};
   for (int p = 0; p < 6; ++p) words.tokens.push_back(5), words.word_start.push_back(p == 0);
   for (int w = 0; w < 10; ++w) words.tokens.push_back(6), words.word_start.push_back(1);
   words.tokens.push_back(3), words.word_start.push_back(1);
