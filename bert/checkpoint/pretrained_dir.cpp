@@ -156,12 +156,33 @@ void save_weights(const fs::path& dir, const TensorMap& tensors, int64_t max_sha
   write_file_atomic(dir / "model.safetensors.index.json", index.dump(2) + "\n");
 }
 
-void save_config(const fs::path& dir, const BertConfig& config, const std::string& architecture) {
+std::string torch_dtype_name(const TensorMap& tensors) {
+  for (const auto& [name, t] : tensors) {
+    switch (t.scalar_type()) {
+      case torch::kFloat16:
+        return "float16";
+      case torch::kBFloat16:
+        return "bfloat16";
+      case torch::kFloat64:
+        return "float64";
+      case torch::kFloat32:
+        return "float32";
+      default:
+        break;  // integer buffers (position ids) say nothing
+    }
+  }
+  return "float32";
+}
+
+void save_config(const fs::path& dir,
+                 const BertConfig& config,
+                 const std::string& architecture,
+                 const std::string& torch_dtype) {
   BertConfig copy = config;
   copy.architectures({architecture});
   json out = copy.to_json();
   out["transformers_version"] = out.value("transformers_version", "4.31.0");
-  out["torch_dtype"] = "float32";
+  out["torch_dtype"] = torch_dtype;
   write_file_atomic(dir / "config.json", out.dump(2) + "\n");
 }
 

@@ -61,9 +61,16 @@ void save_weights(const std::filesystem::path& dir,
                   const TensorMap& tensors,
                   int64_t max_shard_bytes = 0);
 
-/// Writes config.json (atomically) for `config` with `architectures` set to `architecture`.
+/// HF's name of the floating-point type of `tensors`, as config.json's torch_dtype holds it
+/// (save_pretrained writes its first floating parameter's): "float32", "float16", "bfloat16" or
+/// "float64"; "float32" when no tensor is floating.
+std::string torch_dtype_name(const TensorMap& tensors);
+
+/// Writes config.json (atomically) for `config` with `architectures` set to `architecture` and
+/// `torch_dtype` (the weights' type, torch_dtype_name) beside them.
 void save_config(const std::filesystem::path& dir,
                  const BertConfig& config,
-                 const std::string& architecture);
+                 const std::string& architecture,
+                 const std::string& torch_dtype = "float32");
 
 }  // namespace bert

@@ -142,7 +142,7 @@ void export_model(const fs::path& run_dir,
                                 : config.architectures().front();
   const auto tmp = write_staged(out, [&](const fs::path& staging) {
     save_weights(staging, to_hf_keys(weights, config.family()));
-    save_config(staging, config, architecture);
+    save_config(staging, config, architecture, torch_dtype_name(weights));
     tok::load_tokenizer(dir, config.vocab_size())->save(staging);
     YAML::Node task = YAML::Clone(adapter.options());
     task["type"] = adapter.type();

@@ -46,6 +46,25 @@ TEST_F(CheckpointTest, SaveThenLoadIsBitExact) {
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
 }
 
+// config.json's torch_dtype names the weights' floating type, as HF's save_pretrained writes
+// it: what `torch_dtype="auto"` loads them as.
+TEST(SaveConfigTest, TorchDtypeNamesTheWeightsFloatingType) {
+  const auto ids = torch::arange(4);  // an integer buffer first (names sort): not its type
+  for (const auto& [type, name] :
+       {std::pair{torch::kFloat32, "float32"}, std::pair{torch::kFloat16, "float16"},
+        std::pair{torch::kBFloat16, "bfloat16"}, std::pair{torch::kFloat64, "float64"}}) {
+    const TensorMap tensors = {{"a.position_ids", ids}, {"b.weight", torch::zeros({2}, type)}};
+    EXPECT_EQ(torch_dtype_name(tensors), name);
+    TempDir dir;
+    save_config(dir.path(), tiny_config(), "BertModel", torch_dtype_name(tensors));
+    EXPECT_EQ(nlohmann::json::parse(read_file(dir.path() / "config.json"))["torch_dtype"], name);
+  }
+  EXPECT_EQ(torch_dtype_name({{"a.position_ids", ids}}), "float32");
+  TempDir dir;
+  save_config(dir.path(), tiny_config(), "BertModel");
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir.path() / "config.json"))["torch_dtype"], "float32");
+}
+
 TEST_F(CheckpointTest, ShardedSafetensorsRoundTrip) {
   BertModel model(tiny_config());
   TempDir dir;

@@ -177,6 +177,7 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   recipes::export_model(trial.root(), d / "exported");
   const auto exported_config = json::parse(read_file(d / "exported" / "config.json"));
   EXPECT_EQ(exported_config["architectures"][0], "BertForToyLength");
+  EXPECT_EQ(exported_config["torch_dtype"], "float32");
   // bertft_task.yaml: the task with its options, the labels and where the weights came from.
   const auto meta = YAML::LoadFile((d / "exported" / "bertft_task.yaml").string());
   EXPECT_EQ(meta["task"]["type"].as<std::string>(), "toy_length");
@@ -231,6 +232,8 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
     recipes::export_model(run.root(), d / dtype);
     const auto trained = read_weights(run.best_weights(), torch::kFloat32);
     const auto want = dtype == "float16" ? torch::kFloat16 : torch::kBFloat16;
+    // config.json says so, as HF's save_pretrained does (torch_dtype="auto" loads that type).
+    EXPECT_EQ(json::parse(read_file(d / dtype / "config.json"))["torch_dtype"], dtype);
     const SafetensorsReader exported(d / dtype / "model.safetensors");
     ASSERT_EQ(exported.entries().size(), trained.size());
     for (const auto& entry : exported.entries()) {

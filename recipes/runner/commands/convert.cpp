@@ -28,7 +28,7 @@ int run_convert(const std::string& model_dir, const std::string& out, double sha
     save_weights(staging, tensors, static_cast<int64_t>(shard_mb * (1 << 20)));
     const std::string architecture =
         config.architectures().empty() ? "BertModel" : config.architectures().front();
-    save_config(staging, config, architecture);
+    save_config(staging, config, architecture, torch_dtype_name(tensors));
     if (dir.vocab || dir.sentencepiece)
       tok::load_tokenizer(dir, config.vocab_size())->save(staging);
   });

@@ -43,7 +43,8 @@ void write_grown(const PretrainedDir& dir,
     save_weights(staging, weights);
     save_config(
         staging, config,
-        config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
+        config.architectures().empty() ? "BertForPreTraining" : config.architectures().front(),
+        torch_dtype_name(weights));
     tokenizer.save(staging);
   });
 }
@@ -168,7 +169,8 @@ int run_extend_vocab(const std::string& model,
     save_weights(staging, weights);
     save_config(
         staging, config,
-        config.architectures().empty() ? "BertForPreTraining" : config.architectures().front());
+        config.architectures().empty() ? "BertForPreTraining" : config.architectures().front(),
+        torch_dtype_name(weights));
     tok::load_tokenizer(PretrainedDir::find(staging), config.vocab_size())->save(staging);
   });
   log::info("[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {}", out_dir,
