@@ -12,6 +12,7 @@
 
 #include "bert/checkpoint/load.h"
 #include "bert/checkpoint/pretrained_dir.h"
+#include "bert/checkpoint/safetensors.h"
 #include "bert/common/file_util.h"
 #include "bert/model/bert_model.h"
 #include "bert/model/pretraining.h"
@@ -504,6 +505,33 @@ TEST_F(PretrainingEndToEnd, ConvertWritesANewDirectoryNeverAModels) {
                        "the converted model");
   EXPECT_EQ(read_file(path("base") / "model.safetensors"), weights);
   EXPECT_FALSE(fs::exists(path("base") / "model.safetensors.index.json"));
+}
+
+// A half-precision model stays in its type through convert and extend-vocab, and their
+// config.json says which (torch_dtype, what HF's from_pretrained(torch_dtype="auto") loads).
+TEST_F(PretrainingEndToEnd, HalfPrecisionModelsKeepTheirTypeAndSaySo) {
+  testing::write_bytes(path("vocab.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n");
+  const auto p = [&](const std::string& name) { return path(name).string(); };
+  ASSERT_EQ(bertft("new-model --vocab " + p("vocab.txt") + " --out " + p("half") +
+                   " --hidden 32 --layers 1 --heads 2 --intermediate 64 --max-positions 32"),
+            0)
+      << last_log_;
+  save_safetensors(path("half") / "model.safetensors",
+                   read_weights(path("half") / "model.safetensors", torch::kBFloat16));
+  testing::write_bytes(path("domain.txt"), "dog\n");
+  ASSERT_EQ(bertft("convert " + p("half") + " --out " + p("converted")), 0) << last_log_;
+  ASSERT_EQ(bertft("extend-vocab --model " + p("half") + " --tokens " + p("domain.txt") +
+                   " --out " + p("grown")),
+            0)
+      << last_log_;
+  for (const auto* out : {"converted", "grown"}) {
+    const auto config = nlohmann::json::parse(read_file(path(out) / "config.json"));
+    EXPECT_EQ(config["torch_dtype"], "bfloat16") << out;
+    for (const auto& [name, t] : read_weights(path(out) / "model.safetensors"))
+      if (t.is_floating_point()) EXPECT_EQ(t.scalar_type(), torch::kBFloat16) << out << " " << name;
+  }
+  EXPECT_EQ(nlohmann::json::parse(read_file(path("half") / "config.json"))["torch_dtype"],
+            "float32");  // new-model's, written before the test rounded its weights
 }
 
 // pretrain-data replaces its --out whole: shards of an earlier, larger run would otherwise be
