@@ -95,6 +95,42 @@ TEST_F(CheckpointTest, ShardIndexNamingAMissingShardIsAnError) {
   }
 }
 
+// A sharded index that is not one, names a shard outside its directory (a path, or ".."), or puts
+// a tensor in a shard that lacks it: each a CheckpointError naming the index and what is wrong,
+// before anything outside the directory is read.
+TEST_F(CheckpointTest, ShardIndexRefusesWhatItCannotHold) {
+  TempDir dir;
+  const auto index = dir.path() / "model.safetensors.index.json";
+  save_safetensors(dir.path() / "s.safetensors", {{"b", torch::zeros({2})}});
+  fs::create_directories(dir.path() / "sub");
+  save_safetensors(dir.path() / "sub" / "t.safetensors", {{"a", torch::zeros({2})}});
+  const auto refusal = [&](const std::string& text) {
+    testing::write_bytes(index, text);
+    try {
+      read_weights(index);
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no CheckpointError)");
+  };
+  const auto expect = [&](const std::string& text, const std::string& message) {
+    const auto got = refusal(text);
+    EXPECT_NE(got.find(index.string() + ": " + message), std::string::npos) << text << "\n" << got;
+  };
+  expect(R"({"weight_map": )", "invalid JSON");
+  expect(R"([1, 2])", "expected an object with a 'weight_map'");
+  expect(R"({"metadata": {}})", "expected an object with a 'weight_map'");
+  expect(R"({"weight_map": ["s.safetensors"]})", "expected an object with a 'weight_map'");
+  expect(R"({"weight_map": {"a": 3}})", "weight_map['a'] must be a file name");
+  expect(R"({"weight_map": {"a": "sub/t.safetensors"}})",
+         "shard 'sub/t.safetensors' must be a file in the same directory");
+  expect(R"({"weight_map": {"a": ".."}})", "shard '..' must be a file in the same directory");
+  expect(R"({"weight_map": {"a": "s.safetensors"}})",
+         "the index puts 'a' in " + (dir.path() / "s.safetensors").string() + ", which lacks it");
+  testing::write_bytes(index, R"({"weight_map": {"b": "s.safetensors"}})");
+  EXPECT_EQ(read_weights(index).size(), 1u);
+}
+
 TEST_F(CheckpointTest, StrictLoadingListsEveryProblem) {
   BertModel model(tiny_config());
   auto tensors = state_dict(*model);
