@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <sstream>
 
 #include "bert/common/error.h"
 #include "data/table.h"
+#include "data/text_file.h"
 #include "tasks/metrics/span_f1.h"
 #include "tests/support/test_support.h"
 
@@ -212,6 +214,18 @@ TEST_F(MalformedInputTest, InvalidUtf8IsReportedNotReplaced) {
   const auto message = testing::error_message([&] { read_text_examples(spec_of(path)); });
   EXPECT_NE(message.find(path.string() + ":2:3: invalid UTF-8 (byte 0xC3)"), std::string::npos)
       << message;
+}
+
+// Lines from stdin (predict --text -, similar --queries -): a Windows line end is not part of the
+// text, blank lines are skipped, and a line that is not UTF-8 is named by its number.
+TEST(StdinLines, DropCarriageReturnsAndBlankLinesAndNameBadOnes) {
+  std::istringstream in("first\r\n\r\n\nsecond \nthird");
+  EXPECT_EQ(read_stdin_lines(in), (std::vector<std::string>{"first", "second ", "third"}));
+  std::istringstream bad("ok\n\nc\xFF\n");
+  EXPECT_NE(testing::error_message([&] {
+              read_stdin_lines(bad);
+            }).find("<stdin>:3: invalid UTF-8 at byte 1 (0xFF)"),
+            std::string::npos);
 }
 
 // A directory given as a data file is named as one (an ifstream would read it as empty).
