@@ -62,6 +62,15 @@ class EndToEndTest : public ::testing::Test {
     return run.code;
   }
 
+  /// The metrics the last `predict --data` logged for a file with gold labels.
+  json gold_metrics() const {
+    const auto found = last_log_.find("gold labels found: ");
+    EXPECT_NE(found, std::string::npos) << last_log_;
+    if (found == std::string::npos) return json::object();
+    const auto line = last_log_.substr(found + 19);
+    return json::parse(line.substr(0, line.find('\n')));
+  }
+
   fs::path recipe(const std::string& name, const std::string& body) {
     const auto path = dir_.path() / (name + ".yaml");
     testing::write_bytes(path,
@@ -185,12 +194,22 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
       << last_log_;
   const auto predictions = read_file(dir_.path() / "pred.jsonl");
   EXPECT_EQ(std::count(predictions.begin(), predictions.end(), '\n'), 408);
+  const auto gold = gold_metrics();
   ASSERT_EQ(bertft("eval --model " + (runs / "best_model").string() + " --recipe " + path.string()),
             0)
       << last_log_;
   const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_NEAR(eval["metrics"]["f1"].get<double>(),
               json::parse(read_file(best / "result.json"))["main"].get<double>(), 1e-12);
+  // score, reading the file predict wrote, gives the figures predict found with the gold labels.
+  ASSERT_EQ(bertft("score --task sequence_classification --data " + (mrpc / "dev.tsv").string() +
+                   " --predictions " + (dir_.path() / "pred.jsonl").string()),
+            0)
+      << last_log_;
+  const auto scored = json::parse(last_log_.substr(last_log_.find('{')));
+  for (const auto* metric : {"f1", "accuracy", "mcc"})
+    EXPECT_NEAR(scored[metric].get<double>(), gold[metric].get<double>(), 1e-12) << metric << "\n"
+                                                                                 << last_log_;
   // --split test needs a data.test in the recipe.
   EXPECT_EQ(bertft("eval --split test --model " + (runs / "best_model").string() + " --recipe " +
                    path.string()),
@@ -276,10 +295,13 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
                    (dir_.path() / "small.conll").string() + " --out " + predicted.string()),
             0)
       << last_log_;
-  const auto gold_f1 = last_log_.substr(last_log_.find("\"f1\":") + 5, 6);
+  // predict scored its gold tags; score, reading the file predict wrote, gives the same F1.
+  const auto gold = gold_metrics();
   ASSERT_EQ(bertft("score --task token_classification --predictions " + predicted.string()), 0)
       << last_log_;
   EXPECT_NE(last_log_.find("processed "), std::string::npos) << last_log_;
+  const auto scored = json::parse(last_log_.substr(last_log_.find('{')));
+  EXPECT_NEAR(scored["f1"].get<double>(), gold["f1"].get<double>(), 1e-12) << last_log_;
   EXPECT_EQ(bertft("predict --logits --model " + (dir_.path() / "ner").string() + " --data " +
                    (dir_.path() / "small.conll").string()),
             2);
