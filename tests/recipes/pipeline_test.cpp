@@ -487,6 +487,52 @@ TEST_F(PipelineTest, MultipleChoiceOnRawTextMatchesTheDataPath) {
   EXPECT_EQ(one.code, 2) << one.output;
 }
 
+// score --task multiple_choice reads the file `predict --data` wrote: its accuracy is the share
+// of predicted choices equal to the gold ones, as predict found it; a prediction that is no
+// choice index is named.
+TEST_F(PipelineTest, MultipleChoiceScoreReadsWhatPredictWrote) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "mc2" / "model.safetensors");
+  const auto model = model_with_vocab("mc2", dir_.path() / "m").string();
+  std::string examples;
+  for (int i = 0; i < 6; ++i)
+    examples += json{{"id", "q" + std::to_string(i)},
+                     {"context", fmt::format("w{} w{}", 7 + i, 20 + i)},
+                     {"ending0", fmt::format("w{} w{}", 30 + i, 40 + i)},
+                     {"ending1", fmt::format("w{}", 50 + 3 * i)},
+                     {"label", i % 2}}
+                    .dump() +
+                "\n";
+  const auto data = dir_.path() / "mc.jsonl", out = dir_.path() / "mc_pred.jsonl";
+  testing::write_bytes(data, examples);
+  const auto run = testing::run_bertft(
+      "predict --model " + model + " --data " + data.string() + " --out " + out.string(),
+      dir_.path() / "predict.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto predictions = testing::json_lines(read_file(out));
+  ASSERT_EQ(predictions.size(), 6u);
+  int right = 0;
+  for (int i = 0; i < 6; ++i) right += predictions[static_cast<size_t>(i)]["label"] == i % 2;
+  const auto score = [&](const fs::path& file) {
+    return testing::run_bertft(
+        "score --task multiple_choice --data " + data.string() + " --predictions " + file.string(),
+        dir_.path() / "score.log");
+  };
+  const auto scored = score(out);
+  ASSERT_EQ(scored.code, 0) << scored.output;
+  const auto metrics = json::parse(scored.output.substr(scored.output.find('{')));
+  EXPECT_EQ(metrics["examples"], 6);
+  EXPECT_DOUBLE_EQ(metrics["accuracy"].get<double>(), right / 6.0) << scored.output;
+  const auto found = run.output.find("gold labels found: ");
+  ASSERT_NE(found, std::string::npos) << run.output;
+  const auto gold = run.output.substr(found + 19);
+  EXPECT_DOUBLE_EQ(json::parse(gold.substr(0, gold.find('\n')))["accuracy"].get<double>(),
+                   right / 6.0);
+  testing::write_bytes(dir_.path() / "bad.txt", "0\n1\nfirst\n0\n1\n0\n");
+  const auto bad = score(dir_.path() / "bad.txt");
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("'first' is not a number"), std::string::npos) << bad.output;
+}
+
 TEST_F(PipelineTest, RawTextNeedsAModelThatTakesIt) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "qa" / "model.safetensors");
   const auto model = model_with_vocab("qa", dir_.path() / "m").string();
