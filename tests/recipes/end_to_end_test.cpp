@@ -480,6 +480,23 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
   const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_EQ(eval["split"], "test");
   EXPECT_TRUE(eval["metrics"].contains("mse")) << eval.dump();
+  // score reads the test predictions as scores (STS-B is regression): eval's correlations.
+  const auto dev = read_file(stsb / "dev.tsv");
+  size_t cut = 0;
+  for (int line = 0; line < 21; ++line) cut = dev.find('\n', cut) + 1;  // header + 20
+  fs::create_directories(dir_.path() / "STS-B");
+  testing::write_bytes(dir_.path() / "STS-B" / "dev20.tsv", dev.substr(0, cut));
+  ASSERT_EQ(bertft("score --task sequence_classification --data " +
+                   (dir_.path() / "STS-B" / "dev20.tsv").string() + " --predictions " +
+                   (runs / "test_predictions.jsonl").string()),
+            0)
+      << last_log_;
+  const auto scored = json::parse(last_log_.substr(last_log_.find('{')));
+  EXPECT_EQ(scored["examples"], 20);
+  for (const auto* metric : {"pearson", "spearman"})
+    EXPECT_NEAR(scored[metric].get<double>(), eval["metrics"][metric].get<double>(), 1e-6)
+        << metric << "\n"
+        << last_log_ << eval.dump();
 }
 
 // Ctrl-C (SIGINT) and SIGTERM: the run finishes its step, writes a checkpoint, says so and exits
