@@ -184,9 +184,12 @@ TEST(OnTestDevice, InferenceCommandsTakeTheTestDevice) {
             "predict --device cuda:1 --model m --text -");
   EXPECT_EQ(testing::on_test_device("embed --model m"), "embed --device cuda:1 --model m");
   EXPECT_EQ(testing::on_test_device("similar --index i"), "similar --device cuda:1 --index i");
+  EXPECT_EQ(testing::on_test_device("--threads 1 -v predict --model m"),
+            "--threads 1 -v predict --device cuda:1 --model m");
   for (const std::string unchanged :
        {"train r.yaml --set training.device=cpu", "predict --device cpu --model m",
-        "predict --precision int8 --model m", "export run --out predict"})
+        "predict --precision int8 --model m", "export run --out predict", "--threads 2 train r",
+        "--verbose"})
     EXPECT_EQ(testing::on_test_device(unchanged), unchanged);
   ::unsetenv("BERTFT_TEST_DEVICE");
   EXPECT_EQ(testing::on_test_device("predict --model m"), "predict --model m");

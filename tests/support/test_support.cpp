@@ -41,9 +41,19 @@ std::string on_test_device(const std::string& args) {
   if (device == "cpu" || args.find("--device") != std::string::npos ||
       args.find("--precision int8") != std::string::npos)
     return args;
+  // The command's name follows bertft's own options (--threads N, -v / --verbose).
+  size_t at = 0;
+  while (args.compare(at, 1, "-") == 0) {
+    const bool takes_value = args.compare(at, 10, "--threads ") == 0;
+    at = args.find(' ', at);
+    if (at != std::string::npos && takes_value) at = args.find(' ', at + 1);
+    if (at == std::string::npos) return args;
+    ++at;
+  }
   for (const std::string command : {"predict ", "embed ", "similar "})
-    if (args.rfind(command, 0) == 0)
-      return command + "--device " + device + " " + args.substr(command.size());
+    if (args.compare(at, command.size(), command) == 0)
+      return args.substr(0, at + command.size()) + "--device " + device + " " +
+             args.substr(at + command.size());
   return args;
 }
 

@@ -104,8 +104,8 @@ struct BertftRun {
   std::string output;
 };
 /// `args` with `--device <test_device()>` after an inference command's name (predict, embed,
-/// similar) where the test device is not the CPU and `args` name no device and no int8 (CPU only):
-/// on a GPU machine the inference tests run there.
+/// similar; after bertft's own options) where the test device is not the CPU and `args` name no
+/// device and no int8 (CPU only): on a GPU machine the inference tests run there.
 std::string on_test_device(const std::string& args);
 
 /// Runs `bertft <on_test_device(args)>` through the shell with `env` ("VAR=value ...") in front,
