@@ -527,8 +527,11 @@ TEST_F(PretrainingEndToEnd, HalfPrecisionModelsKeepTheirTypeAndSaySo) {
   for (const auto* out : {"converted", "grown"}) {
     const auto config = nlohmann::json::parse(read_file(path(out) / "config.json"));
     EXPECT_EQ(config["torch_dtype"], "bfloat16") << out;
-    for (const auto& [name, t] : read_weights(path(out) / "model.safetensors"))
-      if (t.is_floating_point()) EXPECT_EQ(t.scalar_type(), torch::kBFloat16) << out << " " << name;
+    for (const auto& [name, t] : read_weights(path(out) / "model.safetensors")) {
+      if (t.is_floating_point()) {
+        EXPECT_EQ(t.scalar_type(), torch::kBFloat16) << out << " " << name;
+      }
+    }
   }
   EXPECT_EQ(nlohmann::json::parse(read_file(path("half") / "config.json"))["torch_dtype"],
             "float32");  // new-model's, written before the test rounded its weights
