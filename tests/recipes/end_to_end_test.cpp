@@ -24,6 +24,7 @@
 #include "recipes/runner/export.h"
 #include "recipes/runner/new_model.h"
 #include "tasks/training/trainer.h"
+#include "tests/support/predict_log.h"
 #include "tests/support/test_support.h"
 
 namespace bert::recipes {
@@ -60,15 +61,6 @@ class EndToEndTest : public ::testing::Test {
     auto run = testing::run_bertft(args, dir_.path() / "cli.log", env);
     last_log_ = std::move(run.output);
     return run.code;
-  }
-
-  /// The metrics the last `predict --data` logged for a file with gold labels.
-  json gold_metrics() const {
-    const auto found = last_log_.find("gold labels found: ");
-    EXPECT_NE(found, std::string::npos) << last_log_;
-    if (found == std::string::npos) return json::object();
-    const auto line = last_log_.substr(found + 19);
-    return json::parse(line.substr(0, line.find('\n')));
   }
 
   fs::path recipe(const std::string& name, const std::string& body) {
@@ -194,7 +186,7 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
       << last_log_;
   const auto predictions = read_file(dir_.path() / "pred.jsonl");
   EXPECT_EQ(std::count(predictions.begin(), predictions.end(), '\n'), 408);
-  const auto gold = gold_metrics();
+  const auto gold = testing::gold_metrics(last_log_);
   ASSERT_EQ(bertft("eval --model " + (runs / "best_model").string() + " --recipe " + path.string()),
             0)
       << last_log_;
@@ -296,7 +288,7 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
             0)
       << last_log_;
   // predict scored its gold tags; score, reading the file predict wrote, gives the same F1.
-  const auto gold = gold_metrics();
+  const auto gold = testing::gold_metrics(last_log_);
   ASSERT_EQ(bertft("score --task token_classification --predictions " + predicted.string()), 0)
       << last_log_;
   EXPECT_NE(last_log_.find("processed "), std::string::npos) << last_log_;

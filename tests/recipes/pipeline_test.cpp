@@ -12,6 +12,7 @@
 #include "bert/tokenizer/factory.h"
 #include "recipes/runner/export.h"
 #include "tasks/token_classification/entities.h"
+#include "tests/support/predict_log.h"
 #include "tests/support/test_support.h"
 
 namespace bert {
@@ -522,11 +523,7 @@ TEST_F(PipelineTest, MultipleChoiceScoreReadsWhatPredictWrote) {
   const auto metrics = json::parse(scored.output.substr(scored.output.find('{')));
   EXPECT_EQ(metrics["examples"], 6);
   EXPECT_DOUBLE_EQ(metrics["accuracy"].get<double>(), right / 6.0) << scored.output;
-  const auto found = run.output.find("gold labels found: ");
-  ASSERT_NE(found, std::string::npos) << run.output;
-  const auto gold = run.output.substr(found + 19);
-  EXPECT_DOUBLE_EQ(json::parse(gold.substr(0, gold.find('\n')))["accuracy"].get<double>(),
-                   right / 6.0);
+  EXPECT_DOUBLE_EQ(testing::gold_metrics(run.output)["accuracy"].get<double>(), right / 6.0);
   testing::write_bytes(dir_.path() / "bad.txt", "0\n1\nfirst\n0\n1\n0\n");
   const auto bad = score(dir_.path() / "bad.txt");
   EXPECT_EQ(bad.code, 1) << bad.output;
