@@ -30,11 +30,13 @@ std::vector<std::string> token_lines(const std::string& tokens_file) {
   return out;
 }
 
-/// Writes the grown checkpoint: weights, config.json (vocab_size `new_size`) and `tokenizer`.
+/// Writes the grown checkpoint, whole or not at all: weights, config.json (vocab_size
+/// `new_size`), then the tokenizer's files (`write_tokenizer`, given the staging directory, which
+/// by then holds the weights and config.json).
 void write_grown(const PretrainedDir& dir,
                  BertConfig config,
                  int64_t new_size,
-                 const tok::Tokenizer& tokenizer,
+                 const std::function<void(const fs::path& staging)>& write_tokenizer,
                  const fs::path& out) {
   TensorMap weights = read_weights(dir.weights);
   grow_vocabulary(weights, config.vocab_size(), new_size);
@@ -45,7 +47,7 @@ void write_grown(const PretrainedDir& dir,
         staging, config,
         config.architectures().empty() ? "BertForPreTraining" : config.architectures().front(),
         torch_dtype_name(weights));
-    tokenizer.save(staging);
+    write_tokenizer(staging);
   });
 }
 
@@ -84,7 +86,8 @@ int extend_with_added_tokens(
   const auto grown = rebuild(std::move(added));
   grown->set_model_max_length(tokenizer.model_max_length());
   const int64_t old_size = config.vocab_size(), new_size = grown->vocab_size();
-  write_grown(dir, config, new_size, *grown, out);
+  write_grown(
+      dir, config, new_size, [&](const fs::path& staging) { grown->save(staging); }, out);
   const auto count = static_cast<size_t>(new_size - old_size);
   log::info(
       "[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {} (added "
@@ -135,7 +138,7 @@ int run_extend_vocab(const std::string& model,
         "of byte-level BPE and of XLM-R's SentencePiece)",
         model));
   }
-  auto config = BertConfig::from_file(dir.config);
+  const auto config = BertConfig::from_file(dir.config);
   auto vocab = tok::read_vocab_file(*dir.vocab);
   if (const auto current = tok::load_tokenizer(dir, 0)->vocab_size();
       current > static_cast<int64_t>(vocab.size()))
@@ -157,22 +160,18 @@ int run_extend_vocab(const std::string& model,
     vocab.push_back(line);
     ++added;
   }
-  TensorMap weights = read_weights(dir.weights);
-  grow_vocabulary(weights, config.vocab_size(), static_cast<int64_t>(vocab.size()));
-  config.vocab_size(static_cast<int64_t>(vocab.size()));
-  write_model_dir(out_dir, [&](const fs::path& staging) {
-    std::string text;
-    for (const auto& token : vocab) text += token + "\n";
-    write_file_atomic(staging / "vocab.txt", text);
-    for (const auto* file : {"tokenizer_config.json", "special_tokens_map.json"})
-      if (fs::exists(dir.dir / file)) fs::copy_file(dir.dir / file, staging / file);
-    save_weights(staging, weights);
-    save_config(
-        staging, config,
-        config.architectures().empty() ? "BertForPreTraining" : config.architectures().front(),
-        torch_dtype_name(weights));
-    tok::load_tokenizer(PretrainedDir::find(staging), config.vocab_size())->save(staging);
-  });
+  const auto new_size = static_cast<int64_t>(vocab.size());
+  write_grown(
+      dir, config, new_size,
+      [&](const fs::path& staging) {
+        std::string text;
+        for (const auto& token : vocab) text += token + "\n";
+        write_file_atomic(staging / "vocab.txt", text);
+        for (const auto* file : {"tokenizer_config.json", "special_tokens_map.json"})
+          if (fs::exists(dir.dir / file)) fs::copy_file(dir.dir / file, staging / file);
+        tok::load_tokenizer(PretrainedDir::find(staging), new_size)->save(staging);
+      },
+      out_dir);
   log::info("[extend-vocab] {}: {} tokens added ({} already present), vocabulary {} -> {}", out_dir,
             added, present, vocab.size() - added, vocab.size());
   return 0;
