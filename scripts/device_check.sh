@@ -192,7 +192,13 @@ if has_stage infer && [ -x "$bertft" ] && [ -d "$qs/model" ]; then
 fi
 if has_stage cudacli && [ -x "$build/tests/recipes_tests" ]; then
   # Every predict/embed/similar these tests run gets --device cuda (tests/support's
-  # on_test_device); their training stays on the recipes' CPU.
+  # on_test_device); their training stays on the recipes' CPU. Where the machine's Python has
+  # transformers, the tests that compare with HF (its NER pipeline, loading the exports) run
+  # with it as the HF kit (BERTFT_HF_PYTHON); its version is in the log.
+  if [ -z "${BERTFT_HF_PYTHON:-}" ] && python3 -c 'import transformers' 2>/dev/null; then
+    export BERTFT_HF_PYTHON="$(command -v python3)"
+    say "HF kit: $(python3 -c 'import transformers, torch; print("transformers", transformers.__version__, "torch", torch.__version__)')"
+  fi
   (cd "$build" && BERTFT_TEST_DEVICE=cuda timeout 300 ctest -j 12 --timeout 240 \
     --output-on-failure -R \
     '^(PipelineTest|EmbedTest|EndToEndTest|PretrainingEndToEnd|CliTest|ToyTask|[A-Za-z]+/(FamilyEndToEndTest|HfExportTest))\.' \

@@ -2,7 +2,7 @@
 # Fetches, as .deb files in .devkit/, the Debian libraries bertft's build needs besides LibTorch,
 # for a machine that has none of them and cannot fetch them: a lent GPU machine, whose Python
 # package brings a CUDA LibTorch (and fmt's headers). scripts/device_check.sh unpacks them there.
-# Also copies ../shared's fixtures and data into .devkit/shared for the tests there.
+# Also copies ../shared's fixtures, data and HF export check into .devkit/shared for the tests there.
 #   scripts/device_kit.sh     # here; then carry .devkit to the GPU machine
 set -euo pipefail
 
@@ -21,5 +21,8 @@ if [ -d "$root/../shared/fixtures" ]; then
   rm -rf "$kit/shared"
   mkdir -p "$kit/shared"
   cp -r "$root/../shared/fixtures" "$root/../shared/data" "$kit/shared/"
+  # The HF export check's script, for the tests that run it where that machine has transformers.
+  mkdir -p "$kit/shared/tools/hf-reference"
+  cp "$root/../shared/tools/hf-reference/hf_export_check.py" "$kit/shared/tools/hf-reference/"
 fi
 ls -1 "$kit"

@@ -255,10 +255,12 @@ TEST_P(FamilyEndToEndTest, ContinuedMaskedLmPretraining) {
   testing::write_bytes(dir_.path() / "fill.jsonl", inputs);
   if (testing::hf_python()) {
     const auto hf = testing::run_hf_fill_mask(out, dir_.path() / "fill.jsonl", 5, dir_.path());
-    const bool xlmr = family.name == "xlm-roberta";
-    EXPECT_EQ(hf["tokenizer_class"].is_null(), xlmr) << hf.dump();
+    // HF builds XLM-R's tokenizer only with Python's sentencepiece (transformers 5 on a GPU
+    // machine has it, the 4.31 kit not): then its ids and decoded texts are compared too.
+    const bool hf_tokenized = !hf["tokenizer_class"].is_null();
+    EXPECT_TRUE(hf_tokenized || family.name == "xlm-roberta") << hf.dump();
     testing::expect_fill_mask_agrees(hf, filled, stem + "ForMaskedLM",
-                                     /*same_ids=*/family.name != "roberta" && !xlmr);
+                                     /*same_ids=*/family.name != "roberta" && hf_tokenized);
   }
 }
 

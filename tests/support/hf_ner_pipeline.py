@@ -105,7 +105,10 @@ def main():
         tok._tokenizer = SimpleNamespace(model=SimpleNamespace(continuing_subword_prefix="##"))
         tok.convert_tokens_to_string = wordpiece_decoder
     ner = pipeline_module()
-    pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok, framework="pt")
+    try:
+        pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok, framework="pt")
+    except TypeError:  # transformers 5 (PyTorch only) takes no `framework`
+        pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok)
     results = []
     for row, enc in zip(inputs, tokens):
         ids = torch.tensor([enc["ids"]])
