@@ -107,8 +107,9 @@ def main():
     ner = pipeline_module()
     try:
         pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok, framework="pt")
-    except TypeError:  # transformers 5 (PyTorch only) takes no `framework`
-        pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok)
+    except TypeError:  # transformers 5 (PyTorch only) takes no `framework`, and puts the
+        # model on a GPU where there is one unless told: the inputs below are on the CPU.
+        pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok, device="cpu")
     results = []
     for row, enc in zip(inputs, tokens):
         ids = torch.tensor([enc["ids"]])
