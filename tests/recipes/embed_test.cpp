@@ -319,6 +319,14 @@ TEST_F(EmbedTest, Int8AndBf16VectorsStayCloseAndSimilarUsesTheIndexPrecision) {
   EXPECT_EQ(hits[0]["hits"][0]["id"], "3");
   // Int8 on both sides (activation scales are per batch, so not bit for bit): near cosine 1.
   EXPECT_GT(hits[0]["hits"][0]["score"].get<double>(), 0.99);
+  if (torch::cuda::is_available()) {  // the index's precision is why CUDA cannot encode them
+    const auto on_gpu = testing::run_bertft(
+        "similar --device cuda --index " + index.string() + " --query x", dir_.path() / "gpu.log");
+    EXPECT_EQ(on_gpu.code, 2) << on_gpu.output;  // a configuration error
+    EXPECT_NE(on_gpu.output.find(index.string() + ": made with --precision int8"),
+              std::string::npos)
+        << on_gpu.output;
+  }
 }
 
 }  // namespace

@@ -76,6 +76,12 @@ struct SimilarCommand {
 int run_similar(const SimilarCommand& o) {
   const auto device = usable_device(o.device, "--device");
   const auto index = read_embeddings(o.index);
+  const auto precision = index.info.value("precision", std::string("fp32"));
+  if (precision == "int8" && !device.is_cpu())
+    throw ConfigError(fmt::format(
+        "{}: made with --precision int8, which runs on the CPU only, and similar encodes the "
+        "queries as the index was: run it with --device cpu, not {}",
+        o.index, o.device));
   std::vector<std::string> texts;
   if (!o.query.empty()) {
     data::check_text_utf8(o.query, "--query");
@@ -98,7 +104,7 @@ int run_similar(const SimilarCommand& o) {
   EmbedOptions options;
   options.pooling = parse_pooling(index.info.value("pooling", std::string("cls")));
   options.max_seq_length = index.info.value("max_seq_length", int64_t{128});
-  const SentenceEncoder encoder(model, device, index.info.value("precision", std::string("fp32")));
+  const SentenceEncoder encoder(model, device, precision);
   if (encoder.hidden_size() != index.vectors.size(1))
     throw ConfigError(fmt::format("{}: vectors of width {} but {} encodes {}", o.index,
                                   index.vectors.size(1), model, encoder.hidden_size()));
