@@ -143,6 +143,13 @@ std::string self_executable() {
   return fmt::format("/proc/{}/exe", ::getpid());
 }
 
+/// ../shared, or $BERTFT_SHARED (a copy of it, as on a GPU machine: scripts/device_kit.sh).
+fs::path shared_dir() {
+  const char* env = std::getenv("BERTFT_SHARED");
+  return env != nullptr && *env != '\0' ? fs::path(env)
+                                        : fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
+}
+
 /// The HF reference kit's interpreter: $BERTFT_HF_PYTHON, else build/hf-reference/python.
 fs::path hf_python() {
   const char* env_python = std::getenv("BERTFT_HF_PYTHON");
@@ -298,7 +305,7 @@ int data_parallel_worker(
 /// dynamic padding (with `grouped`, length-grouped batches), one warm-up step, then one timed pass
 /// of forward, backward, clipping at 1.0, AdamW. Writes seconds, padded tokens and peak RSS.
 int real_data_worker(const std::string& task, bool grouped, int limit, const fs::path& out) {
-  const fs::path shared = fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
+  const fs::path shared = shared_dir();
   const auto train = shared / "data" / "glue" / (task == "stsb" ? "STS-B" : "MRPC") / "train.tsv";
   const auto tok = cased_tokenizer(shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt");
   auto a = bert::tasks::TaskRegistry::global().create(
@@ -1297,6 +1304,8 @@ struct Suite {
   /// peak RSS against HF's.
   void vs_hf(const fs::path& shared, const fs::path& tmp) {
     const auto script = shared / "tools" / "hf-reference" / "perf_bert.py";
+    // perf_bert.py through a shim that lets it run on transformers after 4.31 too (bench/).
+    const auto compat = fs::path(BERTFT_SOURCE_DIR) / "bench" / "hf_perf_compat.py";
     const fs::path python = hf_python();
     if (!fs::exists(script) || !fs::exists(python)) {
       fmt::print(
@@ -1305,7 +1314,7 @@ struct Suite {
       return;
     }
     fmt::print(
-        "\n== vs_hf: HF transformers 4.31 (perf_bert.py) vs bertft, bert-base, {} threads, "
+        "\n== vs_hf: HF transformers (perf_bert.py) vs bertft, bert-base, {} threads, "
         "interleaved, {} rounds, best mean of 2 steps after a warm-up ==\n{:<20} {:>10} {:>10} "
         "{:>10} {:>8} "
         "{:>10} {:>10}\n",
@@ -1319,9 +1328,9 @@ struct Suite {
          std::vector<std::pair<std::string, int>>{{"train", 8}, {"infer", 32}})
       for (const bool bf16 : precisions()) {
         const std::string precision = bf16 ? "bf16" : "fp32";
-        const std::string hf_args =
-            fmt::format("{} {} {} {} --batch {} --seq 128 --warmup 1 --steps 2 --threads {}",
-                        python.string(), script.string(), mode, precision, batch, threads);
+        const std::string hf_args = fmt::format(
+            "{} {} {} {} {} --batch {} --seq 128 --warmup 1 --steps 2 --threads {}",
+            python.string(), compat.string(), script.string(), mode, precision, batch, threads);
         const std::string twin = fmt::format(
             "{} --hf-twin {} --bf16 {} --batch {} --seq 128 --warmup 1 --steps 2 "
             "--threads {} --json /dev/stdout",
@@ -1781,7 +1790,7 @@ int main(int argc, char** argv) {
   // Interleaved rounds of vs_hf's fresh processes: 2, or 1 where bf16 doubles its workloads, so
   // that the suite stays within 15 minutes.
   suite.rounds = rounds > 0 ? rounds : suite.bf16_fast ? 1 : 2;
-  const fs::path shared = fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
+  const fs::path shared = shared_dir();
   const fs::path tmp = fs::temp_directory_path() / fmt::format("bertft-bench-{}", ::getpid());
   fs::create_directories(tmp);
   const auto start = Clock::now();

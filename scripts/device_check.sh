@@ -13,7 +13,9 @@
 #      next-sentence prediction on raw text (the quickstart's pre-training model), embed;
 #   5. (stage cudacli) the command-line tests of every head's predictions, embed and the
 #      end-to-end chains with their predict/embed/similar on CUDA (BERTFT_TEST_DEVICE=cuda; the
-#      tests compare with the data path, with HF's recorded answers and with CPU runs).
+#      tests compare with the data path, with HF's recorded answers and with CPU runs);
+#   6. (stage cpubench, not run by default) bench_suite's gemm and vs_hf sections on the
+#      machine's CPU at 2 threads against its own transformers (bf16 where that CPU has AMX).
 # ../shared does not travel: scripts/device_kit.sh copies its fixtures and data into
 # .devkit/shared, which the tests read here (BERTFT_SHARED).
 # A crash is rerun under cuda-gdb for its backtrace. Logs go to $OUT (the device tool's folder)
@@ -64,7 +66,7 @@ if has_stage build; then
   done
   ldconfig
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 \
-    -DCMAKE_PREFIX_PATH="$torch_prefix" -DBERTFT_BUILD_BENCH=OFF \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" -DBERTFT_BUILD_BENCH="$(has_stage cpubench && echo ON || echo OFF)" \
     -DTORCH_CUDA_ARCH_LIST=9.0 >"$out/configure.log" 2>&1 || {
     tail -40 "$out/configure.log"
     exit 1
@@ -205,5 +207,21 @@ if has_stage cudacli && [ -x "$build/tests/recipes_tests" ]; then
     >"$out/cudacli.log" 2>&1)
   say "command-line tests with inference on CUDA: rc=$?"
   grep -E "tests passed|\*\*\*(Failed|Exception|Timeout)|Failure" "$out/cudacli.log" | head -40
+fi
+if has_stage cpubench && [ -x "$build/bench/bench_suite" ]; then
+  # Not a GPU check: issue 16's bf16 targets on this machine's CPU where it runs bf16 fast (an
+  # Intel Xeon with AMX on the lent H200s; the development machine's kinds have had none):
+  # bench_suite's gemm and vs_hf sections at 2 threads, bertft against the machine's
+  # transformers (bench/hf_perf_compat.py runs perf_bert.py there) on the same LibTorch, fresh
+  # processes, interleaved. Build with BERTFT_DEVICE_TARGETS="bertft bench_suite".
+  if [ -z "${BERTFT_HF_PYTHON:-}" ] && python3 -c 'import transformers' 2>/dev/null; then
+    export BERTFT_HF_PYTHON="$(command -v python3)"
+  fi
+  say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); $(grep -o -m1 -w amx_bf16 /proc/cpuinfo) $(grep -o -m1 -w avx512_bf16 /proc/cpuinfo)"
+  (cd "$root" && timeout "${BERTFT_CPUBENCH_TIMEOUT:-420}" "$build/bench/bench_suite" \
+    --only "${BERTFT_CPUBENCH_ONLY:-gemm,vs_hf}" --threads 2 --rounds 2 --json "$out/bench.json" \
+    >"$out/bench.log" 2>&1)
+  say "bench rc=$?"
+  grep -v '^ *$' "$out/bench.log" | tail -30
 fi
 say "done"

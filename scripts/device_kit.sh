@@ -21,8 +21,10 @@ if [ -d "$root/../shared/fixtures" ]; then
   rm -rf "$kit/shared"
   mkdir -p "$kit/shared"
   cp -r "$root/../shared/fixtures" "$root/../shared/data" "$kit/shared/"
-  # The HF export check's script, for the tests that run it where that machine has transformers.
+  # The HF export check for the tests, perf_bert.py for the cpubench stage, where that machine
+  # has transformers.
   mkdir -p "$kit/shared/tools/hf-reference"
-  cp "$root/../shared/tools/hf-reference/hf_export_check.py" "$kit/shared/tools/hf-reference/"
+  cp "$root/../shared/tools/hf-reference/hf_export_check.py" \
+    "$root/../shared/tools/hf-reference/perf_bert.py" "$kit/shared/tools/hf-reference/"
 fi
 ls -1 "$kit"
