@@ -28,6 +28,23 @@ std::string read_file(const std::filesystem::path& path) {
   return std::move(buffer).str();
 }
 
+namespace {
+
+/// The mode a plain new file gets here: 0666 less the process's umask (read from
+/// /proc/self/status, which umask(2) cannot do without changing it; 022 where absent).
+mode_t new_file_mode() {
+  mode_t mask = 022;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Umask:", 0) == 0) {
+      mask = static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+      break;
+    }
+  return 0666 & ~mask;
+}
+
+}  // namespace
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   const auto parent = path.parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
@@ -54,7 +71,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
     data += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fchmod(fd, 0644) != 0) fail("chmod failed");
+  // mkstemp's file is private (0600); the result is a file like any other (umask honoured).
+  if (::fchmod(fd, new_file_mode()) != 0) fail("chmod failed");
   if (::fsync(fd) != 0) fail("fsync failed");
   if (::close(fd) != 0) {
     ::unlink(tmp.c_str());

@@ -15,7 +15,8 @@ std::string read_file(const std::filesystem::path& path);
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory is written,
 /// flushed to disk and renamed over `path`. A crash leaves either the old or the new file,
-/// never a partial one. Creates missing parent directories. Throws bert::Error on failure.
+/// never a partial one. Creates missing parent directories. The file's mode is a new file's
+/// (0666 less the umask). Throws bert::Error on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
 /// Removes `path` and, for a directory, everything under it (links themselves, not what they

@@ -1,5 +1,6 @@
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -506,6 +507,35 @@ TEST(RemoveTree, RemovesANestedTreeButNotWhatItsLinksPointTo) {
   std::error_code error;
   remove_tree("/proc/self/status", error);
   EXPECT_TRUE(error);
+}
+
+// write_file_atomic: the new bytes replace the file whole, no temporary file stays, and the
+// file's mode is any new file's, the umask's (mkstemp's temporary file is private).
+TEST(WriteFileAtomic, ReplacesTheFileWithTheModeOfANewFile) {
+  namespace fs = std::filesystem;
+  testing::TempDir dir;
+  const auto file = dir.path() / "sub" / "result.json";
+  const mode_t before = ::umask(022);
+  write_file_atomic(file, "first");
+  EXPECT_EQ(fs::status(file).permissions(), static_cast<fs::perms>(0644));
+  ::umask(027);
+  write_file_atomic(file, "second, longer");
+  EXPECT_EQ(fs::status(file).permissions(), static_cast<fs::perms>(0640));
+  ::umask(before);
+  EXPECT_EQ(read_file(file), "second, longer");
+  EXPECT_EQ(std::distance(fs::directory_iterator(file.parent_path()), fs::directory_iterator()), 1);
+}
+
+// foreign_entries names the first three entries it is given, sorted, and counts the rest.
+TEST(ForeignEntries, NamesThreeSortedAndCountsTheRest) {
+  testing::TempDir dir;
+  for (const auto* name : {"e.bin", "stats.json", "b.txt", "d", "a.txt", "c.txt"})
+    testing::write_bytes(dir.path() / name, "x");
+  const auto not_stats = [](const std::string& name) { return name != "stats.json"; };
+  EXPECT_EQ(foreign_entries(dir.path(), not_stats), "a.txt, b.txt, c.txt and 2 more");
+  EXPECT_EQ(foreign_entries(dir.path(), [](const std::string& name) { return name < "c"; }),
+            "a.txt, b.txt");
+  EXPECT_EQ(foreign_entries(dir.path(), [](const std::string&) { return false; }), "");
 }
 
 TEST(GrowVocabulary, NewRowsAreTheMeanNewBiasZeroOldUnchanged) {
