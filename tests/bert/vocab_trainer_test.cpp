@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bert/common/error.h"
 #include "bert/tokenizer/sentencepiece_model.h"
@@ -72,6 +73,8 @@ TEST(WordPieceTrainer, TrainedVocabularyCoversItsCorpus) {
   options.vocab_size = 3000;
   const auto vocab = train_wordpiece(texts, options);
   ASSERT_EQ(vocab.size(), 3000u);
+  // Each token once: pairs that merge into the same text ("a ##bc", "ab ##c") add it once.
+  EXPECT_EQ(std::set<std::string>(vocab.begin(), vocab.end()).size(), vocab.size());
   const WordPieceTokenizer tokenizer(vocab, cased());
   int64_t unknown = 0, total = 0;
   for (size_t i = 0; i < texts.size(); i += 10)

@@ -347,6 +347,17 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
                             "", path("second_bad.txt"));
   EXPECT_EQ(run.code, 1) << run.output;
   EXPECT_NE(run.output.find("stdin line 2: no [MASK] token"), std::string::npos) << run.output;
+  // The model's 64 positions: a text of 64 tokens is filled, one of 65 refused, said with where.
+  std::string longest = "[MASK]";
+  for (int i = 0; i < 61; ++i) longest += " the";  // [CLS] + 62 + [SEP]
+  run = testing::run_bertft("predict --model " + p("pretrained") + " --text '" + longest + "'",
+                            path("long.log"));
+  EXPECT_EQ(run.code, 0) << run.output;
+  run = testing::run_bertft("predict --model " + p("pretrained") + " --text '" + longest + " the'",
+                            path("long.log"));
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_NE(run.output.find("--text: 65 tokens; the model takes at most 64"), std::string::npos)
+      << run.output;
 
   // The same inputs in HF transformers (BertForPreTraining): the same candidates, scores,
   // decoded texts and next-sentence probabilities.

@@ -260,6 +260,11 @@ TEST(TrainStateTest, RoundTripsThroughJsonAndKeepsDefaultsForAbsentFields) {
               TrainState::from_json(json{{"step", "x"}}, "s.json");
             }).find("s.json: \"step\""),
             std::string::npos);
+  // Some other JSON object (a config.json put there) is no state at step 0.
+  EXPECT_NE(testing::error_message([] {
+              TrainState::from_json(json{{"epoch", 1}, {"hidden_size", 8}}, "s.json");
+            }).find("s.json: not a training state (no \"step\")"),
+            std::string::npos);
 }
 
 }  // namespace
