@@ -73,7 +73,7 @@ TEST(WordPieceTrainer, TrainedVocabularyCoversItsCorpus) {
   options.vocab_size = 3000;
   const auto vocab = train_wordpiece(texts, options);
   ASSERT_EQ(vocab.size(), 3000u);
-  // Each token once: pairs that merge into the same text ("a ##bc", "ab ##c") add it once.
+  // Each token once.
   EXPECT_EQ(std::set<std::string>(vocab.begin(), vocab.end()).size(), vocab.size());
   const WordPieceTokenizer tokenizer(vocab, cased());
   int64_t unknown = 0, total = 0;

@@ -267,5 +267,25 @@ TEST(TrainStateTest, RoundTripsThroughJsonAndKeepsDefaultsForAbsentFields) {
             std::string::npos);
 }
 
+// Data-parallel ranks draw their own dropout: a rank > 0 gets a stream of its own, from the
+// seed, its rank and the step it starts at, the same on every run; rank 0 keeps the stream a
+// single process has.
+TEST(TrainStateTest, EachRankAfterTheFirstDrawsItsOwnStreamFromSeedRankAndStep) {
+  const auto draws = [](int rank, int64_t step) {
+    torch::manual_seed(7);
+    seed_rank_generators(7, rank, step, torch::kCPU);
+    return torch::rand({8});
+  };
+  torch::manual_seed(7);
+  const auto single = torch::rand({8});
+  EXPECT_TRUE(torch::equal(draws(0, 0), single));
+  EXPECT_TRUE(torch::equal(draws(0, 12), single));
+  const auto rank1 = draws(1, 0);
+  EXPECT_FALSE(torch::equal(rank1, single));
+  EXPECT_TRUE(torch::equal(draws(1, 0), rank1));  // reproducible
+  EXPECT_FALSE(torch::equal(draws(2, 0), rank1));
+  EXPECT_FALSE(torch::equal(draws(1, 12), rank1));  // a resume at step 12 does not replay step 0's
+}
+
 }  // namespace
 }  // namespace bert::tasks
