@@ -738,6 +738,23 @@ TEST_F(PretrainingEndToEnd, FillMaskWithoutAnNspHeadAsHfBertForMaskedLm) {
   }
   EXPECT_TRUE(full.contains("next_sentence")) << full.dump();
   EXPECT_FALSE(mlm.contains("next_sentence")) << mlm.dump();
+  // Embeddings past the tokenizer's vocabulary (its last 10 lines gone: 110 tokens, 120 rows):
+  // a candidate there reads as the unknown token, as HF's tokenizers read such an id.
+  fs::create_directories(path("padded"));
+  for (const auto* file : {"config.json", "model.safetensors"})
+    fs::copy_file(path("mlm") / file, path("padded") / file);
+  testing::write_bytes(path("padded") / "vocab.txt",
+                       vocab.substr(0, vocab.find("w110\n")));  // [PAD] .. w109
+  const auto padded = predict("padded", "--text 'w7 [MASK] w9 w10' --top-k 120");
+  ASSERT_EQ(padded["masks"][0].size(), 120u) << padded.dump();
+  int beyond = 0;
+  for (const auto& c : padded["masks"][0]) {
+    if (c["token"].get<int64_t>() < 110) continue;
+    ++beyond;
+    EXPECT_EQ(c["token_str"], "[UNK]") << c.dump();
+    EXPECT_EQ(c["sequence"], "w7 w9 w10") << c.dump();  // special, so skipped, as HF's
+  }
+  EXPECT_EQ(beyond, 10);
   // A pair without a mask is nothing to predict without that head.
   auto run = testing::run_bertft(
       "predict --model " + path("mlm").string() + " --text 'w7 w8' --text-pair 'w9'",
