@@ -40,6 +40,13 @@ backtrace_of() {
   timeout 240 cuda-gdb -q -batch -ex 'set pagination off' -ex run -ex bt -ex 'x/6a $sp' \
     --args "$@" 2>&1 | grep -v '^\[New Thread\|^\[Thread .* exited\|^\[Detaching' | tail -60
 }
+# The machine's Python as the HF kit (BERTFT_HF_PYTHON) where it has transformers and none is
+# set; its versions in the log.
+use_machine_hf() {
+  [ -z "${BERTFT_HF_PYTHON:-}" ] && python3 -c 'import transformers' 2>/dev/null || return 0
+  export BERTFT_HF_PYTHON="$(command -v python3)"
+  say "HF kit: $(python3 -c 'import transformers, torch; print("transformers", transformers.__version__, "torch", torch.__version__)')"
+}
 # run_or_trace LINES COMMAND...: runs it (output in $out/runs.log), shows its last LINES lines.
 run_or_trace() {
   local lines=$1
@@ -197,10 +204,7 @@ if has_stage cudacli && [ -x "$build/tests/recipes_tests" ]; then
   # on_test_device); their training stays on the recipes' CPU. Where the machine's Python has
   # transformers, the tests that compare with HF (its NER pipeline, loading the exports) run
   # with it as the HF kit (BERTFT_HF_PYTHON); its version is in the log.
-  if [ -z "${BERTFT_HF_PYTHON:-}" ] && python3 -c 'import transformers' 2>/dev/null; then
-    export BERTFT_HF_PYTHON="$(command -v python3)"
-    say "HF kit: $(python3 -c 'import transformers, torch; print("transformers", transformers.__version__, "torch", torch.__version__)')"
-  fi
+  use_machine_hf
   (cd "$build" && BERTFT_TEST_DEVICE=cuda timeout 300 ctest -j 12 --timeout 240 \
     --output-on-failure -R \
     '^(PipelineTest|EmbedTest|EndToEndTest|PretrainingEndToEnd|CliTest|ToyTask|[A-Za-z]+/(FamilyEndToEndTest|HfExportTest))\.' \
@@ -214,9 +218,7 @@ if has_stage cpubench && [ -x "$build/bench/bench_suite" ]; then
   # bench_suite's gemm and vs_hf sections at 2 threads, bertft against the machine's
   # transformers (bench/hf_perf_compat.py runs perf_bert.py there) on the same LibTorch, fresh
   # processes, interleaved. Build with BERTFT_DEVICE_TARGETS="bertft bench_suite".
-  if [ -z "${BERTFT_HF_PYTHON:-}" ] && python3 -c 'import transformers' 2>/dev/null; then
-    export BERTFT_HF_PYTHON="$(command -v python3)"
-  fi
+  use_machine_hf
   say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); $(grep -o -m1 -w amx_bf16 /proc/cpuinfo) $(grep -o -m1 -w avx512_bf16 /proc/cpuinfo)"
   (cd "$root" && timeout "${BERTFT_CPUBENCH_TIMEOUT:-420}" "$build/bench/bench_suite" \
     --only "${BERTFT_CPUBENCH_ONLY:-gemm,vs_hf}" --threads 2 --rounds 2 --json "$out/bench.json" \
