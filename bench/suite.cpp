@@ -59,6 +59,7 @@
 #include "tasks/training/optimizer.h"
 #include "tasks/training/precision.h"
 #include "tasks/training/trainer.h"
+#include "tests/support/dev_paths.h"
 
 namespace {
 
@@ -67,6 +68,8 @@ using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 using bert::tasks::Batch;
 using bert::tasks::Precision;
+using bert::testing::hf_python_path;
+using bert::testing::shared_dir;  // $BERTFT_SHARED on a GPU machine (scripts/device_kit.sh)
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -141,20 +144,6 @@ Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
 /// a rebuild has replaced it on disk meanwhile (its path then reads "... (deleted)").
 std::string self_executable() {
   return fmt::format("/proc/{}/exe", ::getpid());
-}
-
-/// ../shared, or $BERTFT_SHARED (a copy of it, as on a GPU machine: scripts/device_kit.sh).
-fs::path shared_dir() {
-  const char* env = std::getenv("BERTFT_SHARED");
-  return env != nullptr && *env != '\0' ? fs::path(env)
-                                        : fs::path(BERTFT_SOURCE_DIR) / ".." / "shared";
-}
-
-/// The HF reference kit's interpreter: $BERTFT_HF_PYTHON, else build/hf-reference/python.
-fs::path hf_python() {
-  const char* env_python = std::getenv("BERTFT_HF_PYTHON");
-  return env_python ? fs::path(env_python)
-                    : fs::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
 }
 
 /// Runs `command` through the shell (stdout to `tmp`/<name>.json, stderr to <name>.log): its
@@ -1306,7 +1295,7 @@ struct Suite {
     const auto script = shared / "tools" / "hf-reference" / "perf_bert.py";
     // perf_bert.py through a shim that lets it run on transformers after 4.31 too (bench/).
     const auto compat = fs::path(BERTFT_SOURCE_DIR) / "bench" / "hf_perf_compat.py";
-    const fs::path python = hf_python();
+    const fs::path python = hf_python_path();
     if (!fs::exists(script) || !fs::exists(python)) {
       fmt::print(
           "\n(vs_hf skipped: run ../shared/tools/hf-reference/setup.sh build/hf-reference, or set "
@@ -1391,7 +1380,7 @@ struct Suite {
   void real_data(const fs::path& shared, const fs::path& tmp) {
     const auto script = fs::path(BERTFT_SOURCE_DIR) / "bench" / "hf_glue_epoch.py";
     const auto vocab = shared / "data" / "bert-vocab" / "bert-base-cased-vocab.txt";
-    const fs::path python = hf_python();
+    const fs::path python = hf_python_path();
     fmt::print(
         "\n== real_data: one pass over {} train examples, bert-base fp32, batch 8, max "
         "128 tokens, {} threads ==\n{:<8} {:<26} {:>9} {:>10} {:>9} {:>9}\n",

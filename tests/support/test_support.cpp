@@ -12,11 +12,6 @@
 
 namespace bert::testing {
 
-std::filesystem::path shared_dir() {
-  if (const char* env = std::getenv("BERTFT_SHARED")) return env;
-  return std::filesystem::path(BERTFT_SOURCE_DIR) / ".." / "shared";
-}
-
 std::filesystem::path hf_fixture_dir() {
   if (const char* env = std::getenv("BERTFT_HF_FIXTURE")) return env;
   return shared_dir() / "fixtures" / "hf-tiny-bert-a";
@@ -71,11 +66,7 @@ BertftRun run_bertft(const std::string& args,
 }
 
 std::optional<std::filesystem::path> hf_python() {
-  const char* env = std::getenv("BERTFT_HF_PYTHON");
-  const std::filesystem::path python =
-      env != nullptr && *env != '\0'
-          ? std::filesystem::path(env)
-          : std::filesystem::path(BERTFT_BINARY_DIR) / "hf-reference" / "python";
+  const auto python = hf_python_path();
   if (!std::filesystem::exists(python)) return std::nullopt;
   return python;
 }

@@ -10,11 +10,10 @@
 
 #include "bert/common/autocast.h"
 #include "bert/model/bert_config.h"
+#include "tests/support/dev_paths.h"
 
 namespace bert::testing {
 
-/// ../shared beside the source tree, or $BERTFT_SHARED.
-std::filesystem::path shared_dir();
 /// The HF golden fixture: $BERTFT_HF_FIXTURE, default shared_dir()/fixtures/hf-tiny-bert-a.
 std::filesystem::path hf_fixture_dir();
 
@@ -124,8 +123,7 @@ std::vector<nlohmann::json> json_lines(const std::string& output);
 /// where either is absent (the caller skips).
 std::optional<std::string> hf_export_check_command();
 
-/// The HF reference kit's Python interpreter (build/hf-reference/python, or $BERTFT_HF_PYTHON);
-/// nullopt where it is not set up.
+/// hf_python_path() where it exists; nullopt where the kit is not set up.
 std::optional<std::filesystem::path> hf_python();
 
 /// Runs tests/support/`script` `args` with hf_python() and returns the JSON it prints (stderr in
