@@ -42,6 +42,32 @@ TEST(SentencePieceTest, EncodesWithOffsetsIntoTheOriginalText) {
   EXPECT_GT(second, 2);
 }
 
+// A model trained without sentencepiece's dummy prefix gives a first piece without "▁"; it
+// still starts word 0, not -1, which reads as a special token (NER would leave the word
+// unlabelled).
+TEST(SentencePieceTest, AFirstPieceWithoutTheWordMarkerStartsTheFirstWord) {
+  testing::TempDir dir;
+  std::string corpus;
+  const char* words[] = {"alpha", "beta", "gamma", "delta", "epsilon"};
+  for (int i = 0; i < 500; ++i)
+    corpus += std::string(words[i % 5]) + " " + words[(i * 3 + 1) % 5] + ".\n";
+  testing::write_bytes(dir.path() / "corpus.txt", corpus);
+  const auto prefix = (dir.path() / "plain").string();
+  train_sentencepiece_with_args({"--input=" + (dir.path() / "corpus.txt").string(),
+                                 "--model_prefix=" + prefix, "--vocab_size=40",
+                                 "--add_dummy_prefix=false", "--hard_vocab_limit=false",
+                                 "--minloglevel=1"});
+  const SentencePieceTokenizer spm(prefix + ".model");
+  const auto pieces = spm.tokenize("gamma delta.");
+  ASSERT_GE(pieces.size(), 2u);
+  EXPECT_NE(pieces.front().token.rfind("\xe2\x96\x81", 0), 0u) << pieces.front().token;
+  EXPECT_EQ(pieces.front().word, 0);
+  EXPECT_EQ(pieces.back().word, 1);  // "▁delta" "." (or one piece) is the second word
+  const auto e = spm.encode("gamma delta.");
+  EXPECT_EQ(e.word_ids.at(1), 0);  // after <s>
+  EXPECT_EQ(e.word_ids.at(e.size() - 2), 1);
+}
+
 TEST(SentencePieceTest, HfTestModelAndBadFile) {
   const auto model =
       testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
