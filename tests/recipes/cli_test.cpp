@@ -115,6 +115,58 @@ TEST_F(CliTest, QuickstartNeverWritesAmongOtherFilesOrAnotherSeedsRun) {
   EXPECT_EQ(read_file(other / "recipe.yaml"), "kept\n");
 }
 
+// `tokenize` reads plain lines and JSON lines by the readers' field names (an id and a label
+// skipped, a null field absent, any other field or a text given twice refused naming the line),
+// and takes a model directory's own casing without --lowercase.
+TEST_F(CliTest, TokenizeReadsTheReadersFieldNamesAndTheModelsOwnCasing) {
+  const auto d = dir_.path();
+  testing::write_bytes(d / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n.\n");
+  const auto vocab = (d / "vocab.txt").string();
+  const auto tokenize = [&](const std::string& args, const std::string& input) {
+    testing::write_bytes(d / "in.txt", input);
+    const auto run = testing::run_bertft("tokenize " + args, d / "tokenize.log", "", d / "in.txt");
+    std::vector<std::vector<int64_t>> ids;
+    for (const auto& line : testing::json_lines(run.output))
+      ids.push_back(line.at("ids").get<std::vector<int64_t>>());
+    return std::make_pair(run, ids);
+  };
+  using Ids = std::vector<std::vector<int64_t>>;
+  const auto [run, ids] =
+      tokenize("--vocab " + vocab + " --lowercase",
+               "The cat\n"
+               "{\"id\": \"a1\", \"label\": 1, \"sentence1\": \"the cat\", \"sentence2\": null}\n"
+               "{\"text\": \"cat\", \"text_b\": \"sat.\"}\n");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(ids, (Ids{{2, 5, 6, 3}, {2, 5, 6, 3}, {2, 6, 3, 7, 8, 3}}));
+
+  const auto twice = tokenize("--vocab " + vocab + " --lowercase",
+                              "cat\n{\"text\": \"cat\", \"sentence\": \"sat\"}\n");
+  EXPECT_EQ(twice.first.code, 1);
+  EXPECT_NE(twice.first.output.find("<stdin>:2: two fields give the first text; keep one"),
+            std::string::npos)
+      << twice.first.output;
+  const auto unknown =
+      tokenize("--vocab " + vocab + " --lowercase", "{\"text\": \"cat\", \"title\": \"x\"}\n");
+  EXPECT_EQ(unknown.first.code, 1);
+  EXPECT_NE(unknown.first.output.find("<stdin>:1: unknown field 'title'"), std::string::npos)
+      << unknown.first.output;
+  const auto pad = tokenize("--vocab " + vocab + " --lowercase --pad", "cat\n");
+  EXPECT_EQ(pad.first.code, 2);
+  EXPECT_NE(pad.first.output.find("tokenize: --pad needs --max-length"), std::string::npos)
+      << pad.first.output;
+  EXPECT_EQ(tokenize("--vocab " + vocab + " --lowercase --pad --max-length 6", "cat\n").second,
+            (Ids{{2, 6, 3, 0, 0, 0}}));
+
+  // new-model writes the vocabulary's casing (do_lower_case) beside it; tokenize --model uses it.
+  ASSERT_EQ(bertft("new-model --vocab " + vocab + " --lowercase --out " + (d / "model").string() +
+                   " --hidden 8 --layers 1 --heads 2 --intermediate 16 --max-positions 16")
+                .code,
+            0);
+  const auto model = tokenize("--model " + (d / "model").string(), "The CAT sat.\n");
+  ASSERT_EQ(model.first.code, 0) << model.first.output;
+  EXPECT_EQ(model.second, (Ids{{2, 5, 6, 7, 8, 3}}));
+}
+
 TEST_F(CliTest, AnUnknownCommandSuggestsTheNearestAndExits2) {
   const auto run = bertft("trian recipe.yaml");
   EXPECT_EQ(run.code, 2);
