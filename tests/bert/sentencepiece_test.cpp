@@ -195,6 +195,47 @@ TEST(SentencePieceTest, OwnIdsDirectoryRefusesAlbertsLowerCasingAndSavesWithoutI
   EXPECT_EQ(load(out.path())->encode(text).ids, ids);
 }
 
+// tokenizer_config.json's model_max_length (the checkpoint's longest input, which HF's
+// tokenizer truncates to) is written back as read by each kind of tokenizer; 512 where the
+// directory had none, as bertft's exports always say one.
+TEST(SentencePieceTest, EachTokenizerKindWritesBackItsModelMaxLength) {
+  const auto spm =
+      testing::shared_dir() / "data" / "sentencepiece" / "transformers_test_sentencepiece.model";
+  BERTFT_REQUIRE_PATH(spm);
+  namespace fs = std::filesystem;
+  const auto roberta = fs::path(BERTFT_SOURCE_DIR) / "tests" / "fixtures" / "hf_families" /
+                       "roberta" / "models" / "base";
+  const std::vector<std::pair<std::string, std::function<void(const fs::path&)>>> kinds = {
+      {"BertTokenizer",
+       [](const fs::path& d) {
+         write_file_atomic(d / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n");
+       }},
+      {"RobertaTokenizer",
+       [&](const fs::path& d) {
+         fs::copy_file(roberta / "vocab.json", d / "vocab.json");
+         fs::copy_file(roberta / "merges.txt", d / "merges.txt");
+       }},
+      {"XLMRobertaTokenizer",
+       [&](const fs::path& d) { fs::copy_file(spm, d / "sentencepiece.bpe.model"); }},
+  };
+  for (const auto& [tokenizer_class, write_files] : kinds)
+    for (const int64_t max_length : {0, 38}) {
+      testing::TempDir in, out;
+      write_file_atomic(in.path() / "config.json", R"({"model_type": "bert"})");
+      write_file_atomic(in.path() / "model.safetensors", "");
+      write_files(in.path());
+      nlohmann::json config = {{"tokenizer_class", tokenizer_class}};
+      if (max_length > 0) config["model_max_length"] = max_length;
+      write_file_atomic(in.path() / "tokenizer_config.json", config.dump());
+      const auto tokenizer = load_tokenizer(PretrainedDir::find(in.path()), 0);
+      EXPECT_EQ(tokenizer->model_max_length(), max_length) << tokenizer_class;
+      tokenizer->save(out.path());
+      const auto saved = nlohmann::json::parse(read_file(out.path() / "tokenizer_config.json"));
+      EXPECT_EQ(saved.value("model_max_length", int64_t{0}), max_length > 0 ? max_length : 512)
+          << tokenizer_class;
+    }
+}
+
 // XLM-R's tokenizer.json alone (no .model, as some HF directories come): bertft builds the same
 // tokenizer from its Unigram, precompiled map and Metaspace as from the .model, saves it back
 // without a .model, and refuses by key what it would tokenize unlike HF.
