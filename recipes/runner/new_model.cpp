@@ -11,7 +11,7 @@ namespace bert::recipes {
 
 void write_random_model(const std::filesystem::path& out,
                         const BertConfig& config,
-                        const tok::Tokenizer& tokenizer,
+                        tok::Tokenizer& tokenizer,
                         uint64_t seed) {
   if (config.vocab_size() != tokenizer.vocab_size())
     throw ConfigError(fmt::format("new model: vocab_size {} but the tokenizer has {} entries",
@@ -23,6 +23,7 @@ void write_random_model(const std::filesystem::path& out,
   for (const auto& [alias, target] : BertForPreTrainingImpl::tied_aliases()) tensors.erase(alias);
   save_weights(out, tensors);
   save_config(out, config, "BertForPreTraining");
+  tokenizer.set_model_max_length(config.max_sequence_length());
   tokenizer.save(out);
 }
 

@@ -136,7 +136,7 @@ int run_quickstart(const QuickstartOptions& options) {
 
   // 2. A small BERT from scratch (uncased WordPiece over the generated vocabulary).
   tok::WordPieceOptions tok_options;
-  const tok::WordPieceTokenizer tokenizer(generated_vocab(), tok_options, "generated vocab");
+  tok::WordPieceTokenizer tokenizer(generated_vocab(), tok_options, "generated vocab");
   BertConfig config;
   config.vocab_size(tokenizer.vocab_size())
       .hidden_size(64)

@@ -427,6 +427,10 @@ TEST_F(PretrainingEndToEnd, ExtendVocabGrowsTheModelAndKeepsOldOutputs) {
             std::string::npos)
       << last_log_;
   EXPECT_EQ(json::parse(read_file(path("grown") / "config.json"))["vocab_size"], 13);
+  // The new model's longest input (32 positions) in its tokenizer's files, kept by the growth.
+  for (const auto* model : {"base", "grown"})
+    EXPECT_EQ(json::parse(read_file(path(model) / "tokenizer_config.json"))["model_max_length"], 32)
+        << model;
   ASSERT_EQ(bertft("inspect " + p("grown") + " --strict"), 0) << last_log_;
   EXPECT_NE(last_log_.find("13 entries"), std::string::npos) << last_log_;
   const auto before = read_file(path("base") / "vocab.txt");
@@ -641,6 +645,8 @@ TEST_F(PretrainingEndToEnd, ExtendVocabAddsTokensToAByteLevelBpeModel) {
             json::parse(read_file(roberta / "vocab.json")));
   EXPECT_EQ(json::parse(read_file(path("grown") / "added_tokens.json")),
             json::parse(R"({"kinase": 300, "enzyme": 301})"));
+  EXPECT_EQ(json::parse(read_file(path("grown") / "tokenizer_config.json"))["model_max_length"],
+            38);  // the fixture's
   ASSERT_EQ(bertft("inspect " + p("grown") + " --strict"), 0) << last_log_;
 
   // HF's tokenizers (Rust core, through its Node binding) gave these ids for the same text

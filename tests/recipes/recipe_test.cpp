@@ -32,7 +32,7 @@ void write_tiny_model(const fs::path& dir) {
                                     "b",     "c",     "d",     "e",     "f",      "g"};
   tok::WordPieceOptions options;
   options.check_casing = tok::CasingCheck::kOff;
-  const tok::WordPieceTokenizer tokenizer(vocab, options);
+  tok::WordPieceTokenizer tokenizer(vocab, options);
   auto config = testing::tiny_config();
   config.vocab_size(static_cast<int64_t>(vocab.size()));
   write_random_model(dir, config, tokenizer, 0);

@@ -154,7 +154,8 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   tok_options.check_casing = tok::CasingCheck::kOff;
   auto config = testing::tiny_config();
   config.vocab_size(static_cast<int64_t>(vocab.size()));
-  recipes::write_random_model(d / "model", config, tok::WordPieceTokenizer(vocab, tok_options), 0);
+  tok::WordPieceTokenizer tokenizer(vocab, tok_options);
+  recipes::write_random_model(d / "model", config, tokenizer, 0);
 
   // Trained from a recipe, as any task.
   const auto toy_recipe = [&](const std::string& model_options) {
