@@ -726,17 +726,39 @@ TEST_F(RealDataTest, MultipleChoiceFeaturesAndModel) {
   const auto logits = model->forward(batch);
   EXPECT_EQ(logits.sizes(), torch::IntArrayRef({2, 4}));
   EXPECT_TRUE(torch::isfinite(adapter->loss(logits, batch)).item<bool>());
+  // Each example's most probable choice, with its probability.
+  const auto predicted = adapter->predict(
+      *features, {torch::tensor({0.0, 2.0, 1.0, 0.0}), torch::tensor({3.0, 0.0, 0.0, 0.0})});
+  ASSERT_EQ(predicted.size(), 2u);
+  EXPECT_EQ(predicted[0]["label"], 1);
+  EXPECT_NEAR(predicted[0]["probability"].get<double>(),
+              std::exp(2.0) / (2.0 + std::exp(2.0) + std::exp(1.0)), 1e-6);
+  EXPECT_EQ(predicted[1]["label"], 0);
 
   // Examples given in memory (raw text): one without a label makes the set unlabelled for
-  // evaluation, and every example needs as many choices as the first.
+  // evaluation (and is refused for training), and every example needs as many choices as the
+  // first.
   auto given = std::make_shared<Examples<data::ChoiceExample>>();
   given->source = "given";
   given->items = dynamic_cast<const Examples<data::ChoiceExample>&>(*examples).items;
   given->items[1].label.reset();
+  given->items[1].where = "given:2";
   EXPECT_TRUE(adapter->featurize(examples, cased_tokenizer(), false)->labelled);
   EXPECT_FALSE(adapter->featurize(given, cased_tokenizer(), false)->labelled);
+  const auto unlabelled =
+      testing::error_message([&] { adapter->featurize(given, cased_tokenizer(), true); });
+  EXPECT_NE(unlabelled.find("given:2: training example '"), std::string::npos) << unlabelled;
+  EXPECT_NE(unlabelled.find("' has no label"), std::string::npos) << unlabelled;
+
+  // One choice each: the batch keeps its choices dimension (HF's [batch, choices, seq]).
+  auto single = std::make_shared<Examples<data::ChoiceExample>>(*given);
+  for (auto& item : single->items) item.choices.resize(1), item.label = 0;
+  const auto one = adapter->collate(*adapter->featurize(single, cased_tokenizer(), true), {0, 1});
+  EXPECT_EQ(one.input_ids.dim(), 3);
+  EXPECT_EQ(one.input_ids.size(1), 1);
+  EXPECT_EQ(model->forward(one).sizes(), torch::IntArrayRef({2, 1}));
+
   given->items[1].choices.pop_back();
-  given->items[1].where = "given:2";
   const auto message =
       testing::error_message([&] { adapter->featurize(given, cased_tokenizer(), false); });
   EXPECT_NE(message.find("given:2: 3 choices, but the first example has 4"), std::string::npos)
