@@ -63,10 +63,30 @@ json pairs_json(const std::vector<std::pair<std::string, std::string>>& pairs) {
   return out;
 }
 
-std::string first_line(std::string text) {
-  text = text.substr(0, text.find('\n'));
-  std::replace(text.begin(), text.end(), '|', '/');
-  return text;
+/// `text` as one Markdown table cell: a '|' would end the cell.
+std::string md_cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string first_line(const std::string& text) {
+  return md_cell(text.substr(0, text.find('\n')));
+}
+
+/// `text` as one CSV field (RFC 4180): quoted where it holds a comma, a quote or a line break,
+/// as a sweep value may (a list or mapping in flow style: task.labels' "[neg, pos]").
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
 }
 
 }  // namespace
@@ -199,7 +219,7 @@ json write_leaderboard(const std::filesystem::path& dir) {
   int rank = 0;
   for (const auto* s : ranked) {
     std::string line = s->scores.empty() ? "| - |" : fmt::format("| {} |", ++rank);
-    for (const auto& kv : s->hyperparameters) line += " " + kv.second + " |";
+    for (const auto& kv : s->hyperparameters) line += " " + md_cell(kv.second) + " |";
     line += fmt::format(" {}/{} |", s->scores.size(), s->rows.size());
     line += s->scores.empty() ? " - |" : fmt::format(" {:.4f} ± {:.4f} |", s->mean, s->std);
     for (const auto& m : others)
@@ -223,7 +243,7 @@ json write_leaderboard(const std::filesystem::path& dir) {
                       is_done ? fmt::format("{:.4f}", row.result->score()) : "-",
                       row.status() == "failed" ? first_line(row.result->error) : "");
     csv += row.entry->name;
-    for (const auto& kv : row.setting) csv += "," + kv.second;
+    for (const auto& kv : row.setting) csv += "," + csv_field(kv.second);
     csv += "," + row.seed + "," + row.status() + ",";
     if (is_done) csv += fmt::format("{}", row.result->score());
     for (const auto& m : others) {

@@ -27,6 +27,22 @@ struct Panel {
   }
 };
 
+/// `text` as SVG (XML) character data: a sweep value may hold '<' or '&'.
+std::string xml_text(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
+  }
+  return out;
+}
+
 std::string value_of(const json& hyperparameters, const std::string& key) {
   for (const auto& kv : hyperparameters)
     if (kv[0] == key) return kv[1];
@@ -57,7 +73,7 @@ std::string axes(const Panel& p,
   }
   for (const auto& [x, label] : xticks)
     out += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle" font-size="10">{}</text>)",
-                       p.px(x), p.y0 + p.h + 14, label);
+                       p.px(x), p.y0 + p.h + 14, xml_text(label));
   return out;
 }
 
@@ -159,9 +175,9 @@ std::string sweep_plot(const json& board) {
     svg += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="2"/>)", line,
                        color);
     if (!skey.empty())
-      svg +=
-          fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="{}">{} = {}</text>)", left.x0 + 8,
-                      left.y0 + 14 + 14 * static_cast<double>(si), color, skey, series[si]);
+      svg += fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="{}">{} = {}</text>)",
+                         left.x0 + 8, left.y0 + 14 + 14 * static_cast<double>(si), color, skey,
+                         xml_text(series[si]));
   }
   svg += "</svg>\n";
   return svg;

@@ -467,5 +467,38 @@ TEST(Leaderboard, MeanAndSampleStdOverSeedsBestSettingAndFailures) {
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
 }
 
+// A sweep value may hold what separates cells: a flow list's commas (CSV), a '|' (Markdown), a
+// '<' or '&' (the SVG's XML). Each stays one cell.
+TEST(Leaderboard, ValuesWithSeparatorsStayInTheirCells) {
+  testing::TempDir dir;
+  const std::vector<std::string> values = {"[neg, pos]", "a|b <c> & \"d\""};
+  json plan = {{"name", "t"}, {"trials", json::array()}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    const auto name = "t" + std::to_string(i);
+    plan["trials"].push_back(
+        {{"name", name},
+         {"hyperparameters",
+          json::array({json::array({"task.labels", values[i]}), json::array({"seed", "1"})})}});
+    fs::create_directories(dir.path() / "trials" / name);
+    write_file_atomic(dir.path() / "trials" / name / "result.json",
+                      json{{"status", "done"},
+                           {"main_metric", "f1"},
+                           {"main", 0.5 + 0.1 * static_cast<double>(i)},
+                           {"metrics", {{"f1", 0.5 + 0.1 * static_cast<double>(i)}}},
+                           {"losses", {0.7, 0.5}}}
+                          .dump());
+  }
+  write_file_atomic(dir.path() / "plan.json", plan.dump());
+  write_leaderboard(dir.path());
+  const auto csv = read_file(dir.path() / "leaderboard.csv");
+  EXPECT_NE(csv.find("\nt0,\"[neg, pos]\",1,done,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nt1,\"a|b <c> & \"\"d\"\"\",1,done,"), std::string::npos) << csv;
+  const auto md = read_file(dir.path() / "leaderboard.md");
+  EXPECT_NE(md.find("| 1 | a\\|b <c> & \"d\" | 1/1 |"), std::string::npos) << md;
+  const auto svg = read_file(dir.path() / "leaderboard.svg");
+  EXPECT_NE(svg.find(">a|b &lt;c&gt; &amp; \"d\"</text>"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("<c>"), std::string::npos) << svg;
+}
+
 }  // namespace
 }  // namespace bert::recipes
