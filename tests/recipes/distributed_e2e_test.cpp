@@ -374,12 +374,27 @@ TEST_F(DistributedEndToEnd, ConcurrentExportsToOneDirectoryAllSucceed) {
   }
 }
 
-// A Slurm array task runs its shard of the sweep (--shard from SLURM_ARRAY_TASK_*), each trial on
-// sweep.nproc_per_trial processes.
+// A Slurm array task runs its shard of the sweep (--shard from SLURM_ARRAY_TASK_*: here the
+// second task of --array=3-5:2), each trial on sweep.nproc_per_trial processes. A task id that is
+// not the array's range, or a shard past the count, is refused before anything is written.
 TEST_F(DistributedEndToEnd, SlurmArrayShardWithDataParallelTrials) {
-  ASSERT_EQ(bertft("--threads 2 sweep " + recipe_.string() +
-                       " --set sweep.nproc_per_trial=2 --set training.epochs=1",
-                   "SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_COUNT=2"),
+  const std::string sweep = "--threads 2 sweep " + recipe_.string() +
+                            " --set sweep.nproc_per_trial=2 --set training.epochs=1";
+  EXPECT_EQ(bertft(sweep,
+                   "SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_STEP=2 "
+                   "SLURM_ARRAY_TASK_COUNT=2"),
+            2);
+  EXPECT_NE(last_log_.find("Slurm array task 4 is not one of the 2 ids from "
+                           "SLURM_ARRAY_TASK_MIN 3 in steps of 2"),
+            std::string::npos)
+      << last_log_;
+  EXPECT_EQ(bertft(sweep + " --shard 2/2"), 2);
+  EXPECT_NE(last_log_.find("--shard 2/2: expected i/N with 0 <= i < N"), std::string::npos)
+      << last_log_;
+  EXPECT_FALSE(fs::exists(dir_.path() / "runs"));
+  ASSERT_EQ(bertft(sweep,
+                   "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_STEP=2 "
+                   "SLURM_ARRAY_TASK_COUNT=2"),
             0)
       << last_log_;
   EXPECT_NE(last_log_.find("4 trials, 2 in shard 1/2, 2 to run"), std::string::npos) << last_log_;

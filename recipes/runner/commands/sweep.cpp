@@ -13,16 +13,27 @@
 namespace bert::recipes {
 namespace {
 
-/// --shard, else a Slurm array's task (SLURM_ARRAY_TASK_ID from SLURM_ARRAY_TASK_MIN, of
-/// SLURM_ARRAY_TASK_COUNT), else 0/1.
+/// --shard, else a Slurm array's task: the SLURM_ARRAY_TASK_ID's place among the
+/// SLURM_ARRAY_TASK_COUNT ids from SLURM_ARRAY_TASK_MIN in steps of SLURM_ARRAY_TASK_STEP (an
+/// array of a range, --array=0-7 or 0-14:2), else 0/1.
 std::pair<int, int> shard_of(const std::string& option) {
   if (!option.empty()) return parse_shard(option);
   const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
   const char* count = std::getenv("SLURM_ARRAY_TASK_COUNT");
   if (id == nullptr || count == nullptr) return {0, 1};
-  const char* min = std::getenv("SLURM_ARRAY_TASK_MIN");
-  const int index = std::atoi(id) - (min ? std::atoi(min) : 0);
-  return {index, std::atoi(count)};
+  const auto number = [](const char* name, int otherwise) {
+    const char* value = std::getenv(name);
+    return value != nullptr && *value != '\0' ? std::atoi(value) : otherwise;
+  };
+  const int min = number("SLURM_ARRAY_TASK_MIN", 0), step = number("SLURM_ARRAY_TASK_STEP", 1);
+  const int offset = std::atoi(id) - min, tasks = std::atoi(count);
+  if (step < 1 || offset < 0 || offset % step != 0 || offset / step >= tasks)
+    throw ConfigError(fmt::format(
+        "Slurm array task {} is not one of the {} ids from SLURM_ARRAY_TASK_MIN {} in steps of "
+        "{}: bertft takes a task's shard from an array of a range (--array=0-7, 0-14:2); give "
+        "others --shard i/N",
+        id, tasks, min, step));
+  return {offset / step, tasks};
 }
 
 }  // namespace
