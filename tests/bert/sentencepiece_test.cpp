@@ -353,6 +353,8 @@ TEST(SentencePieceTest, XlmRobertaTokenizerJsonAloneLoadsAsTheModel) {
       "\"pre_tokenizer.type\": WhitespaceSplit");
   refused([](J& j) { j["pre_tokenizer"]["add_prefix_space"] = false; },
           "\"pre_tokenizer.add_prefix_space\": false (not true)");
+  refused([](J& j) { j["pre_tokenizer"]["split"] = false; },
+          "\"pre_tokenizer.split\": false (not true)");
   refused([](J& j) { j["decoder"]["prepend_scheme"] = "first"; },
           "\"decoder.prepend_scheme\": \"first\" (not \"always\")");
   refused([](J& j) { j["post_processor"]["single"].erase(0); },

@@ -375,6 +375,36 @@ TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
   EXPECT_EQ(load(alone.path())->encode("Hello").ids, (std::vector<int64_t>{2, 5, 3}));
   write_file_atomic(alone.path() / "tokenizer_config.json", config);
 
+  // The special tokens the post-processor names (TemplateProcessing: "<cls> $A <sep>"), where the
+  // vocabulary has no [CLS] or [SEP].
+  {
+    auto renamed = json::parse(read_file(tokenizer_json));
+    auto& v = renamed["model"]["vocab"];
+    v["<cls>"] = v["[CLS]"], v["<sep>"] = v["[SEP]"];
+    v.erase("[CLS]"), v.erase("[SEP]");
+    for (auto& added : renamed["added_tokens"])
+      if (added["content"] == "[CLS]" || added["content"] == "[SEP]")
+        added["content"] = added["content"] == "[CLS]" ? "<cls>" : "<sep>";
+    const auto special = [](const char* id) {
+      return json{{"SpecialToken", {{"id", id}, {"type_id", 0}}}};
+    };
+    const json a = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+    const json b = {{"Sequence", {{"id", "B"}, {"type_id", 1}}}};
+    renamed["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", json::array({special("<cls>"), a, special("<sep>")})},
+        {"pair", json::array({special("<cls>"), a, special("<sep>"), b, special("<sep>")})},
+        {"special_tokens", json::object()}};
+    testing::TempDir dir;
+    for (const auto& entry : fs::directory_iterator(alone.path()))
+      if (entry.path().filename() != "tokenizer_config.json")
+        fs::copy(entry.path(), dir.path() / entry.path().filename());
+    write_file_atomic(dir.path() / "tokenizer.json", renamed.dump());
+    const auto e = load(dir.path())->encode("Hello");
+    EXPECT_EQ(e.tokens, (std::vector<std::string>{"<cls>", "Hello", "<sep>"}));
+    EXPECT_EQ(e.ids, (std::vector<int64_t>{2, 5, 3}));
+  }
+
   const auto refused = [&](const std::function<void(json&)>& change, const std::string& message) {
     auto changed = json::parse(read_file(tokenizer_json));
     change(changed);
