@@ -28,6 +28,19 @@ inline std::optional<double> parse_double(const std::string& text) {
   return std::nullopt;
 }
 
+/// The count that is the whole of `text`: decimal digits only ("0", "12"; not "", "+1", " 1",
+/// "1x"), at most 2^30; else nullopt. Process counts, ranks, ports, shards.
+inline std::optional<int> parse_count(std::string_view text) {
+  if (text.empty() || text.size() > 10) return std::nullopt;
+  int64_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  if (value > (int64_t{1} << 30)) return std::nullopt;
+  return static_cast<int>(value);
+}
+
 /// 64-bit FNV-1a hash of `bytes` (cache keys; not cryptographic).
 inline uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 14695981039346656037ULL) {
   for (const unsigned char c : bytes) {

@@ -12,6 +12,7 @@
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 #include "bert/common/threads.h"
 #include "bert/common/yaml.h"
 #include "recipes/runner/command.h"
@@ -135,11 +136,7 @@ int run_cli(int argc, char** argv) {
 CLI::Validator non_negative() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        try {
-          size_t used = 0;
-          if (std::stod(value, &used) >= 0 && used == value.size()) return "";
-        } catch (const std::exception&) {
-        }
+        if (const auto v = parse_double(value); v && *v >= 0) return "";
         return "must be a number >= 0, got '" + value + "'";
       },
       "NONNEGATIVE");
@@ -148,11 +145,7 @@ CLI::Validator non_negative() {
 CLI::Validator positive() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        try {
-          size_t used = 0;
-          if (std::stod(value, &used) > 0 && used == value.size()) return "";
-        } catch (const std::exception&) {
-        }
+        if (const auto v = parse_double(value); v && *v > 0) return "";
         return "must be a number > 0, got '" + value + "'";
       },
       "POSITIVE");
@@ -239,10 +232,10 @@ void write_model_dir(const std::string& out,
 
 std::pair<int, int> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
-  try {
-    if (slash != std::string::npos)
-      return {std::stoi(text.substr(0, slash)), std::stoi(text.substr(slash + 1))};
-  } catch (const std::exception&) {
+  if (slash != std::string::npos) {
+    const auto index = parse_count(std::string_view(text).substr(0, slash));
+    const auto count = parse_count(std::string_view(text).substr(slash + 1));
+    if (index && count) return {*index, *count};
   }
   throw ConfigError(fmt::format("--shard '{}': expected i/N, e.g. 0/4", text));
 }

@@ -31,20 +31,12 @@
 #endif
 
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 
 namespace bert::tasks {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::optional<int> parse_int(const char* text) {
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || *end != '\0' || value < 0 || value > (1 << 30)) return std::nullopt;
-  return static_cast<int>(value);
-}
 
 std::string key(const char* what, int rank) {
   return fmt::format("bertft/{}/{}", what, rank);
@@ -119,7 +111,7 @@ DistributedEnv DistributedEnv::from_environment(
   const auto number = [&](const char* name, int fallback) {
     const char* value = get(name);
     if (value == nullptr || *value == '\0') return fallback;
-    if (const auto v = parse_int(value)) return *v;
+    if (const auto v = parse_count(value)) return *v;
     problems.push_back(fmt::format("environment variable {}='{}' is not a count", name, value));
     return fallback;
   };

@@ -194,6 +194,40 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
   const auto missing = bertft("train");
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.output.find("recipe is required"), std::string::npos) << missing.output;
+  // A number is the whole value: "2x" is not 2, nor is "inf" a count of jobs.
+  const auto trailing = bertft("train x.yaml --nproc 2x");
+  EXPECT_EQ(trailing.code, 2);
+  EXPECT_NE(trailing.output.find("--nproc: must be a number > 0, got '2x'"), std::string::npos)
+      << trailing.output;
+  const auto infinite = bertft("sweep x.yaml --jobs inf");
+  EXPECT_EQ(infinite.code, 2);
+  EXPECT_NE(infinite.output.find("--jobs: must be a number >= 0, got 'inf'"), std::string::npos)
+      << infinite.output;
+  // --shard, and the Slurm variables it defaults to, are read before the recipe (x.yaml is
+  // absent): digits only, each part whole.
+  for (const std::string shard : {"1x/2", "0/2/2", "1/", "/2", "1 /2", "0.5/2"}) {
+    const auto run = bertft("sweep x.yaml --shard '" + shard + "'");
+    EXPECT_EQ(run.code, 2) << shard << "\n" << run.output;
+    EXPECT_NE(run.output.find("--shard '" + shard + "': expected i/N, e.g. 0/4"), std::string::npos)
+        << run.output;
+  }
+  EXPECT_EQ(parse_shard("3/8"), std::make_pair(3, 8));
+  EXPECT_EQ(parse_shard("0/1"), std::make_pair(0, 1));
+  EXPECT_THROW(parse_shard("99999999999/2"), ConfigError);
+  EXPECT_THROW(parse_shard("+1/2"), ConfigError);
+  EXPECT_THROW(parse_shard("-1/2"), ConfigError);
+  const auto slurm = testing::run_bertft("sweep x.yaml", dir_.path() / "slurm.log",
+                                         "SLURM_ARRAY_TASK_ID=3x SLURM_ARRAY_TASK_COUNT=4");
+  EXPECT_EQ(slurm.code, 2);
+  EXPECT_NE(slurm.output.find("environment variable SLURM_ARRAY_TASK_ID='3x' is not a count; "
+                              "give the shard as --shard i/N"),
+            std::string::npos)
+      << slurm.output;
+  const auto step = testing::run_bertft(
+      "sweep x.yaml", dir_.path() / "slurm.log",
+      "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=4 SLURM_ARRAY_TASK_STEP=two");
+  EXPECT_NE(step.output.find("SLURM_ARRAY_TASK_STEP='two' is not a count"), std::string::npos)
+      << step.output;
 }
 
 // --device is checked before any model or data is read: a string that is no device, or CUDA

@@ -7,6 +7,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/signals.h"
+#include "bert/common/strings.h"
 #include "recipes/runner/command.h"
 #include "recipes/runner/recipe.h"
 
@@ -18,15 +19,19 @@ namespace {
 /// array of a range, --array=0-7 or 0-14:2), else 0/1.
 std::pair<int, int> shard_of(const std::string& option) {
   if (!option.empty()) return parse_shard(option);
-  const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
-  const char* count = std::getenv("SLURM_ARRAY_TASK_COUNT");
-  if (id == nullptr || count == nullptr) return {0, 1};
+  if (std::getenv("SLURM_ARRAY_TASK_ID") == nullptr ||
+      std::getenv("SLURM_ARRAY_TASK_COUNT") == nullptr)
+    return {0, 1};
   const auto number = [](const char* name, int otherwise) {
     const char* value = std::getenv(name);
-    return value != nullptr && *value != '\0' ? std::atoi(value) : otherwise;
+    if (value == nullptr || *value == '\0') return otherwise;
+    if (const auto v = parse_count(value)) return *v;
+    throw ConfigError(fmt::format(
+        "environment variable {}='{}' is not a count; give the shard as --shard i/N", name, value));
   };
+  const int id = number("SLURM_ARRAY_TASK_ID", 0), tasks = number("SLURM_ARRAY_TASK_COUNT", 0);
   const int min = number("SLURM_ARRAY_TASK_MIN", 0), step = number("SLURM_ARRAY_TASK_STEP", 1);
-  const int offset = std::atoi(id) - min, tasks = std::atoi(count);
+  const int offset = id - min;
   if (step < 1 || offset < 0 || offset % step != 0 || offset / step >= tasks)
     throw ConfigError(fmt::format(
         "Slurm array task {} is not one of the {} ids from SLURM_ARRAY_TASK_MIN {} in steps of "
@@ -56,12 +61,12 @@ CommandRun setup_sweep(CLI::App& app, const GlobalOptions& global) {
   app.add_flag("--no-cache", a->no_cache,
                "Every trial tokenises its data itself (no shared feature cache)");
   return [a, &global] {
-    const auto recipe = load_recipe(a->recipe, a->overrides);
     SweepOptions options;
+    std::tie(options.shard_index, options.shard_count) = shard_of(a->shard);  // before the recipe
+    const auto recipe = load_recipe(a->recipe, a->overrides);
     options.jobs = a->jobs;
     options.threads = global.threads;
     options.feature_cache = !a->no_cache;
-    std::tie(options.shard_index, options.shard_count) = shard_of(a->shard);
     install_stop_signals();
     return run_sweep(recipe, options);
   };
