@@ -14,6 +14,8 @@
 #include "bert/tokenizer/wordpiece.h"
 #include "tasks/common/feature_cache.h"
 #include "tasks/common/heads.h"
+#include "tasks/common/label_map.h"
+#include "tasks/common/sequence.h"
 #include "tasks/common/windows.h"
 #include "tasks/question_answering/adapter.h"
 #include "tasks/registry.h"
@@ -87,6 +89,24 @@ TEST(TaskRegistry, OptionErrorsNameLineKeyAndFix) {
       testing::error_message([] { make_task("token_classification", "{tag_scheme: bio}"); });
   EXPECT_NE(e2.find("unknown value 'bio'; expected one of: iob1, iob2, iobes"), std::string::npos)
       << e2;
+}
+
+// max_seq_length within [the least a task's input takes, 65535] in every fine-tuning task.
+TEST(TaskRegistry, MaxSeqLengthIsBoundedAtBothEnds) {
+  for (const std::string type : {"sequence_classification", "multiple_choice", "question_answering",
+                                 "token_classification"}) {
+    const int64_t least = type == "question_answering" ? 16 : kMinSeqLength;
+    EXPECT_NO_THROW(make_task(type, "{max_seq_length: 65535}")) << type;
+    EXPECT_NO_THROW(make_task(type, fmt::format("{{max_seq_length: {}}}", least))) << type;
+    for (const int64_t bad : {int64_t{65536}, least - 1}) {
+      const auto message = testing::error_message(
+          [&] { make_task(type, fmt::format("{{max_seq_length: {}}}", bad)); });
+      EXPECT_NE(message.find(
+                    fmt::format("task.max_seq_length: must be in [{}, 65535], got {}", least, bad)),
+                std::string::npos)
+          << type << ": " << message;
+    }
+  }
 }
 
 // A suggestion for an unknown key is a known key within a third of its length in edits (at
@@ -366,6 +386,24 @@ TEST_F(RealDataTest, LongInputsAreWindowedAndAveragedOrTruncatedWithACount) {
   truncating->read(spec_of(data_dir() / "glue" / "SST-2" / "dev.tsv"));
   truncating->fit_labels(*dev);
   EXPECT_EQ(truncating->featurize(dev, cased_tokenizer(), true)->features.size(), 872u);
+}
+
+// Labels seen in the data (no list in the recipe): integers in numeric order (STS-B-like "10"
+// after "2", a sign allowed), any other set in string order, a bare sign not an integer.
+TEST(LabelMapTest, ObservedIntegersSortNumericallyOtherLabelsAsStrings) {
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(LabelMap::from_observed({"10", "2", "-1", "2", "+3", "0"}).names(),
+            (Names{"-1", "0", "2", "+3", "10"}));
+  EXPECT_EQ(LabelMap::from_observed({"10", "2", "x"}).names(), (Names{"10", "2", "x"}));
+  EXPECT_EQ(LabelMap::from_observed({"-", "10", "2"}).names(), (Names{"-", "10", "2"}));
+  EXPECT_EQ(LabelMap::from_observed({"+", "1"}).names(), (Names{"+", "1"}));
+  const LabelMap labels({"neg", "pos"});
+  EXPECT_EQ(labels.id("pos", "f:2"), 1);
+  EXPECT_FALSE(labels.find("maybe"));
+  EXPECT_NE(testing::error_message([] {
+              LabelMap({"a", "b", "a"});
+            }).find("label 'a' is listed twice"),
+            std::string::npos);
 }
 
 TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {

@@ -86,7 +86,16 @@ TEST(Corpus, BlankLinesSeparateDocumentsAndJsonlHoldsOnePerLine) {
   const auto docs = data::read_corpus(dir.path() / "c.txt");
   ASSERT_EQ(docs.size(), 3u);
   EXPECT_EQ(docs[0].sentences, (std::vector<std::string>{"One.", "Two."}));
+  EXPECT_EQ(docs[0].where, (dir.path() / "c.txt").string() + ":1");  // where it starts
   EXPECT_EQ(docs[2].where, (dir.path() / "c.txt").string() + ":7");
+  // JSONL: one document per line, its text's lines the sentences, blank ones dropped.
+  testing::write_bytes(dir.path() / "ok.jsonl",
+                       "{\"text\": \"A.\\n\\n  \\nB.\\n\"}\n\n{\"text\": \"C.\"}\n");
+  const auto jsonl = data::read_corpus(dir.path() / "ok.jsonl");
+  ASSERT_EQ(jsonl.size(), 2u);
+  EXPECT_EQ(jsonl[0].sentences, (std::vector<std::string>{"A.", "B."}));
+  EXPECT_EQ(jsonl[1].sentences, (std::vector<std::string>{"C."}));
+  EXPECT_EQ(jsonl[1].where, (dir.path() / "ok.jsonl").string() + ":3");
   testing::write_bytes(dir.path() / "c.jsonl",
                        "{\"text\": \"A.\\nB.\"}\n\n{\"text\": \"C.\"}\n{\"txt\": 1}\n");
   const auto message = testing::error_message([&] { data::read_corpus(dir.path() / "c.jsonl"); });
