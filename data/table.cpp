@@ -6,6 +6,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 #include "data/text_file.h"
 
 namespace bert::data {
@@ -123,10 +124,8 @@ Table read_jsonl(const TextFile& file) {
 int Table::column(const std::string& name, bool required) const {
   for (size_t i = 0; i < header.size(); ++i)
     if (header[i] == name) return static_cast<int>(i);
-  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) {
-    const int index = std::stoi(name);
-    if (index < static_cast<int>(header.size())) return index;
-  }
+  if (const auto index = parse_count(name); index && *index < static_cast<int>(header.size()))
+    return *index;
   if (!required) return -1;
   std::string names;
   for (const auto& h : header) names += (names.empty() ? "'" : ", '") + h + "'";
