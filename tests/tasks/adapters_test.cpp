@@ -109,6 +109,29 @@ TEST(TaskRegistry, MaxSeqLengthIsBoundedAtBothEnds) {
   }
 }
 
+// Per-token outputs are kept to each row's real length (the QA decoder ranks the start and end
+// logits of a row, and padding's must not crowd out real positions), in feature order; one vector
+// per example ([batch, k]) and multiple choice's per-choice scores are kept whole.
+TEST(TaskRegistry, GatherKeepsEachRowsRealLengthInFeatureOrder) {
+  const auto adapter = make_task("token_classification", "{}");
+  Batch batch;
+  batch.input_ids = torch::zeros({2, 5}, torch::kLong);
+  batch.lengths = {3, 5};
+  batch.feature_indices = {1, 0};
+  const auto logits = torch::randn({2, 5, 4});
+  std::vector<torch::Tensor> outputs(2);
+  adapter->gather(batch, logits, outputs);
+  EXPECT_TRUE(torch::equal(outputs[1], logits[0].slice(0, 0, 3)));
+  EXPECT_TRUE(torch::equal(outputs[0], logits[1]));
+  const auto scores = torch::randn({2, 3});
+  adapter->gather(batch, scores, outputs);
+  EXPECT_TRUE(torch::equal(outputs[1], scores[0]));
+  batch.input_ids = torch::zeros({2, 3, 5}, torch::kLong);  // multiple choice: [batch, 3 choices]
+  const auto choices = torch::randn({2, 3, 1});
+  adapter->gather(batch, choices, outputs);
+  EXPECT_TRUE(torch::equal(outputs[1], choices[0]));
+}
+
 // A suggestion for an unknown key is a known key within a third of its length in edits (at
 // least 2); booleans are YAML 1.2's spellings (true/True/TRUE, false/False/FALSE), not YAML
 // 1.1's yes/no.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tasks/metrics/classification.h"
+#include "tasks/metrics/metric_info.h"
 #include "tasks/metrics/regression.h"
 #include "tasks/metrics/span_f1.h"
 #include "tasks/metrics/squad.h"
@@ -39,6 +40,22 @@ TEST(ClassificationMetrics, HandComputedBinaryF1AndMcc) {
   // Macro F1 averages over the classes of both lists (scikit-learn's unique_labels): class 2,
   // only predicted, counts with F1 0. Class 0: tp 1, fn 1 -> 2/3; class 1: 1.
   EXPECT_NEAR(f1_macro({0, 2, 1, 1}, {0, 0, 1, 1}), (2.0 / 3 + 1 + 0) / 3, 1e-12);
+}
+
+// Which way each metric improves, as best-checkpoint keeping, early stopping and the leaderboard
+// read it: losses and the squared error go down, every other score up; an unknown name goes up.
+TEST(MetricInfo, LossesAndErrorsAreMinimisedEveryScoreMaximised) {
+  for (const auto& m : metric_table()) {
+    const bool lower_is_better =
+        m.name == "mse" || (m.name.size() > 4 && m.name.compare(m.name.size() - 4, 4, "loss") == 0);
+    EXPECT_EQ(metric_goal(m.name), lower_is_better ? MetricGoal::kMinimize : MetricGoal::kMaximize)
+        << m.name;
+    EXPECT_EQ(improves(metric_goal(m.name), 0.5, 0.6), lower_is_better) << m.name;
+    EXPECT_FALSE(improves(metric_goal(m.name), 0.6, 0.6)) << m.name;  // a tie keeps the first
+  }
+  EXPECT_EQ(metric_goal("mlm_loss"), MetricGoal::kMinimize);
+  EXPECT_EQ(metric_goal("no_such_metric"), MetricGoal::kMaximize);
+  EXPECT_STREQ(goal_name(MetricGoal::kMinimize), "minimize");
 }
 
 TEST(RegressionMetrics, PublishedScipyExamples) {
