@@ -141,8 +141,8 @@ TextRows read_texts(const data::DataSpec& spec, const std::string& field) {
   TextRows rows;
   const bool lines = spec.format == data::DataFormat::kAuto && spec.path.extension() == ".txt";
   if (lines) {
-    const std::string text = read_file(spec.path);
-    for (const auto& line : data::split_lines(text)) {
+    const auto file = data::read_text_file(spec.path);  // UTF-8 checked, naming line and column
+    for (const auto& line : data::split_lines(file.text)) {
       if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       rows.ids.push_back(std::to_string(line.number));
       rows.texts.emplace_back(line.text);
