@@ -258,6 +258,35 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
   not_utf8("--queries " + bad_queries.string(),
            bad_queries.string() + ":2:2: invalid UTF-8 (byte 0xFF)", "/dev/null");
   not_utf8("--queries -", "<stdin>:2: invalid UTF-8 at byte 1 (0xFF)", bad_queries);
+  // A data file without a text is a data error, and nothing is written.
+  testing::write_bytes(dir_.path() / "blank.txt", "\n\n");
+  const auto empty = testing::run_bertft("embed --model " + fixture_dir().string() + " --data " +
+                                             (dir_.path() / "blank.txt").string() + " --out " +
+                                             (dir_.path() / "empty.npy").string(),
+                                         dir_.path() / "empty.log");
+  EXPECT_EQ(empty.code, 1) << empty.output;
+  EXPECT_NE(empty.output.find("blank.txt: no texts to embed"), std::string::npos) << empty.output;
+  EXPECT_FALSE(fs::exists(dir_.path() / "empty.npy"));
+  // Texts that are not UTF-8: the file, line and column.
+  testing::write_bytes(dir_.path() / "bad.txt", "fine\nx\xFF\n");
+  const auto bad_texts = testing::run_bertft("embed --model " + fixture_dir().string() +
+                                                 " --data " + (dir_.path() / "bad.txt").string() +
+                                                 " --out " + (dir_.path() / "bad.npy").string(),
+                                             dir_.path() / "bad_texts.log");
+  EXPECT_EQ(bad_texts.code, 1) << bad_texts.output;
+  EXPECT_NE(bad_texts.output.find("bad.txt:2:2: invalid UTF-8 (byte 0xFF)"), std::string::npos)
+      << bad_texts.output;
+  // Queries by another --model must be as wide as the index's vectors (RoBERTa's 16 against 128).
+  const auto roberta =
+      fs::path(BERTFT_SOURCE_DIR) / "tests/fixtures/hf_families/roberta/models/base";
+  const auto narrow = testing::run_bertft(
+      "similar --index " + index.string() + " --query x --model " + roberta.string(),
+      dir_.path() / "narrow.log");
+  EXPECT_EQ(narrow.code, 2) << narrow.output;
+  EXPECT_NE(narrow.output.find(index.string() + ": vectors of width 128 but " + roberta.string() +
+                               " encodes 16"),
+            std::string::npos)
+      << narrow.output;
 }
 
 // --out never replaces --data (a .jsonl of texts and its embeddings look alike), nor does the
