@@ -330,6 +330,16 @@ TEST_F(EndToEndTest, SquadV2TrainExportPredictScoreChain) {
   EXPECT_NE(last_log_.find("loaded as  BertForQuestionAnswering"), std::string::npos) << last_log_;
   EXPECT_NE(last_log_.find("0 missing, 0 unexpected, 0 mismatched"), std::string::npos)
       << last_log_;
+  // A weights file without the head's bias: reported by inspect, refused by inspect --strict.
+  const auto no_bias = dir_.path() / "no-bias";
+  fs::copy(model, no_bias);
+  auto weights = SafetensorsReader(no_bias / "model.safetensors").read_all();
+  ASSERT_EQ(weights.erase("qa_outputs.bias"), 1u);
+  save_safetensors(no_bias / "model.safetensors", weights);
+  ASSERT_EQ(bertft("inspect " + no_bias.string()), 0) << last_log_;
+  EXPECT_NE(last_log_.find("  missing    qa_outputs.bias"), std::string::npos) << last_log_;
+  EXPECT_EQ(bertft("inspect --strict " + no_bias.string()), 1) << last_log_;
+  EXPECT_NE(last_log_.find("missing key 'qa_outputs.bias'"), std::string::npos) << last_log_;
   // A vocabulary without [CLS] is reported.
   const auto no_cls = dir_.path() / "no-cls";
   fs::copy(model, no_cls);
