@@ -411,6 +411,47 @@ TEST_F(BertModelTest, FirstTokenOnlyAndChosenRowsEqualTheWholeLastLayer) {
     }
 }
 
+// The masked-LM heads of the other families: RoBERTa's, XLM-R's and ELECTRA's generator head
+// apply GELU whatever hidden_act says (HF's RobertaLMHead and ElectraGeneratorPredictions call
+// gelu itself); DistilBERT's applies the config's activation. dense -> act -> LayerNorm -> tied.
+TEST_F(BertModelTest, MaskedLMHeadsOfOtherFamiliesTakeTheirOwnActivation) {
+  struct Names {
+    ModelFamily family;
+    const char *dense, *norm, *bias;
+  };
+  for (const auto& n :
+       {Names{ModelFamily::kRoberta, "lm_head.dense.", "lm_head.layer_norm.", "lm_head.bias"},
+        Names{ModelFamily::kXlmRoberta, "lm_head.dense.", "lm_head.layer_norm.", "lm_head.bias"},
+        Names{ModelFamily::kElectra, "generator_predictions.dense.",
+              "generator_predictions.LayerNorm.", "generator_lm_head.bias"},
+        Names{ModelFamily::kDistilBert, "vocab_transform.", "vocab_layer_norm.",
+              "vocab_projector.bias"}}) {
+    auto config = tiny_config();
+    config.family(n.family).hidden_act(Activation::kRelu);
+    if (n.family == ModelFamily::kElectra) config.embedding_size(config.hidden_size() / 2);
+    const int64_t width =
+        n.family == ModelFamily::kElectra ? config.embedding_dim() : config.hidden_size();
+    torch::nn::Module owner;
+    const auto tied = torch::randn({config.vocab_size(), width});
+    MaskedLMHead head(owner, config, tied);
+    auto params = owner.named_parameters();
+    {
+      torch::NoGradGuard no_grad;
+      params[std::string(n.bias)].normal_();
+      params[std::string(n.norm) + "weight"].normal_();
+    }
+    const auto hidden = torch::randn({2, 3, config.hidden_size()});
+    auto x = torch::linear(hidden, params[std::string(n.dense) + "weight"],
+                           params[std::string(n.dense) + "bias"]);
+    x = n.family == ModelFamily::kDistilBert ? torch::relu(x) : torch::gelu(x);
+    x = torch::layer_norm(x, {width}, params[std::string(n.norm) + "weight"],
+                          params[std::string(n.norm) + "bias"], config.layer_norm_eps());
+    const auto expected = torch::linear(x, tied, params[std::string(n.bias)]);
+    EXPECT_LT(testing::max_abs_diff(head.forward(hidden), expected), 1e-5)
+        << family_model_type(n.family);
+  }
+}
+
 TEST_F(BertModelTest, RejectsSequencesLongerThanPositions) {
   BertModel model(tiny_config());
   EXPECT_THROW(model->forward(torch::zeros({1, 65}, torch::kLong)), c10::Error);

@@ -89,6 +89,51 @@ TEST_F(CliTest, AModelDirectoryIsNotWrittenBesideAnotherTokenizer) {
   EXPECT_EQ(read_file(out / "notes.md"), "mine");
 }
 
+// vocab, new-model and extend-vocab never write into a model's directory: any of its weights
+// files or its config.json marks one.
+TEST_F(CliTest, ANewVocabularyIsNeverWrittenIntoAModelsDirectory) {
+  namespace fs = std::filesystem;
+  for (const char* file : {"config.json", "model.safetensors", "model.safetensors.index.json",
+                           "pytorch_model.bin", "pytorch_model.bin.index.json"}) {
+    const auto out = dir_.path() / (std::string("holds-") + file);
+    fs::create_directories(out);
+    testing::write_bytes(out / file, "x");
+    const auto message =
+        testing::error_message([&] { check_out_holds_no_model(out.string(), "vocab writes"); });
+    EXPECT_NE(message.find("--out " + out.string() + ": already holds a model (" + file +
+                           "); vocab writes, so give a new directory"),
+              std::string::npos)
+        << message;
+  }
+  const auto tokenizer_only = dir_.path() / "tokenizer";
+  fs::create_directories(tokenizer_only);
+  testing::write_bytes(tokenizer_only / "vocab.txt", "a\n");
+  EXPECT_NO_THROW(check_out_holds_no_model(tokenizer_only.string(), "vocab writes"));
+  EXPECT_NO_THROW(check_out_holds_no_model((dir_.path() / "new").string(), "vocab writes"));
+  EXPECT_NE(testing::error_message([&] {
+              check_out_holds_no_model((tokenizer_only / "vocab.txt").string(), "vocab writes");
+            }).find("vocab.txt: is a file; vocab writes into a directory"),
+            std::string::npos);
+}
+
+// pretrain-data takes its tokenizer from exactly one of --model and --vocab.
+TEST_F(CliTest, PretrainDataTakesExactlyOneTokenizer) {
+  testing::write_bytes(dir_.path() / "corpus.txt", "One.\nTwo.\n");
+  testing::write_bytes(dir_.path() / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n");
+  const std::string command = "pretrain-data " + (dir_.path() / "corpus.txt").string() + " --out " +
+                              (dir_.path() / "shards").string();
+  for (const std::string& tokenizers :
+       {std::string(),
+        " --model " + dir_.path().string() + " --vocab " + (dir_.path() / "vocab.txt").string()}) {
+    const auto run = bertft(command + tokenizers);
+    EXPECT_EQ(run.code, 2) << tokenizers << "\n" << run.output;
+    EXPECT_NE(run.output.find("pretrain-data: give exactly one of --model and --vocab"),
+              std::string::npos)
+        << run.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "shards"));
+}
+
 // quickstart goes on only in its own output of the same options (its finished trials are kept):
 // never among the user's files, nor over another seed's run, whose trials would pass as done.
 TEST_F(CliTest, QuickstartNeverWritesAmongOtherFilesOrAnotherSeedsRun) {

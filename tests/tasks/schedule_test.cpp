@@ -4,6 +4,7 @@
 #include "tasks/training/schedule.h"
 
 #include <ATen/record_function.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -174,6 +175,15 @@ TEST(TrainerOptionsChecks, OptimizerScheduleAndSmoothingAreValidated) {
             std::string::npos);
   EXPECT_NE(problems("{num_cycles: 0}").find("training.num_cycles: must be > 0"),
             std::string::npos);
+  EXPECT_NE(problems("{dist_timeout: 0}").find("training.dist_timeout: must be > 0, got 0"),
+            std::string::npos);
+  for (const char* beta : {"adam_beta1", "adam_beta2"}) {  // 1 would never forget a gradient
+    EXPECT_NE(problems(fmt::format("{{{}: 1.0}}", beta))
+                  .find(fmt::format("training.{}: must be in [0, 1)", beta)),
+              std::string::npos)
+        << beta;
+    EXPECT_EQ(problems(fmt::format("{{{}: 0.0}}", beta)), "") << beta;
+  }
 }
 
 }  // namespace

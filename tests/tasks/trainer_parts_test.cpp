@@ -12,6 +12,7 @@
 #include "tasks/registry.h"
 #include "tasks/training/train_state.h"
 #include "tasks/training/trainer.h"
+#include "tasks/training/training_dir.h"
 #include "tests/support/test_support.h"
 
 namespace bert::tasks {
@@ -240,6 +241,17 @@ TEST_F(TrainerPartsTest, LabelSmoothingIsHfsLabelSmoother) {
   EXPECT_NE(message.find("label_smoothing applies to classification losses only"),
             std::string::npos)
       << message;
+}
+
+// Resumable checkpoints are checkpoints/step-NNNNNNNN; a name is one only with digits after the
+// prefix (resume takes the highest; "step-" alone or a user's "step-old" is none).
+TEST(TrainingDirTest, CheckpointNamesAreTheStepPrefixAndDigits) {
+  const TrainingDir dir("/runs/a");
+  EXPECT_EQ(dir.checkpoint(12), std::filesystem::path("/runs/a/checkpoints/step-00000012"));
+  EXPECT_EQ(TrainingDir::checkpoint_step("step-00000012"), 12);
+  EXPECT_EQ(TrainingDir::checkpoint_step("step-123456789"), 123456789);
+  for (const char* name : {"step-", "step", "step-1x", "step-old", "latest", "Step-1", "xstep-1"})
+    EXPECT_FALSE(TrainingDir::checkpoint_step(name)) << name;
 }
 
 TEST(TrainStateTest, RoundTripsThroughJsonAndKeepsDefaultsForAbsentFields) {
