@@ -194,6 +194,27 @@ TEST_F(HostileInputTest, SquadTypeErrorsNameTheFileAndJsonPath) {
                    "false"});
 }
 
+// A SQuAD file without "version" is v1.1, as the official script of v1.1 reads it: exact_match
+// and f1 only, no v2.0 split by answerability.
+TEST_F(HostileInputTest, SquadWithoutAVersionIsScoredAsV11) {
+  const json squad = {{"data",
+                       {{{"title", "T"},
+                         {"paragraphs",
+                          {{{"context", "Alpha beta."},
+                            {"qas",
+                             {{{"id", "q1"},
+                               {"question", "Which?"},
+                               {"answers", {{{"text", "beta"}, {"answer_start", 6}}}}}}}}}}}}}};
+  testing::write_bytes(dir_.path() / "dev.json", squad.dump());
+  testing::write_bytes(dir_.path() / "pred.json", R"({"q1": "beta"})");
+  const auto run =
+      bertft("score --task question_answering --data " + (dir_.path() / "dev.json").string() +
+             " --predictions " + (dir_.path() / "pred.json").string());
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("\"exact_match\""), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("HasAns"), std::string::npos) << run.output;
+}
+
 TEST_F(HostileInputTest, ValidNoAnswerProbabilitiesAreReadAndDeepOnesRefused) {
   write_squad(
       {{{"id", "q1"},
