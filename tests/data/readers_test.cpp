@@ -260,7 +260,7 @@ TEST_F(MalformedInputTest, MissingColumnListsTheColumns) {
   // A column by its index: within the header, digits only (a number past int is no index).
   spec.columns = {{"text_a", "0"}, {"label", "1"}};
   EXPECT_EQ(read_text_examples(spec)[0].text_a, "good");
-  for (const std::string index : {"2", "99999999999", "+1"}) {
+  for (const std::string index : {"2", "99999999999", "4294967296", "+1"}) {
     spec.columns = {{"text_a", "0"}, {"label", index}};
     const auto past = testing::error_message([&] { read_text_examples(spec); });
     EXPECT_NE(past.find("no column '" + index + "' (columns: 'review', 'stars')"),

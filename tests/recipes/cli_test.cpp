@@ -259,6 +259,8 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
   EXPECT_EQ(parse_shard("3/8"), std::make_pair(3, 8));
   EXPECT_EQ(parse_shard("0/1"), std::make_pair(0, 1));
   EXPECT_THROW(parse_shard("99999999999/2"), ConfigError);
+  EXPECT_THROW(parse_shard("0/4294967296"), ConfigError);  // ten digits, past 2^30
+  EXPECT_EQ(parse_shard("0/1073741824"), std::make_pair(0, 1 << 30));
   EXPECT_THROW(parse_shard("+1/2"), ConfigError);
   EXPECT_THROW(parse_shard("-1/2"), ConfigError);
   const auto slurm = testing::run_bertft("sweep x.yaml", dir_.path() / "slurm.log",

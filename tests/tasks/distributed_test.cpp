@@ -98,7 +98,7 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
             }).find("RANK='x' is not a count"),
             std::string::npos);
   // Digits only: a sign, a space or a trailing letter is not read as a count.
-  for (const char* value : {"+2", " 2", "2x", "-1", "99999999999"})
+  for (const char* value : {"+2", " 2", "2x", "-1", "99999999999", "4294967296"})
     EXPECT_NE(testing::error_message([&] {
                 env_of({{"RANK", "0"}, {"WORLD_SIZE", value}});
               }).find(std::string("WORLD_SIZE='") + value + "' is not a count"),
