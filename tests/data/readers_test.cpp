@@ -303,6 +303,12 @@ TEST_F(MalformedInputTest, CsvQuotingAndJsonl) {
       spec_of(write("ids.jsonl", "{\"id\": \"q7\", \"text\": \"one\", \"label\": 1}\n")));
   ASSERT_EQ(with_ids.size(), 1u);
   EXPECT_EQ(with_ids[0].id, "q7");
+  // null is no value (a test split's "label": null), not the text "null".
+  const auto nulls = read_text_examples(
+      spec_of(write("null.jsonl", "{\"text\": \"one\", \"text_b\": null, \"label\": null}\n")));
+  ASSERT_EQ(nulls.size(), 1u);
+  EXPECT_FALSE(nulls[0].label.has_value());
+  EXPECT_FALSE(nulls[0].text_b.has_value());
   const auto bad = write("bad.jsonl", "{\"text\": \"one\"}\n{\"text\": \n");
   EXPECT_NE(testing::error_message([&] {
               read_text_examples(spec_of(bad));

@@ -289,6 +289,23 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
       << narrow.output;
 }
 
+// Encoders without a pooler (ELECTRA, DistilBERT) embed too: a pooler is built only where the
+// weights hold one (the family fixtures' base models, with a made-up 64-entry vocab.txt).
+TEST_F(EmbedTest, EncodersWithoutAPoolerEmbed) {
+  for (const char* family : {"electra", "distilbert"}) {
+    const auto model = dir_.path() / family;
+    fs::copy(fs::path(BERTFT_SOURCE_DIR) / "tests/fixtures/hf_families" / family / "models/base",
+             model);
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (int i = 5; i < 64; ++i) vocab += "w" + std::to_string(i) + "\n";
+    testing::write_bytes(model / "vocab.txt", vocab);
+    const SentenceEncoder encoder(model);
+    const auto vectors = encoder.encode({"w7 w9 w12", "w5"}, EmbedOptions{});
+    EXPECT_EQ(vectors.sizes(), torch::IntArrayRef({2, 16})) << family;
+    EXPECT_TRUE(torch::isfinite(vectors).all().item<bool>()) << family;
+  }
+}
+
 // --out never replaces --data (a .jsonl of texts and its embeddings look alike), nor does the
 // ids file beside a .npy; refused before the model or the texts are read.
 TEST_F(EmbedTest, TheOutputNeverReplacesTheInput) {

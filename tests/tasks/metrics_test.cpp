@@ -182,6 +182,14 @@ TEST(EntityMetric, ConllevalChunkRulesForIob1AndIobes) {
   // A type change inside an entity ends it (conlleval).
   EXPECT_EQ(lenient_entities({{"B-PER", "I-LOC"}}),
             (std::vector<Entity>{{"PER", 0, 0}, {"LOC", 1, 1}}));
+  // A sentence's end ends its entity (an "O" between sentences, as conlleval's blank line):
+  // positions count that separator.
+  EXPECT_EQ(lenient_entities({{"B-PER"}, {"I-PER"}}),
+            (std::vector<Entity>{{"PER", 0, 0}, {"PER", 2, 2}}));
+  EXPECT_EQ(strict_entities({{"B-PER"}, {"I-PER"}}, TagScheme::kIob2),
+            (std::vector<Entity>{{"PER", 0, 0}}));
+  EXPECT_DOUBLE_EQ(
+      score_entities({{"B-PER"}, {"I-PER"}}, {{"B-PER"}, {"B-PER"}}, false).overall.f1(), 1.0);
 }
 
 TEST(EntityMetric, StrictModeDropsIllFormedEntities) {
@@ -193,6 +201,9 @@ TEST(EntityMetric, StrictModeDropsIllFormedEntities) {
   EXPECT_DOUBLE_EQ(strict.overall.recall(), 0.5);
   EXPECT_EQ(strict_entities({{"B-X", "I-X", "O", "S-Y", "B-Z", "I-Z"}}, TagScheme::kIobes),
             (std::vector<Entity>{{"Y", 3, 3}}));
+  // IOBES: an entity closes with an E- of its own type only.
+  EXPECT_EQ(strict_entities({{"B-X", "I-X", "E-Y", "B-X", "E-X"}}, TagScheme::kIobes),
+            (std::vector<Entity>{{"X", 3, 4}}));
 }
 
 TEST(EntityMetric, TagSchemeConversionKeepsEntities) {
