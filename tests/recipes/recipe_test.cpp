@@ -210,6 +210,24 @@ TEST_F(RecipeTest, BrokenRecipeNamesEveryLineAndKey) {
   EXPECT_EQ(e.find("sweep.grid.warmup_ratio"), std::string::npos) << e;
 }
 
+// The sweep section's own checks: at least one job and one process per trial, seeds in
+// sweep.seeds rather than the grid, data.test for predict_test.
+TEST_F(RecipeTest, TheSweepSectionsOwnKeysAreChecked) {
+  auto text = good();
+  text.replace(text.find("sweep:\n"), 7,
+               "sweep:\n  jobs: 0\n  nproc_per_trial: 0\n  predict_test: true\n");
+  text.replace(text.find("    epochs: [1, 2]\n"), 19, "    seed: [1, 2]\n");
+  const auto e = problems_of([&] { load_recipe(write(text)); });
+  const auto f = (dir_.path() / "recipe.yaml").string();
+  for (const auto& expected : {
+           f + ":13:3: sweep.jobs: must be >= 1",
+           f + ":14:3: sweep.nproc_per_trial: must be >= 1",
+           f + ":15:3: sweep.predict_test: needs data.test (the split to predict)",
+           f + ":18:5: sweep.grid.seed: seeds go in sweep.seeds, not the grid",
+       })
+    EXPECT_NE(e.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << e;
+}
+
 TEST_F(RecipeTest, SyntaxErrorsAndUnsetVariablesAreLocated) {
   const auto e = problems_of([&] { load_recipe(write("model:\n  pretrained: [unclosed\n")); });
   EXPECT_NE(e.find("recipe.yaml:3:1"), std::string::npos) << e;
