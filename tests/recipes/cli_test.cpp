@@ -232,30 +232,23 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
   EXPECT_EQ(jobs.code, 2);
   EXPECT_EQ(jobs.output,
             "--jobs: must be a number >= 0, got '-1'\nRun with --help for more information.\n");
-  const auto nproc = bertft("train x.yaml --nproc 0");
-  EXPECT_EQ(nproc.code, 2);
-  EXPECT_NE(nproc.output.find("--nproc: must be a number > 0, got '0'"), std::string::npos)
-      << nproc.output;
-  const auto missing = bertft("train");
-  EXPECT_EQ(missing.code, 2);
-  EXPECT_NE(missing.output.find("recipe is required"), std::string::npos) << missing.output;
+  // A usage error (exit 2) whose output holds `message`; `env` in front of the command.
+  const auto refused = [&](const std::string& args, const std::string& message,
+                           const std::string& env = "") {
+    const auto run = testing::run_bertft(args, dir_.path() / "cli.log", env);
+    EXPECT_EQ(run.code, 2) << env << " " << args << "\n" << run.output;
+    EXPECT_NE(run.output.find(message), std::string::npos) << run.output;
+  };
+  refused("train x.yaml --nproc 0", "--nproc: must be a number > 0, got '0'");
+  refused("train", "recipe is required");
   // A number is the whole value: "2x" is not 2, nor is "inf" a count of jobs.
-  const auto trailing = bertft("train x.yaml --nproc 2x");
-  EXPECT_EQ(trailing.code, 2);
-  EXPECT_NE(trailing.output.find("--nproc: must be a number > 0, got '2x'"), std::string::npos)
-      << trailing.output;
-  const auto infinite = bertft("sweep x.yaml --jobs inf");
-  EXPECT_EQ(infinite.code, 2);
-  EXPECT_NE(infinite.output.find("--jobs: must be a number >= 0, got 'inf'"), std::string::npos)
-      << infinite.output;
+  refused("train x.yaml --nproc 2x", "--nproc: must be a number > 0, got '2x'");
+  refused("sweep x.yaml --jobs inf", "--jobs: must be a number >= 0, got 'inf'");
   // --shard, and the Slurm variables it defaults to, are read before the recipe (x.yaml is
   // absent): digits only, each part whole.
-  for (const std::string shard : {"1x/2", "0/2/2", "1/", "/2", "1 /2", "0.5/2"}) {
-    const auto run = bertft("sweep x.yaml --shard '" + shard + "'");
-    EXPECT_EQ(run.code, 2) << shard << "\n" << run.output;
-    EXPECT_NE(run.output.find("--shard '" + shard + "': expected i/N, e.g. 0/4"), std::string::npos)
-        << run.output;
-  }
+  for (const std::string shard : {"1x/2", "0/2/2", "1/", "/2", "1 /2", "0.5/2"})
+    refused("sweep x.yaml --shard '" + shard + "'",
+            "--shard '" + shard + "': expected i/N, e.g. 0/4");
   EXPECT_EQ(parse_shard("3/8"), std::make_pair(3, 8));
   EXPECT_EQ(parse_shard("0/1"), std::make_pair(0, 1));
   EXPECT_THROW(parse_shard("99999999999/2"), ConfigError);
@@ -263,18 +256,12 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
   EXPECT_EQ(parse_shard("0/1073741824"), std::make_pair(0, 1 << 30));
   EXPECT_THROW(parse_shard("+1/2"), ConfigError);
   EXPECT_THROW(parse_shard("-1/2"), ConfigError);
-  const auto slurm = testing::run_bertft("sweep x.yaml", dir_.path() / "slurm.log",
-                                         "SLURM_ARRAY_TASK_ID=3x SLURM_ARRAY_TASK_COUNT=4");
-  EXPECT_EQ(slurm.code, 2);
-  EXPECT_NE(slurm.output.find("environment variable SLURM_ARRAY_TASK_ID='3x' is not a count; "
-                              "give the shard as --shard i/N"),
-            std::string::npos)
-      << slurm.output;
-  const auto step = testing::run_bertft(
-      "sweep x.yaml", dir_.path() / "slurm.log",
-      "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=4 SLURM_ARRAY_TASK_STEP=two");
-  EXPECT_NE(step.output.find("SLURM_ARRAY_TASK_STEP='two' is not a count"), std::string::npos)
-      << step.output;
+  refused("sweep x.yaml",
+          "environment variable SLURM_ARRAY_TASK_ID='3x' is not a count; give the shard as "
+          "--shard i/N",
+          "SLURM_ARRAY_TASK_ID=3x SLURM_ARRAY_TASK_COUNT=4");
+  refused("sweep x.yaml", "SLURM_ARRAY_TASK_STEP='two' is not a count",
+          "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=4 SLURM_ARRAY_TASK_STEP=two");
 }
 
 // --device is checked before any model or data is read: a string that is no device, or CUDA

@@ -65,11 +65,11 @@ class HostileInputTest : public ::testing::Test {
     writer.writeEndOfFile();
     return zip;
   }
-  /// dev.json: SQuAD v2.0 with one paragraph, "Alpha beta.", asked `qas`.
-  void write_squad(const json& qas) {
-    const json squad = {
-        {"version", "v2.0"},
+  /// dev.json: SQuAD `version` (none where empty) with one paragraph, "Alpha beta.", asked `qas`.
+  void write_squad(const json& qas, const std::string& version = "v2.0") {
+    json squad = {
         {"data", {{{"title", "T"}, {"paragraphs", {{{"context", "Alpha beta."}, {"qas", qas}}}}}}}};
+    if (!version.empty()) squad["version"] = version;
     testing::write_bytes(dir_.path() / "dev.json", squad.dump());
   }
   testing::TempDir dir_;
@@ -197,15 +197,10 @@ TEST_F(HostileInputTest, SquadTypeErrorsNameTheFileAndJsonPath) {
 // A SQuAD file without "version" is v1.1, as the official script of v1.1 reads it: exact_match
 // and f1 only, no v2.0 split by answerability.
 TEST_F(HostileInputTest, SquadWithoutAVersionIsScoredAsV11) {
-  const json squad = {{"data",
-                       {{{"title", "T"},
-                         {"paragraphs",
-                          {{{"context", "Alpha beta."},
-                            {"qas",
-                             {{{"id", "q1"},
-                               {"question", "Which?"},
-                               {"answers", {{{"text", "beta"}, {"answer_start", 6}}}}}}}}}}}}}};
-  testing::write_bytes(dir_.path() / "dev.json", squad.dump());
+  write_squad({{{"id", "q1"},
+                {"question", "Which?"},
+                {"answers", {{{"text", "beta"}, {"answer_start", 6}}}}}},
+              "");
   testing::write_bytes(dir_.path() / "pred.json", R"({"q1": "beta"})");
   const auto run =
       bertft("score --task question_answering --data " + (dir_.path() / "dev.json").string() +
