@@ -244,6 +244,7 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
   // A number is the whole value: "2x" is not 2, nor is "inf" a count of jobs.
   refused("train x.yaml --nproc 2x", "--nproc: must be a number > 0, got '2x'");
   refused("sweep x.yaml --jobs inf", "--jobs: must be a number >= 0, got 'inf'");
+  EXPECT_EQ(bertft("--threads 0 recipe-keys").code, 0);  // 0 = every core
   // --shard, and the Slurm variables it defaults to, are read before the recipe (x.yaml is
   // absent): digits only, each part whole.
   for (const std::string shard : {"1x/2", "0/2/2", "1/", "/2", "1 /2", "0.5/2"})
