@@ -411,7 +411,7 @@ TEST_F(RealDataTest, LongInputsAreWindowedAndAveragedOrTruncatedWithACount) {
   EXPECT_EQ(truncating->featurize(dev, cased_tokenizer(), true)->features.size(), 872u);
 }
 
-// Labels seen in the data (no list in the recipe): integers in numeric order (STS-B-like "10"
+// Labels seen in the data (no list in the recipe): integers in numeric order (ratings: "10"
 // after "2", a sign allowed), any other set in string order, a bare sign not an integer.
 TEST(LabelMapTest, ObservedIntegersSortNumericallyOtherLabelsAsStrings) {
   using Names = std::vector<std::string>;
