@@ -227,8 +227,8 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
   const auto index = this->index();
   const auto file = read_embeddings(index);
   EXPECT_LT(testing::max_abs_diff(file.vectors, f.expected.at("mean_normalized")), 1e-5);
-  // A blank line of the queries file is no query.
-  testing::write_bytes(dir_.path() / "queries.txt", f.texts[1] + "\n\n" + f.texts[4] + "\n");
+  // A blank line of the queries file, or one of spaces, is no query.
+  testing::write_bytes(dir_.path() / "queries.txt", f.texts[1] + "\n\n \t\n" + f.texts[4] + "\n");
   const auto similar =
       testing::run_bertft("similar --index " + index.string() + " --queries " +
                               (dir_.path() / "queries.txt").string() + " --top-k 3",

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <string_view>
 
 #include "bert/common/device.h"
 #include "bert/common/error.h"
@@ -88,12 +89,15 @@ int run_similar(const SimilarCommand& o) {
     texts.push_back(o.query);
   }
   if (!o.queries.empty()) {
+    // A blank line (spaces alone too, as embed reads its texts) is no query.
+    const auto add = [&](std::string_view line) {
+      if (line.find_first_not_of(" \t\r") != std::string_view::npos) texts.emplace_back(line);
+    };
     if (o.queries == "-") {
-      for (auto& line : data::read_stdin_lines(std::cin)) texts.push_back(std::move(line));
+      for (const auto& line : data::read_stdin_lines(std::cin)) add(line);
     } else {
       const auto file = data::read_text_file(o.queries);  // UTF-8 checked, naming line and column
-      for (const auto& line : data::split_lines(file.text))
-        if (!line.text.empty()) texts.emplace_back(line.text);
+      for (const auto& line : data::split_lines(file.text)) add(line.text);
     }
   }
   if (texts.empty()) throw ConfigError("similar: give --query TEXT or --queries FILE (- = stdin)");
