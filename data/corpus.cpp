@@ -7,14 +7,6 @@
 #include "data/text_file.h"
 
 namespace bert::data {
-namespace {
-
-bool blank(std::string_view s) {
-  return s.find_first_not_of(" \t\r") == std::string_view::npos;
-}
-
-}  // namespace
-
 std::vector<RawDocument> read_corpus(const std::filesystem::path& path) {
   const auto file = read_text_file(path);
   const bool jsonl = ends_with(path.string(), ".jsonl");
@@ -27,17 +19,17 @@ std::vector<RawDocument> read_corpus(const std::filesystem::path& path) {
   for (const auto& line : split_lines(file.text)) {
     const auto where = fmt::format("{}:{}", file.name, line.number);
     if (jsonl) {
-      if (blank(line.text)) continue;
+      if (is_blank(line.text)) continue;
       const auto j = parse_json(line.text, where);
       if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
         throw DataError(where + ": a corpus JSON line needs a string \"text\"");
       current.where = where;
       for (const auto& sentence : split_lines(j["text"].get<std::string>()))
-        if (!blank(sentence.text)) current.sentences.emplace_back(sentence.text);
+        if (!is_blank(sentence.text)) current.sentences.emplace_back(sentence.text);
       flush();
       continue;
     }
-    if (blank(line.text)) {
+    if (is_blank(line.text)) {
       flush();
       continue;
     }

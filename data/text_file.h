@@ -45,6 +45,11 @@ struct Line {
 /// Splits into lines; a final line without newline counts, an empty last one does not.
 std::vector<Line> split_lines(std::string_view text);
 
+/// Whether `line` holds nothing but spaces, tabs and carriage returns (a blank line: no text).
+inline bool is_blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
 /// Whitespace-separated fields (spaces and tabs) of one line, as CoNLL files use them.
 std::vector<std::string_view> split_fields(std::string_view line);
 

@@ -143,7 +143,7 @@ TextRows read_texts(const data::DataSpec& spec, const std::string& field) {
   if (lines) {
     const auto file = data::read_text_file(spec.path);  // UTF-8 checked, naming line and column
     for (const auto& line : data::split_lines(file.text)) {
-      if (line.text.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      if (data::is_blank(line.text)) continue;
       rows.ids.push_back(std::to_string(line.number));
       rows.texts.emplace_back(line.text);
       if (spec.limit > 0 && static_cast<int64_t>(rows.texts.size()) >= spec.limit) break;

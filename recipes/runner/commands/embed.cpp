@@ -91,7 +91,7 @@ int run_similar(const SimilarCommand& o) {
   if (!o.queries.empty()) {
     // A blank line (spaces alone too, as embed reads its texts) is no query.
     const auto add = [&](std::string_view line) {
-      if (line.find_first_not_of(" \t\r") != std::string_view::npos) texts.emplace_back(line);
+      if (!data::is_blank(line)) texts.emplace_back(line);
     };
     if (o.queries == "-") {
       for (const auto& line : data::read_stdin_lines(std::cin)) add(line);
