@@ -92,6 +92,21 @@ TEST(DropoutKernel, LanesGiveTheElementByElementResult) {
   }
 }
 
+// Elements 2^32 apart get independent decisions: the index's high word enters the hash (a
+// hidden state of 32x512x1024 floats, or a batch's attention probabilities, passes 2^32 elements).
+TEST(DropoutKernel, TheIndexsHighWordChangesTheMask) {
+  const kernels::DropoutMask mask = mask_of(0x2468ACE0u, 0x13579BDFu, 0.5);
+  const int64_t n = 4096;
+  const std::vector<float> x(n, 1.0f);
+  std::vector<float> low(n), high(n);
+  kernels::dropout_f32(x.data(), low.data(), n, 0, mask);
+  kernels::dropout_f32(x.data(), high.data(), n, int64_t{1} << 32, mask);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) differ += (low[i] == 0) != (high[i] == 0);
+  // Independent masks of p = 0.5 differ in half the elements (within 5 standard deviations).
+  EXPECT_NEAR(static_cast<double>(differ), n / 2.0, 5 * std::sqrt(n / 4.0));
+}
+
 /// Whether two bf16 tensors hold the same bits, any NaN matching any NaN (LibTorch's vector
 /// conversion keeps a NaN's sign, its scalar one and the kernels give 0x7FC0).
 bool same_bf16(const torch::Tensor& a, const torch::Tensor& b) {

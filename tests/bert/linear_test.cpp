@@ -48,6 +48,21 @@ TEST(Int8Linear, CloseToFp32WithTheSameParameters) {
   EXPECT_TRUE(torch::equal(linear->weight, weight));
 }
 
+// One scale per output row: a row a thousand times smaller than the others keeps its own
+// precision (under one scale for the whole weight it would round to zeros).
+TEST(Int8Linear, EachOutputRowHasItsOwnScale) {
+  REQUIRE_INT8_ENGINE();
+  torch::manual_seed(0);
+  Linear linear(64, 32);
+  torch::NoGradGuard no_grad;
+  linear->weight.narrow(0, 0, 8).mul_(1e-3);
+  const auto x = torch::randn({4, 64});
+  const auto fp32 = linear(x).narrow(1, 0, 8) - linear->bias.narrow(0, 0, 8);
+  linear->quantize_int8();
+  const auto int8 = linear(x).narrow(1, 0, 8) - linear->bias.narrow(0, 0, 8);
+  EXPECT_LT(relative_error(int8, fp32), 0.05);
+}
+
 TEST(Int8Linear, QuantizesTheEncoderProjectionsOnly) {
   REQUIRE_INT8_ENGINE();
   torch::manual_seed(0);
@@ -525,6 +540,32 @@ TEST(OneDnnLinear, ResidualAddedInTheOutputPassIsTheSeparateSumBitForBit) {
   EXPECT_EQ(onednn_gemms_during(
                 [&] { EXPECT_TRUE(torch::equal(output(input, residual), with_grad.detach())); }),
             1);
+}
+
+// The layers' fused residual add is taken only for what the output pass can add: a float32
+// residual of the projection's full width, without a gradient to give back; else the layer adds
+// it itself (a residual of width 1 broadcasts there, a bf16 one promotes, one with a gradient
+// gets it).
+TEST(OneDnnLinear, FusedResidualAddIsDeclinedForWhatItCannotAdd) {
+  REQUIRE_ONEDNN();
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
+  torch::manual_seed(7);
+  Linear dense(48, 40);
+  for (auto& p : dense->parameters()) p.requires_grad_(false);
+  const auto input = torch::randn({2, 5, 48}), residual = torch::randn({2, 5, 40});
+  {
+    torch::NoGradGuard no_grad;
+    const auto fused = linear_add_if_inference(*dense, input, residual);
+    ASSERT_TRUE(fused.defined());
+    EXPECT_LT(testing::max_abs_diff(fused, dense(input) + residual), 1e-5);
+    EXPECT_FALSE(linear_add_if_inference(*dense, input, residual.narrow(2, 0, 1)).defined());
+    EXPECT_FALSE(linear_add_if_inference(*dense, input, residual.to(torch::kBFloat16)).defined());
+    // Without grad mode a residual's requires_grad asks for nothing.
+    EXPECT_TRUE(
+        linear_add_if_inference(*dense, input, residual.clone().requires_grad_(true)).defined());
+  }
+  const auto wants_grad = residual.clone().requires_grad_(true);
+  EXPECT_FALSE(linear_add_if_inference(*dense, input, wants_grad).defined());
 }
 
 TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {

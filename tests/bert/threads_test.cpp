@@ -11,7 +11,9 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,6 +23,30 @@
 
 namespace bert {
 namespace {
+
+/// Sets (or, with null, unsets) an environment variable for the scope; restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 // The heap keeps what a step frees, however much: bert-base 32x128 fp32 frees ~4 GiB at the end
 // of backward, and a finite trim threshold (it was 1 GiB) handed that back to the kernel, so the
@@ -39,6 +65,18 @@ TEST(KeepFreedMemory, AFreedHeapTopOfMoreThanAGibibyteStaysInTheProcess) {
 // With the heap kept, a tensor's freed block must take the next tensor of its size: LibTorch's
 // posix_memalign(64) needs 64 bytes more than the block it freed (glibc before 2.38), so every
 // layer's activations went to new memory and bert-base inference at 32x128 peaked ~150 MiB higher.
+// Only BERTFT_MALLOC=system gives the heap back; another value (a typo included) keeps it.
+TEST(KeepFreedMemory, OnlySystemLeavesGlibcsDefaults) {
+  if (const char* choice = std::getenv("BERTFT_MALLOC"); choice && std::string(choice) == "system")
+    GTEST_SKIP() << "BERTFT_MALLOC=system: this process keeps glibc's defaults";
+  {
+    const ScopedEnv malloc_choice("BERTFT_MALLOC", "system");
+    EXPECT_FALSE(keep_freed_memory());
+  }
+  const ScopedEnv malloc_choice("BERTFT_MALLOC", "kept");
+  EXPECT_TRUE(keep_freed_memory());
+}
+
 TEST(KeepFreedMemory, AFreedTensorBlockTakesTheNextTensorOfItsSize) {
   if (!keep_freed_memory()) GTEST_SKIP() << "BERTFT_MALLOC=system, or glibc refused the settings";
   const auto options = torch::TensorOptions().dtype(torch::kFloat);
@@ -107,6 +145,33 @@ TEST(OpenMpWaitPolicy, OneDnnIsaCapIsReadAsOneDnnReadsIt) {
   for (const char* allows : {"AVX2", "avx2", "AVX2_VNNI", "AVX512_CORE", "ALL", "", "bogus"})
     EXPECT_TRUE(onednn_isa_cap_allows_avx2(allows)) << allows;
   EXPECT_TRUE(onednn_isa_cap_allows_avx2(nullptr));
+}
+
+// oneDNN takes DNNL_MAX_CPU_ISA where ONEDNN_MAX_CPU_ISA is unset or set to nothing.
+TEST(OpenMpWaitPolicy, AnEmptyOneDnnCapGivesWayToTheDnnlOne) {
+  const ScopedEnv dnnl("DNNL_MAX_CPU_ISA", "AVX2");
+  {
+    const ScopedEnv onednn("ONEDNN_MAX_CPU_ISA", "");
+    ASSERT_NE(onednn_isa_cap(), nullptr);
+    EXPECT_STREQ(onednn_isa_cap(), "AVX2");
+  }
+  {
+    const ScopedEnv onednn("ONEDNN_MAX_CPU_ISA", nullptr);
+    ASSERT_NE(onednn_isa_cap(), nullptr);
+    EXPECT_STREQ(onednn_isa_cap(), "AVX2");
+  }
+  const ScopedEnv onednn("ONEDNN_MAX_CPU_ISA", "AVX512_CORE");
+  EXPECT_STREQ(onednn_isa_cap(), "AVX512_CORE");
+}
+
+// --threads 0 (and any count below 1) means every core the machine has, never zero threads.
+TEST(ConfigureThreads, ZeroOrLessTakesEveryCore) {
+  const int before = torch::get_num_threads();
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(configure_threads(0), cores);
+  EXPECT_EQ(configure_threads(-1), cores);
+  EXPECT_EQ(configure_threads(1), 1);
+  configure_threads(before);
 }
 
 // The spin rule, decided before oneDNN starts, and fp32_gemm(), which asks oneDNN, agree in this

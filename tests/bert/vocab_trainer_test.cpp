@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -62,6 +63,42 @@ TEST(WordPieceTrainer, MergesTheMostFrequentPairsFirst) {
   EXPECT_EQ(train_wordpiece(texts, options).size(), 5u + 13u);  // specials + alphabet only
 }
 
+// An uncased vocabulary is trained on text normalised as its tokenizer will normalise it: lower
+// case, accents stripped.
+TEST(WordPieceTrainer, UncasedTrainingLowersAndStripsAccents) {
+  WordPieceTrainerOptions options;
+  options.vocab_size = 40;
+  options.min_frequency = 1;
+  options.lowercase = true;
+  const auto vocab = train_wordpiece({"Caf\xC3\xA9 CAF\xC3\x89 caf\xC3\xA9 Na\xC3\xAFve"}, options);
+  const std::set<std::string> entries(vocab.begin() + 5, vocab.end());
+  for (const auto& entry : entries)
+    for (const char c : entry) {
+      EXPECT_FALSE(c >= 'A' && c <= 'Z') << entry;
+      EXPECT_EQ(static_cast<unsigned char>(c) & 0x80, 0) << entry;  // no accented letter
+    }
+  EXPECT_EQ(entries.count("cafe"), 1u);
+  EXPECT_EQ(entries.count("##i"), 1u);
+  options.lowercase = false;
+  const auto cased = train_wordpiece({"Caf\xC3\xA9 CAF\xC3\x89"}, options);
+  EXPECT_NE(std::find(cased.begin(), cased.end(), "##\xC3\x89"), cased.end());
+  EXPECT_NE(std::find(cased.begin(), cased.end(), "C"), cased.end());
+}
+
+// A special token that the alphabet or a merge would also give is in the vocabulary once, as
+// HF's trainer keeps it (an entry is added only where the vocabulary lacks it).
+TEST(WordPieceTrainer, ASpecialTokenTheCorpusAlsoGivesIsListedOnce) {
+  WordPieceTrainerOptions options;
+  options.vocab_size = 30;
+  options.special_tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "!", "low"};
+  const auto vocab = train_wordpiece({"low low low lower lower!", "low!"}, options);
+  EXPECT_EQ(std::set<std::string>(vocab.begin(), vocab.end()).size(), vocab.size());
+  EXPECT_EQ(std::count(vocab.begin(), vocab.end(), "!"), 1);
+  EXPECT_EQ(std::count(vocab.begin(), vocab.end(), "low"), 1);
+  EXPECT_EQ(vocab[5], "!");
+  EXPECT_EQ(vocab[6], "low");
+}
+
 TEST(WordPieceTrainer, TrainedVocabularyCoversItsCorpus) {
   const auto squad = testing::shared_dir() / "data" / "squad" / "dev-v1.1.json";
   BERTFT_REQUIRE_PATH(squad);
@@ -113,8 +150,11 @@ TEST(SentencePieceTrainer, UnigramAndBpeModelsWithBertSpecialTokens) {
     for (const auto id : e.ids) EXPECT_NE(id, 1) << type;  // no [UNK]
   }
   const std::vector<fs::path> inputs = {dir.path() / "corpus.txt"};
-  EXPECT_THROW(train_sentencepiece(inputs, (dir.path() / "x").string(), 60, "word2vec"),
-               TokenizerError);
+  // libsentencepiece's other types (char, word) are not what a BERT vocabulary is made with.
+  for (const auto* type : {"word2vec", "char", "word"})
+    EXPECT_THROW(train_sentencepiece(inputs, (dir.path() / "x").string(), 60, type), TokenizerError)
+        << type;
+  EXPECT_FALSE(fs::exists(dir.path() / "x.model"));
 }
 
 }  // namespace

@@ -158,6 +158,15 @@ TEST_F(CliTest, QuickstartNeverWritesAmongOtherFilesOrAnotherSeedsRun) {
             std::string::npos)
       << seed.output;
   EXPECT_EQ(read_file(other / "recipe.yaml"), "kept\n");
+  const auto file = dir_.path() / "notes.txt";
+  testing::write_bytes(file, "my notes\n");
+  const auto onto_file = bertft("quickstart --out " + file.string());
+  EXPECT_EQ(onto_file.code, 2) << onto_file.output;
+  EXPECT_NE(onto_file.output.find("--out " + file.string() +
+                                  ": is a file; quickstart writes a directory there"),
+            std::string::npos)
+      << onto_file.output;
+  EXPECT_EQ(read_file(file), "my notes\n");
 }
 
 // `tokenize` reads plain lines and JSON lines by the readers' field names (an id and a label
