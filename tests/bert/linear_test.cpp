@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -837,6 +838,35 @@ TEST(Bf16Shadows, TrainingForwardsKeepTheCastWhileItMatchesTheWeight) {
     EXPECT_EQ(bf16_shadow::count(), before + 1);
   }
   EXPECT_EQ(bf16_shadow::count(), before);
+}
+
+// The fused AdamW writes a weight and its bf16 copy through raw pointers, past autograd's version
+// counters; written() counts the copy's change, so a graph recorded before the step refuses its
+// backward (as for any in-place change of a tensor it saved) rather than use the new copy.
+TEST(Bf16Shadows, AGraphRecordedBeforeAWriteRefusesItsBackward) {
+  REQUIRE_ONEDNN_BF16();
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);
+  const ScopedBf16Shadows shadows(true);
+  torch::manual_seed(8);
+  Linear linear(48, 40);
+  const auto input = torch::randn({5, 7, 48}).requires_grad_(true);
+  torch::Tensor y;
+  {
+    const Bf16Autocast autocast;
+    y = linear->forward(input);
+  }
+  {
+    const torch::NoGradGuard no_grad;
+    float* w = linear->weight.data_ptr<float>();
+    for (int64_t i = 0; i < linear->weight.numel(); ++i) w[i] += 0.25f;
+    const auto fresh = linear->weight.detach().to(torch::kBFloat16);
+    auto copy = bf16_shadow::writable(linear->weight);
+    ASSERT_TRUE(copy.defined());
+    std::memcpy(copy.data_ptr(), fresh.data_ptr(), copy.nbytes());
+    bf16_shadow::written(linear->weight);
+  }
+  EXPECT_TRUE(bf16_shadow::find_current(linear->weight).defined());  // the copy is current
+  EXPECT_THROW(y.sum().backward(), c10::Error);
 }
 
 TEST(OneDnnLinear, TheEngineIsAFixedRuleOfTheCpu) {
