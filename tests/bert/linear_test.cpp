@@ -407,6 +407,25 @@ TEST(OneDnnAttention, TrainingMatchesTheBatchedOpsWithTheirDropoutAndGradients) 
             0.0);
 }
 
+// The mask is [batch, 1, 1, kv_seq] and takes no gradient: a mask of as many elements in
+// another shape, or one that asks for a gradient, is refused (in inference and in training).
+TEST(OneDnnAttention, AMaskOfAnotherShapeOrWantingAGradientIsRefused) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(10);
+  const auto q = torch::randn({2, 2, 5, 4}), k = torch::randn({2, 2, 5, 4}),
+             v = torch::randn({2, 2, 5, 4});
+  const auto mask = torch::zeros({2, 1, 1, 5});
+  const auto transposed = torch::zeros({2, 1, 5, 1});
+  const auto wanting = mask.clone().requires_grad_(true);
+  EXPECT_NO_THROW(onednn_attention_training(q, k, v, mask, 0.5, 0.0));
+  EXPECT_THROW(onednn_attention_training(q, k, v, transposed, 0.5, 0.0), c10::Error);
+  EXPECT_THROW(onednn_attention_training(q, k, v, wanting, 0.5, 0.0), c10::Error);
+  EXPECT_THROW(onednn_attention(q, k, v, transposed, 0.5), c10::Error);
+  torch::NoGradGuard no_grad;  // without grad mode the mask's flag asks for nothing
+  EXPECT_NO_THROW(onednn_attention(q, k, v, mask, 0.5));
+  EXPECT_NO_THROW(onednn_attention(q, k, v, wanting, 0.5));
+}
+
 TEST(OneDnnAttention, Bf16ByHeadIsTheFloat32AttentionOfItsBf16Operands) {
   // bf16 q, k, v (autocast's projections) go head by head too, the scores, softmax, dropout and
   // the softmax's gradient in float32: output and gradients within bf16 rounding of the float32
@@ -567,6 +586,30 @@ TEST(OneDnnLinear, FusedResidualAddIsDeclinedForWhatItCannotAdd) {
   }
   const auto wants_grad = residual.clone().requires_grad_(true);
   EXPECT_FALSE(linear_add_if_inference(*dense, input, wants_grad).defined());
+}
+
+// What oneDNN cannot read in place is copied first: rows that overlap (a stride below the row's
+// length) and a broadcast batch dimension (stride 0). A sum over nothing still adds the bias
+// and applies the GELU; a bias of another width is refused.
+TEST(OneDnnLinear, OperandsItCannotReadInPlaceAndEmptySums) {
+  REQUIRE_ONEDNN();
+  torch::manual_seed(9);
+  torch::NoGradGuard no_grad;
+  const auto weight = torch::randn({6, 8}), bias = torch::randn({6});
+  const auto overlapping = torch::randn({40}).as_strided({4, 8}, {2, 1});
+  EXPECT_LT(testing::max_abs_diff(onednn_linear(overlapping, weight, bias),
+                                  torch::linear(overlapping, weight, bias)),
+            1e-5);
+  const auto broadcast = torch::randn({1, 5, 8}).expand({3, 5, 8}), b = torch::randn({3, 8, 4});
+  EXPECT_LT(testing::max_abs_diff(onednn_matmul(broadcast, b), torch::matmul(broadcast, b)), 1e-5);
+  const auto nothing = torch::empty({3, 0}), no_weight = torch::empty({6, 0});
+  EXPECT_LT(testing::max_abs_diff(onednn_linear_gelu(nothing, no_weight, bias),
+                                  torch::gelu(bias).expand({3, 6})),
+            1e-6);
+  EXPECT_LT(testing::max_abs_diff(onednn_linear(nothing, no_weight, bias), bias.expand({3, 6})),
+            1e-6);
+  EXPECT_THROW(onednn_linear(torch::randn({2, 8}), weight, torch::randn({5})), c10::Error);
+  EXPECT_THROW(onednn_linear(torch::randn({2, 8}), weight, torch::randn({7})), c10::Error);
 }
 
 TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {
