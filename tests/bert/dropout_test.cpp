@@ -92,8 +92,8 @@ TEST(DropoutKernel, LanesGiveTheElementByElementResult) {
   }
 }
 
-// Elements 2^32 apart get independent decisions: the index's high word enters the hash (a
-// hidden state of 32x512x1024 floats, or a batch's attention probabilities, passes 2^32 elements).
+// Elements 2^32 apart get independent decisions: the index's high word enters the hash (one
+// dropout call over a tensor of more than 2^32 elements would otherwise repeat its mask).
 TEST(DropoutKernel, TheIndexsHighWordChangesTheMask) {
   const kernels::DropoutMask mask = mask_of(0x2468ACE0u, 0x13579BDFu, 0.5);
   const int64_t n = 4096;

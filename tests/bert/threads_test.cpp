@@ -62,9 +62,6 @@ TEST(KeepFreedMemory, AFreedHeapTopOfMoreThanAGibibyteStaysInTheProcess) {
   EXPECT_GE(grown, kBlock * kBlocks);
 }
 
-// With the heap kept, a tensor's freed block must take the next tensor of its size: LibTorch's
-// posix_memalign(64) needs 64 bytes more than the block it freed (glibc before 2.38), so every
-// layer's activations went to new memory and bert-base inference at 32x128 peaked ~150 MiB higher.
 // Only BERTFT_MALLOC=system gives the heap back; another value (a typo included) keeps it.
 TEST(KeepFreedMemory, OnlySystemLeavesGlibcsDefaults) {
   if (const char* choice = std::getenv("BERTFT_MALLOC"); choice && std::string(choice) == "system")
@@ -77,6 +74,9 @@ TEST(KeepFreedMemory, OnlySystemLeavesGlibcsDefaults) {
   EXPECT_TRUE(keep_freed_memory());
 }
 
+// With the heap kept, a tensor's freed block must take the next tensor of its size: LibTorch's
+// posix_memalign(64) needs 64 bytes more than the block it freed (glibc before 2.38), so every
+// layer's activations went to new memory and bert-base inference at 32x128 peaked ~150 MiB higher.
 TEST(KeepFreedMemory, AFreedTensorBlockTakesTheNextTensorOfItsSize) {
   if (!keep_freed_memory()) GTEST_SKIP() << "BERTFT_MALLOC=system, or glibc refused the settings";
   const auto options = torch::TensorOptions().dtype(torch::kFloat);

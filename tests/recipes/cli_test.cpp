@@ -135,7 +135,8 @@ TEST_F(CliTest, PretrainDataTakesExactlyOneTokenizer) {
 }
 
 // quickstart goes on only in its own output of the same options (its finished trials are kept):
-// never among the user's files, nor over another seed's run, whose trials would pass as done.
+// never among the user's files, nor over another seed's run, whose trials would pass as done,
+// nor onto a file.
 TEST_F(CliTest, QuickstartNeverWritesAmongOtherFilesOrAnotherSeedsRun) {
   namespace fs = std::filesystem;
   const auto out = dir_.path() / "project";
