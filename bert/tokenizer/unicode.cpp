@@ -252,9 +252,4 @@ void append_nfd(char32_t c, std::vector<char32_t>& out) {
   for (utf8proc_ssize_t k = 0; k < n; ++k) out.push_back(static_cast<char32_t>(buffer[k]));
 }
 
-int combining_class(char32_t c) {
-  if (c < 0x300) return 0;
-  return utf8proc_get_property(static_cast<utf8proc_int32_t>(c))->combining_class;
-}
-
 }  // namespace bert::tok::unicode

@@ -50,7 +50,5 @@ bool is_word_char(char32_t c);
 void append_lowercase(char32_t c, std::vector<char32_t>& out);
 /// Canonical decomposition (NFD) of one code point, without reordering.
 void append_nfd(char32_t c, std::vector<char32_t>& out);
-/// Canonical combining class (for canonical reordering after NFD).
-int combining_class(char32_t c);
 
 }  // namespace bert::tok::unicode

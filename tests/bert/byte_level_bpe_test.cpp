@@ -5,11 +5,13 @@
 #include "bert/tokenizer/byte_level_bpe.h"
 
 #include <gtest/gtest.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
@@ -64,6 +66,46 @@ TEST(ByteLevelBpeTest, DecodesBytesBackToText) {
   EXPECT_EQ(t->decode(e.ids, /*skip_special_tokens=*/true), "helo lox \xe2\x98\x83");
   // Part of a character: U+FFFD for the bytes that do not make one, as HF (from_utf8_lossy).
   EXPECT_EQ(t->decode({t->token_to_id(byte_symbol(0xe2)), t->token_to_id("h")}), "\xef\xbf\xbdh");
+}
+
+// Unicode's White_Space property, derived here from the general categories (every space,
+// line and paragraph separator) plus the controls it names (\t to \r and U+0085, NEL): the
+// byte-level BPE's \s, the added tokens' lstrip/rstrip and SentencePiece's splits take it.
+TEST(Utf8Test, WhitespaceIsUnicodesWhiteSpaceProperty) {
+  for (char32_t c = 0; c < 0x30000; ++c) {
+    const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+    const bool white_space = category == UTF8PROC_CATEGORY_ZS || category == UTF8PROC_CATEGORY_ZL ||
+                             category == UTF8PROC_CATEGORY_ZP || (c >= 0x09 && c <= 0x0D) ||
+                             c == 0x85;
+    EXPECT_EQ(unicode::is_whitespace(c), white_space) << std::hex << static_cast<uint32_t>(c);
+  }
+}
+
+// Full lower-case mappings, as Rust's char::to_lowercase and Python's str.lower give them (HF's
+// normalizer without accent stripping, SQuAD's answer normalisation): U+0130 is two code points.
+TEST(Utf8Test, LowerCaseIsTheFullMapping) {
+  const auto lower = [](char32_t c) {
+    std::vector<char32_t> out;
+    unicode::append_lowercase(c, out);
+    return out;
+  };
+  EXPECT_EQ(lower(0x130), (std::vector<char32_t>{U'i', 0x307}));
+  EXPECT_EQ(lower(U'A'), std::vector<char32_t>{U'a'});
+  EXPECT_EQ(lower(0xC9), std::vector<char32_t>{0xE9});      // É
+  EXPECT_EQ(lower(0x3A3), std::vector<char32_t>{0x3C3});    // Σ, without context: σ
+  EXPECT_EQ(lower(0x1E9E), std::vector<char32_t>{0xDF});    // ẞ
+  EXPECT_EQ(lower(0x4E2D), std::vector<char32_t>{0x4E2D});  // no case
+}
+
+// Rust regex's \w, which HF's single_word added tokens test around a match, includes the
+// joiners (Join_Control): ZWNJ and ZWJ, as inside emoji sequences and Indic words.
+TEST(Utf8Test, WordCharactersIncludeTheJoiners) {
+  EXPECT_TRUE(unicode::is_word_char(0x200C));
+  EXPECT_TRUE(unicode::is_word_char(0x200D));
+  EXPECT_TRUE(unicode::is_word_char(U'_'));
+  EXPECT_TRUE(unicode::is_word_char(0x24B6));   // Ⓐ, Alphabetic
+  EXPECT_FALSE(unicode::is_word_char(0x200B));  // zero-width space: not a joiner
+  EXPECT_FALSE(unicode::is_word_char(U'-'));
 }
 
 TEST(Utf8Test, InvalidSequencesBecomeOneReplacementEachMaximalSubpart) {
