@@ -102,6 +102,29 @@ std::string first_slurm_host(const std::string& nodelist) {
   return out;
 }
 
+std::optional<int> slurm_tasks_on_node(std::string_view list, int node) {
+  int first = 0;  // the first node the current entry covers
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view entry = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (comma != std::string_view::npos && list.empty()) return std::nullopt;  // "2,"
+    const size_t open = entry.find('(');
+    const auto count = parse_count(entry.substr(0, open));
+    std::optional<int> repeat = 1;
+    if (open != std::string_view::npos) {
+      const std::string_view times = entry.substr(open);  // "(xN)"
+      repeat = times.size() > 3 && times.substr(0, 2) == "(x" && times.back() == ')'
+                   ? parse_count(times.substr(2, times.size() - 3))
+                   : std::nullopt;
+    }
+    if (!count || !repeat || *repeat < 1) return std::nullopt;
+    if (node < first + *repeat) return *count;
+    first += *repeat;
+  }
+  return std::nullopt;
+}
+
 DistributedEnv DistributedEnv::from_environment(
     const std::function<const char*(const char*)>& getenv_fn) {
   const auto get = [&](const char* name) -> const char* {
@@ -129,10 +152,21 @@ DistributedEnv DistributedEnv::from_environment(
     env.rank = number("SLURM_PROCID", 0);
     env.world_size = number("SLURM_STEP_NUM_TASKS", 1);
     env.local_rank = number("SLURM_LOCALID", 0);
-    // "2" or "2(x3)": the leading count is this node's share.
-    const char* per_node = get("SLURM_STEP_TASKS_PER_NODE");
-    if (per_node == nullptr) per_node = get("SLURM_NTASKS_PER_NODE");
-    env.local_world_size = per_node ? std::max(1, std::atoi(per_node)) : 1;
+    // This node's entry (SLURM_NODEID, the node's place in the step) of "2", "2(x3)" or
+    // "2(x3),1" (three nodes of two tasks, then one of one).
+    const char* list_name = "SLURM_STEP_TASKS_PER_NODE";
+    const char* per_node = get(list_name);
+    if (per_node == nullptr) per_node = get(list_name = "SLURM_NTASKS_PER_NODE");
+    if (per_node != nullptr && *per_node != '\0') {
+      const int node = number("SLURM_NODEID", 0);
+      const auto tasks = slurm_tasks_on_node(per_node, node);
+      if (tasks && *tasks >= 1)
+        env.local_world_size = *tasks;
+      else
+        problems.push_back(
+            fmt::format("environment variable {}='{}' has no task count for node {} (SLURM_NODEID)",
+                        list_name, per_node, node));
+    }
     if (get("MASTER_ADDR") == nullptr) {
       for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})
         if (const char* nodes = get(name); nodes && *nodes) {

@@ -8,7 +8,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bert/common/error.h"
@@ -21,7 +23,8 @@ namespace bert::tasks {
 /// Where this process sits in a data-parallel job, read from the environment conventions of
 /// torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or, when
 /// those are unset, of an srun job step (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID,
-/// SLURM_STEP_TASKS_PER_NODE, and the first host of SLURM_STEP_NODELIST / SLURM_JOB_NODELIST
+/// SLURM_STEP_TASKS_PER_NODE's entry for SLURM_NODEID, and the first host of SLURM_STEP_NODELIST /
+/// SLURM_JOB_NODELIST
 /// when MASTER_ADDR is unset). A batch script outside srun is a single process.
 struct DistributedEnv {
   int rank = 0;
@@ -53,6 +56,11 @@ bool cpu_data_parallel_available();
 
 /// The first host of a Slurm node list: "node[03-05,09],gpu1" -> "node03", "a,b" -> "a".
 std::string first_slurm_host(const std::string& nodelist);
+
+/// Node `node`'s count in a Slurm tasks-per-node list ("2", "4(x2)", "2(x3),1": a count per node
+/// in the step's node order, "(xN)" repeating one N times); nullopt where the list is malformed
+/// or has no entry for `node`.
+std::optional<int> slurm_tasks_on_node(std::string_view list, int node);
 
 /// A data-parallel job could not go on: a rank died or failed, or the others timed out
 /// waiting. The message names the rank.

@@ -5,6 +5,7 @@
 // weights of a single-process run.
 #include "tasks/training/distributed.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -77,6 +78,41 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
                             {"SLURM_STEP_NODELIST", "n[03-04]"}});
   EXPECT_EQ(step.master_addr, "n03");
   EXPECT_EQ(step.local_world_size, 3);  // without SLURM_STEP_TASKS_PER_NODE, the job's
+  // A step whose nodes run different counts ("--ntasks 7" over three nodes): each node its own
+  // entry, by SLURM_NODEID.
+  for (const auto& [node, tasks] :
+       std::vector<std::pair<const char*, int>>{{"0", 3}, {"1", 3}, {"2", 1}})
+    EXPECT_EQ(env_of({{"SLURM_PROCID", "6"},
+                      {"SLURM_STEP_NUM_TASKS", "7"},
+                      {"SLURM_NODEID", node},
+                      {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"}})
+                  .local_world_size,
+              tasks)
+        << node;
+  // A list that is not Slurm's, or has no entry for this node, is refused (not read as 1).
+  for (const auto& [list, node] :
+       std::vector<std::pair<const char*, const char*>>{{"two", "0"},
+                                                        {"2(x0)", "0"},
+                                                        {"0", "0"},
+                                                        {"2(3)", "0"},
+                                                        {"2(x2", "0"},
+                                                        {"2,", "0"},
+                                                        {"2(x2),1", "3"}})
+    EXPECT_NE(testing::error_message([&] {
+                env_of({{"SLURM_PROCID", "0"},
+                        {"SLURM_STEP_NUM_TASKS", "2"},
+                        {"SLURM_NODEID", node},
+                        {"SLURM_STEP_TASKS_PER_NODE", list}});
+              })
+                  .find(fmt::format("SLURM_STEP_TASKS_PER_NODE='{}' has no task count for node {}",
+                                    list, node)),
+              std::string::npos)
+        << list << " " << node;
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
+  EXPECT_EQ(slurm_tasks_on_node("5", 0), 5);
+  EXPECT_EQ(slurm_tasks_on_node("5", 1), std::nullopt);
+  EXPECT_EQ(slurm_tasks_on_node("", 0), std::nullopt);
   // A batch script (no srun step) is one process, whatever the allocation's task count.
   EXPECT_FALSE(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).distributed());
   // torchrun's variables win inside a Slurm job; MASTER_ADDR wins over the node list.
