@@ -34,8 +34,6 @@ struct Encoding {
   int64_t num_truncated = 0;          ///< pieces dropped by truncation (both texts)
 
   size_t size() const { return ids.size(); }
-  /// The token index whose span contains character `char_index` of sequence `sequence`, or -1.
-  int64_t char_to_token(int64_t char_index, int sequence = 0) const;
 };
 
 /// {"ids", "tokens", "offsets", "token_type_ids", "attention_mask"} for `bertft tokenize`.
