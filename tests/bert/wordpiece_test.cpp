@@ -119,6 +119,17 @@ TEST_F(RealVocabTest, ChineseCharactersAreSplit) {
   EXPECT_EQ(e.offsets, (Offsets{{0, 0}, {0, 1}, {1, 2}, {2, 3}, {0, 0}}));
 }
 
+// tokenize_chinese_chars false (HF's BertTokenizerFast option): the ideographs stay one word
+// with what follows them, as any letters would.
+TEST_F(RealVocabTest, ChineseCharactersStayInTheirWordWhereTheOptionIsOff) {
+  WordPieceOptions o;
+  o.normalizer.handle_chinese_chars = false;
+  const auto whole = WordPieceTokenizer::from_file(vocab_path(false), o);
+  const auto e = whole->encode("中文x y");
+  EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "中", "##文", "##x", "y", "[SEP]"}));
+  EXPECT_EQ(e.word_ids, (std::vector<int64_t>{-1, 0, 0, 0, 1, -1}));
+}
+
 TEST_F(RealVocabTest, AccentsStrippedOnlyWhenLowercasing) {
   const auto u = uncased_->encode("Café");
   EXPECT_EQ(u.tokens, (Tokens{"[CLS]", "cafe", "[SEP]"}));

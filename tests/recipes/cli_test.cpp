@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 
@@ -193,6 +194,12 @@ TEST_F(CliTest, TokenizeReadsTheReadersFieldNamesAndTheModelsOwnCasing) {
                "{\"text\": \"cat\", \"text_b\": \"sat.\"}\n");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_EQ(ids, (Ids{{2, 5, 6, 3}, {2, 5, 6, 3}, {2, 6, 3, 7, 8, 3}}));
+  // The pair's other fields, each its own: tokens, character offsets, segments, the mask.
+  const auto pair = testing::json_lines(run.output).at(2);
+  EXPECT_EQ(pair.at("tokens"), nlohmann::json({"[CLS]", "cat", "[SEP]", "sat", ".", "[SEP]"}));
+  EXPECT_EQ(pair.at("offsets"), nlohmann::json::parse("[[0,0],[0,3],[0,0],[0,3],[3,4],[0,0]]"));
+  EXPECT_EQ(pair.at("token_type_ids"), nlohmann::json({0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(pair.at("attention_mask"), nlohmann::json({1, 1, 1, 1, 1, 1}));
 
   const auto twice = tokenize("--vocab " + vocab + " --lowercase",
                               "cat\n{\"text\": \"cat\", \"sentence\": \"sat\"}\n");
@@ -209,8 +216,11 @@ TEST_F(CliTest, TokenizeReadsTheReadersFieldNamesAndTheModelsOwnCasing) {
   EXPECT_EQ(pad.first.code, 2);
   EXPECT_NE(pad.first.output.find("tokenize: --pad needs --max-length"), std::string::npos)
       << pad.first.output;
-  EXPECT_EQ(tokenize("--vocab " + vocab + " --lowercase --pad --max-length 6", "cat\n").second,
-            (Ids{{2, 6, 3, 0, 0, 0}}));
+  const auto padded = tokenize("--vocab " + vocab + " --lowercase --pad --max-length 6", "cat\n");
+  EXPECT_EQ(padded.second, (Ids{{2, 6, 3, 0, 0, 0}}));
+  const auto padded_line = testing::json_lines(padded.first.output).at(0);
+  EXPECT_EQ(padded_line.at("attention_mask"), nlohmann::json({1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(padded_line.at("token_type_ids"), nlohmann::json({0, 0, 0, 0, 0, 0}));
 
   // new-model writes the vocabulary's casing (do_lower_case) beside it; tokenize --model uses it.
   ASSERT_EQ(bertft("new-model --vocab " + vocab + " --lowercase --out " + (d / "model").string() +
@@ -273,6 +283,13 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
           "SLURM_ARRAY_TASK_ID=3x SLURM_ARRAY_TASK_COUNT=4");
   refused("sweep x.yaml", "SLURM_ARRAY_TASK_STEP='two' is not a count",
           "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=4 SLURM_ARRAY_TASK_STEP=two");
+  // A task without a scorer (pre-training) is named with those that have one.
+  testing::write_bytes(dir_.path() / "gold.tsv", "");
+  testing::write_bytes(dir_.path() / "predicted.txt", "");
+  refused("score --task pretraining --data " + (dir_.path() / "gold.tsv").string() +
+              " --predictions " + (dir_.path() / "predicted.txt").string(),
+          "score --task pretraining: the task has no scorer; tasks with one: "
+          "sequence_classification, multiple_choice, question_answering, token_classification");
 }
 
 // --device is checked before any model or data is read: a string that is no device, or CUDA

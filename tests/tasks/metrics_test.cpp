@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "tasks/metrics/classification.h"
 #include "tasks/metrics/metric_info.h"
@@ -64,6 +65,20 @@ TEST(RegressionMetrics, PublishedScipyExamples) {
   // scipy.stats.spearmanr docs: ([1,2,3,4,5], [5,6,7,8,7]) -> 0.8207826816681233
   EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {5, 6, 7, 8, 7}), 0.8207826816681233, 1e-12);
   EXPECT_EQ(average_ranks({10, 20, 10, 30}), (std::vector<double>{1.5, 3, 1.5, 4}));
+}
+
+// Where scipy gives NaN (no pairs, or one side constant: a model that predicts one score) the
+// leaderboard gets 0, for either side and for Spearman too; and a perfect correlation is 1 (or
+// -1) exactly, though these sums round to 1 + 2^-52 before the clamp.
+TEST(RegressionMetrics, DegenerateInputsAndRoundingStayInRange) {
+  EXPECT_EQ(pearson({}, {}), 0.0);
+  EXPECT_EQ(spearman({}, {}), 0.0);
+  EXPECT_EQ(pearson({1, 2, 3}, {5, 5, 5}), 0.0);
+  EXPECT_EQ(pearson({5, 5, 5}, {1, 2, 3}), 0.0);
+  EXPECT_EQ(spearman({1, 2, 3}, {0.5, 0.5, 0.5}), 0.0);
+  EXPECT_EQ(pearson({2.8, 4.0, 0.3}, {0.38, 0.5, 0.13}), 1.0);
+  EXPECT_EQ(pearson({2.8, 4.0, 0.3}, {-0.38, -0.5, -0.13}), -1.0);
+  EXPECT_THROW(pearson({1, 2}, {1}), std::invalid_argument);
 }
 
 TEST(SquadMetric, OfficialNormalisation) {

@@ -152,6 +152,24 @@ TEST(LossScaler, UnscalesSkipsOnInfAndGrows) {
   EXPECT_EQ(scaler.clean_steps(), 0);
 }
 
+// An overflow restarts the run of clean steps (one clean step before it does not count towards
+// the next doubling), and a NaN gradient is as unfit as an inf one.
+TEST(LossScaler, AnOverflowRestartsTheCleanRunAndNaNIsNotFinite) {
+  LossScaler scaler(8.0, 2);
+  scaler.update(true);
+  EXPECT_EQ(scaler.clean_steps(), 1);
+  scaler.update(false);
+  EXPECT_EQ(scaler.scale(), 4.0);
+  EXPECT_EQ(scaler.clean_steps(), 0);
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 4.0);
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 8.0);
+  auto w = torch::ones({2}, torch::requires_grad());
+  w.mutable_grad() = torch::tensor({8.0f, std::numeric_limits<float>::quiet_NaN()});
+  EXPECT_FALSE(scaler.unscale({w}));
+}
+
 TEST(LossScaler, Fp16NeedsCuda) {
   TrainerOptions o;
   o.precision = Precision::kFp16;
