@@ -123,6 +123,7 @@ TEST_F(RealVocabTest, ChineseCharactersAreSplit) {
 // with what follows them, as any letters would.
 TEST_F(RealVocabTest, ChineseCharactersStayInTheirWordWhereTheOptionIsOff) {
   WordPieceOptions o;
+  o.normalizer.lowercase = o.normalizer.strip_accents = false;
   o.normalizer.handle_chinese_chars = false;
   const auto whole = WordPieceTokenizer::from_file(vocab_path(false), o);
   const auto e = whole->encode("中文x y");
