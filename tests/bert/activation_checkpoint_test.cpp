@@ -91,6 +91,19 @@ TEST(ActivationCheckpoint, GradientsEqualThePlainStepUnderBf16Autocast) {
   expect_same_step(true, onednn_bf16_available() ? 1.0 / 128 : 1.0 / 64);
 }
 
+// The trainer's switch reaches the encoder inside a task model and says how many it switched
+// (the count it logs): one in a model, none in a module without an encoder.
+TEST(ActivationCheckpoint, TheSwitchFindsEveryEncoderInAModule) {
+  torch::nn::Sequential task(BertModel(testing::tiny_config()), torch::nn::Linear(32, 2));
+  const auto& encoder = task[0]->as<BertModel>()->encoder;
+  EXPECT_EQ(set_activation_checkpointing(*task, true), 1);
+  EXPECT_TRUE(encoder->activation_checkpointing());
+  EXPECT_EQ(set_activation_checkpointing(*task, false), 1);
+  EXPECT_FALSE(encoder->activation_checkpointing());
+  torch::nn::Linear plain(2, 2);
+  EXPECT_EQ(set_activation_checkpointing(*plain, true), 0);
+}
+
 TEST(ActivationCheckpoint, KeepsOnlyTheLayerInputs) {
   torch::manual_seed(0);
   BertModel model(testing::tiny_config());
@@ -149,6 +162,30 @@ TEST(ActivationCheckpoint, PlainFunctionGradientReachesInputAndCapturedParameter
   checkpointed(f, x).pow(2).sum().backward();
   EXPECT_TRUE(torch::allclose(x.grad(), gx));
   EXPECT_TRUE(torch::allclose(w.grad(), gw));
+}
+
+// The recomputation runs under the autocast setting of the first run, not under the one
+// backward happens to be called in (here none, as after a trainer's autocast scope closes), and
+// leaves the caller's setting as it found it.
+TEST(ActivationCheckpoint, RecomputesUnderTheFirstRunsAutocast) {
+  const auto w = torch::randn({4, 4}, torch::requires_grad());
+  const auto x = torch::randn({2, 4}, torch::requires_grad());
+  std::vector<std::pair<bool, torch::ScalarType>> runs;  // autocast on, the product's type
+  const auto f = [&](const torch::Tensor& h) {
+    const auto product = torch::matmul(h, w);
+    runs.emplace_back(autocast::enabled(c10::kCPU), product.scalar_type());
+    return product.to(torch::kFloat).sum(1);
+  };
+  torch::Tensor out;
+  {
+    const Bf16Autocast autocast;
+    out = checkpointed(f, x);
+  }
+  out.sum().backward();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1], runs[0]);
+  EXPECT_EQ(runs[1], std::make_pair(true, torch::kBFloat16));
+  EXPECT_FALSE(autocast::enabled(c10::kCPU));
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include "bert/common/autocast.h"
 #include "bert/model/attention.h"
 #include "bert/model/bert_model.h"
+#include "bert/model/embeddings.h"
+#include "bert/model/layer.h"
 #include "bert/model/onednn_linear.h"
 #include "bert/model/pretraining.h"
 #include "tests/support/test_support.h"
@@ -282,6 +284,73 @@ TEST_F(BertModelTest, InitialisationFollowsBert) {
     if (name.find("bias") != std::string::npos) {
       EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
     }
+  }
+}
+
+// One token type (RoBERTa's type_vocab_size 1): every token takes type 0's row whatever ids
+// the caller gives, as HF's RoBERTa tokenizers give 0 for both texts of a pair.
+TEST_F(BertModelTest, OneTokenTypeIgnoresTheIdsGiven) {
+  auto config = tiny_config();
+  config.type_vocab_size(1);
+  BertModel model(config);
+  model->eval();
+  const auto ids = torch::randint(5, 99, {2, 6});
+  const auto mask = torch::ones({2, 6}, torch::kLong);
+  const auto zeros = model->forward(ids, mask, torch::zeros({2, 6}, torch::kLong));
+  const auto pair = model->forward(ids, mask, torch::tensor({0, 0, 0, 1, 1, 1}).repeat({2, 1}));
+  EXPECT_TRUE(torch::equal(zeros.last_hidden_state, pair.last_hidden_state));
+}
+
+// The embeddings' own dropout (hidden_dropout_prob after their LayerNorm) drops in training and
+// not in evaluation.
+TEST_F(BertModelTest, EmbeddingsDropOutInTrainingOnly) {
+  auto config = tiny_config();
+  config.hidden_dropout_prob(0.5);
+  BertEmbeddings embeddings(config);
+  const auto ids = torch::randint(5, 99, {4, 16});
+  const auto zeros = [&] { return embeddings(ids, {}).eq(0).sum().item<int64_t>(); };
+  embeddings->train();
+  const int64_t dropped = zeros();
+  EXPECT_GT(dropped, 4 * 16 * 32 / 4);  // about half of 2048
+  EXPECT_LT(dropped, 4 * 16 * 32 * 3 / 4);
+  embeddings->eval();
+  EXPECT_EQ(zeros(), 0);
+}
+
+// Without autograd the intermediate projection takes its activation in the GEMM's output pass
+// (exact GELU) or in place on the projection; each activation gives there what it gives under
+// autograd: gelu_new's tanh form and ReLU are not turned into the exact GELU.
+TEST_F(BertModelTest, EachActivationIsTheSameWithAndWithoutAutograd) {
+  for (const auto activation : {Activation::kGelu, Activation::kGeluNew, Activation::kRelu}) {
+    auto config = tiny_config();
+    config.hidden_act(activation);
+    BertIntermediate intermediate(config);
+    const auto x = torch::randn({2, 5, 32});
+    torch::Tensor fast;
+    {
+      const torch::NoGradGuard no_grad;
+      fast = intermediate(x);
+    }
+    const auto with_grad = intermediate(x.clone().requires_grad_(true));
+    EXPECT_LT(testing::max_abs_diff(fast, with_grad.detach()), 1e-6) << activation_name(activation);
+  }
+}
+
+// ELECTRA's projected embeddings under bf16 autocast: the projection's product is bf16, but the
+// residual stream it starts stays float32, as BERT's does (the first layer's residual add and
+// LayerNorm see float32).
+TEST_F(BertModelTest, ProjectedEmbeddingsKeepTheResidualStreamInFloat32UnderAutocast) {
+  auto config = tiny_config();
+  config.embedding_size(16);
+  BertModel model(config);
+  model->eval();
+  const auto ids = torch::randint(5, 99, {2, 6});
+  const testing::CpuBf16Autocast autocast;
+  const auto out = model->forward(ids, {}, {}, {/*output_hidden_states=*/true});
+  ASSERT_EQ(out.hidden_states.size(), 3u);
+  for (const auto& h : out.hidden_states) {
+    EXPECT_EQ(h.scalar_type(), torch::kFloat);
+    EXPECT_TRUE(torch::isfinite(h).all().item<bool>());
   }
 }
 

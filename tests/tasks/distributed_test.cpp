@@ -92,7 +92,7 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
   // A list that is not Slurm's, or has no entry for this node, is refused (not read as 1).
   for (const auto& [list, node] :
        std::vector<std::pair<const char*, const char*>>{{"two", "0"},
-                                                        {"2(x0)", "0"},
+                                                        {"2(x0),3", "0"},
                                                         {"0", "0"},
                                                         {"2(3)", "0"},
                                                         {"2(x2", "0"},
