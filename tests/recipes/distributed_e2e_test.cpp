@@ -404,8 +404,34 @@ TEST_F(DistributedEndToEnd, SlurmArrayShardWithDataParallelTrials) {
     EXPECT_NE(read_file(trials / name / "train.log").find("batch 16 = 2 process(es)"),
               std::string::npos)
         << name;
+    // The workers got the trial's name (not the recipe's) with the rest of the command.
+    EXPECT_EQ(json::parse(read_file(trials / name / "result.json"))["trial"], name);
   }
   EXPECT_FALSE(fs::exists(trials / "lr1.0e-3_seed1" / "result.json"));
+}
+
+// --no-cache reaches the workers --nproc starts: none of them writes the recipe's feature cache.
+TEST_F(DistributedEndToEnd, NoCacheReachesTheWorkers) {
+  ASSERT_EQ(bertft("--threads 2 train " + recipe_.string() + " --nproc 2 --no-cache --out " +
+                   (dir_.path() / "uncached").string() + " --set training.epochs=1"),
+            0)
+      << last_log_;
+  EXPECT_TRUE(fs::exists(dir_.path() / "uncached" / "result.json"));
+  EXPECT_FALSE(fs::exists(dir_.path() / "runs" / "cache"));
+}
+
+// Under torchrun's or srun's variables the process is already a rank: --nproc on top of them
+// would start ranks of ranks, and is refused naming the variables' source.
+TEST_F(DistributedEndToEnd, NprocInsideALaunchedRankIsRefused) {
+  EXPECT_EQ(
+      bertft("train " + recipe_.string() + " --nproc 2 --out " + (dir_.path() / "nested").string(),
+             "RANK=1 WORLD_SIZE=2"),
+      2)
+      << last_log_;
+  EXPECT_NE(last_log_.find("--nproc 2: this process is already rank 1 of 2 (set by torchrun); "
+                           "start it without --nproc"),
+            std::string::npos)
+      << last_log_;
 }
 
 // SIGKILL of a sweep: its trainers checkpoint and exit (no bertft train is left, checked
