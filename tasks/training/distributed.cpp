@@ -152,20 +152,21 @@ DistributedEnv DistributedEnv::from_environment(
     env.rank = number("SLURM_PROCID", 0);
     env.world_size = number("SLURM_STEP_NUM_TASKS", 1);
     env.local_rank = number("SLURM_LOCALID", 0);
-    // This node's entry (SLURM_NODEID, the node's place in the step) of "2", "2(x3)" or
-    // "2(x3),1" (three nodes of two tasks, then one of one).
-    const char* list_name = "SLURM_STEP_TASKS_PER_NODE";
-    const char* per_node = get(list_name);
-    if (per_node == nullptr) per_node = get(list_name = "SLURM_NTASKS_PER_NODE");
-    if (per_node != nullptr && *per_node != '\0') {
+    // The step's list has an entry per node: this node's (SLURM_NODEID, its place in the step)
+    // of "2", "2(x3)" or "2(x3),1" (three nodes of two tasks, then one of one). Without it,
+    // --ntasks-per-node's one count for every node.
+    if (const char* list = get("SLURM_STEP_TASKS_PER_NODE"); list != nullptr && *list != '\0') {
       const int node = number("SLURM_NODEID", 0);
-      const auto tasks = slurm_tasks_on_node(per_node, node);
+      const auto tasks = slurm_tasks_on_node(list, node);
       if (tasks && *tasks >= 1)
         env.local_world_size = *tasks;
       else
-        problems.push_back(
-            fmt::format("environment variable {}='{}' has no task count for node {} (SLURM_NODEID)",
-                        list_name, per_node, node));
+        problems.push_back(fmt::format(
+            "environment variable SLURM_STEP_TASKS_PER_NODE='{}' has no task count for node {} "
+            "(SLURM_NODEID)",
+            list, node));
+    } else {
+      env.local_world_size = std::max(1, number("SLURM_NTASKS_PER_NODE", 1));
     }
     if (get("MASTER_ADDR") == nullptr) {
       for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})

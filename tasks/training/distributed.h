@@ -23,9 +23,9 @@ namespace bert::tasks {
 /// Where this process sits in a data-parallel job, read from the environment conventions of
 /// torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or, when
 /// those are unset, of an srun job step (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID,
-/// SLURM_STEP_TASKS_PER_NODE's entry for SLURM_NODEID, and the first host of SLURM_STEP_NODELIST /
-/// SLURM_JOB_NODELIST
-/// when MASTER_ADDR is unset). A batch script outside srun is a single process.
+/// SLURM_STEP_TASKS_PER_NODE's entry for SLURM_NODEID, else SLURM_NTASKS_PER_NODE, and the first
+/// host of SLURM_STEP_NODELIST / SLURM_JOB_NODELIST when MASTER_ADDR is unset). A batch script
+/// outside srun is a single process.
 struct DistributedEnv {
   int rank = 0;
   int world_size = 1;

@@ -78,6 +78,19 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
                             {"SLURM_STEP_NODELIST", "n[03-04]"}});
   EXPECT_EQ(step.master_addr, "n03");
   EXPECT_EQ(step.local_world_size, 3);  // without SLURM_STEP_TASKS_PER_NODE, the job's
+  // --ntasks-per-node's count is every node's, the second one's too.
+  EXPECT_EQ(env_of({{"SLURM_PROCID", "3"},
+                    {"SLURM_STEP_NUM_TASKS", "4"},
+                    {"SLURM_NODEID", "1"},
+                    {"SLURM_NTASKS_PER_NODE", "2"}})
+                .local_world_size,
+            2);
+  EXPECT_NE(testing::error_message([] {
+              env_of({{"SLURM_PROCID", "0"},
+                      {"SLURM_STEP_NUM_TASKS", "2"},
+                      {"SLURM_NTASKS_PER_NODE", "2(x2)"}});
+            }).find("SLURM_NTASKS_PER_NODE='2(x2)' is not a count"),
+            std::string::npos);
   // A step whose nodes run different counts ("--ntasks 7" over three nodes): each node its own
   // entry, by SLURM_NODEID.
   for (const auto& [node, tasks] :
