@@ -91,8 +91,8 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
                       {"SLURM_NTASKS_PER_NODE", "2(x2)"}});
             }).find("SLURM_NTASKS_PER_NODE='2(x2)' is not a count"),
             std::string::npos);
-  // A step whose nodes run different counts ("--ntasks 7" over three nodes): each node its own
-  // entry, by SLURM_NODEID.
+  // A step whose nodes run different counts (two nodes of three tasks, then one of one): each
+  // node its own entry, by SLURM_NODEID.
   for (const auto& [node, tasks] :
        std::vector<std::pair<const char*, int>>{{"0", 3}, {"1", 3}, {"2", 1}})
     EXPECT_EQ(env_of({{"SLURM_PROCID", "6"},
