@@ -118,7 +118,7 @@ std::optional<int> slurm_tasks_on_node(std::string_view list, int node) {
                    ? parse_count(times.substr(2, times.size() - 3))
                    : std::nullopt;
     }
-    if (!count || !repeat || *repeat < 1) return std::nullopt;
+    if (!count || *count < 1 || !repeat || *repeat < 1) return std::nullopt;
     if (node < first + *repeat) return *count;
     first += *repeat;
   }
@@ -158,7 +158,7 @@ DistributedEnv DistributedEnv::from_environment(
     if (const char* list = get("SLURM_STEP_TASKS_PER_NODE"); list != nullptr && *list != '\0') {
       const int node = number("SLURM_NODEID", 0);
       const auto tasks = slurm_tasks_on_node(list, node);
-      if (tasks && *tasks >= 1)
+      if (tasks)
         env.local_world_size = *tasks;
       else
         problems.push_back(fmt::format(

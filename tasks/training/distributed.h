@@ -59,7 +59,7 @@ std::string first_slurm_host(const std::string& nodelist);
 
 /// Node `node`'s count in a Slurm tasks-per-node list ("2", "4(x2)", "2(x3),1": a count per node
 /// in the step's node order, "(xN)" repeating one N times); nullopt where the list is malformed
-/// or has no entry for `node`.
+/// (a count or repeat of 0 included) or has no entry for `node`.
 std::optional<int> slurm_tasks_on_node(std::string_view list, int node);
 
 /// A data-parallel job could not go on: a rank died or failed, or the others timed out

@@ -125,6 +125,7 @@ TEST(DistributedEnvTest, ReadsTorchrunAndSlurmConventions) {
   EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
   EXPECT_EQ(slurm_tasks_on_node("5", 0), 5);
   EXPECT_EQ(slurm_tasks_on_node("5", 1), std::nullopt);
+  EXPECT_EQ(slurm_tasks_on_node("1,0", 1), std::nullopt);
   EXPECT_EQ(slurm_tasks_on_node("", 0), std::nullopt);
   // A batch script (no srun step) is one process, whatever the allocation's task count.
   EXPECT_FALSE(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).distributed());
