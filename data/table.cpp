@@ -93,7 +93,7 @@ Table read_jsonl(const TextFile& file) {
   table.file = file.name;
   std::vector<json> objects;
   for (const auto& l : split_lines(file.text)) {
-    if (l.text.find_first_not_of(" \t") == std::string_view::npos) continue;
+    if (is_blank(l.text)) continue;
     json j = parse_json(l.text, fmt::format("{}:{}", file.name, l.number));
     if (!j.is_object())
       throw DataError(fmt::format("{}:{}: expected a JSON object per line", file.name, l.number));
