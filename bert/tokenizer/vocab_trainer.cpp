@@ -132,6 +132,11 @@ std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts,
   }
   log::info("[vocab] {} distinct words, alphabet {}, vocabulary {}", words.size(), alphabet.size(),
             vocab.size());
+  if (static_cast<int64_t>(vocab.size()) > o.vocab_size)
+    log::warn(
+        "[vocab] {} entries, more than the {} asked for: the special tokens and the alphabet "
+        "(each character of the corpus, at a word's start and as ##) are always kept",
+        vocab.size(), o.vocab_size);
   return vocab;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -290,6 +291,44 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
               " --predictions " + (dir_.path() / "predicted.txt").string(),
           "score --task pretraining: the task has no scorer; tasks with one: "
           "sequence_classification, multiple_choice, question_answering, token_classification");
+  // A pair's least count is a count: a negative one is refused, not read as 0.
+  refused("vocab " + (dir_.path() / "gold.tsv").string() + " --out " +
+              (dir_.path() / "vocab").string() + " --min-frequency -3",
+          "--min-frequency: must be a number >= 0, got '-3'");
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "vocab"));
+}
+
+// A vocabulary size below the special tokens and the corpus's alphabet gives a larger
+// vocabulary (every character stays spellable) and says so.
+TEST_F(CliTest, AVocabularyLargerThanAskedForIsAWarning) {
+  testing::write_bytes(dir_.path() / "corpus.txt", "abc abd\nabc\n");
+  const auto small = bertft("vocab " + (dir_.path() / "corpus.txt").string() + " --out " +
+                            (dir_.path() / "small").string() + " --vocab-size 3");
+  ASSERT_EQ(small.code, 0) << small.output;
+  // [PAD] [UNK] [CLS] [SEP] [MASK], then the alphabet: a, ##b, ##c, ##d; no merge.
+  EXPECT_NE(small.output.find("warning: [vocab] 9 entries, more than the 3 asked for: the "
+                              "special tokens and the alphabet"),
+            std::string::npos)
+      << small.output;
+  const std::string vocab = bert::read_file(dir_.path() / "small" / "vocab.txt");
+  EXPECT_EQ(std::count(vocab.begin(), vocab.end(), '\n'), 9);
+  // Room for one merge (ab, seen three times): ten entries, as asked.
+  const auto enough = bertft("vocab " + (dir_.path() / "corpus.txt").string() + " --out " +
+                             (dir_.path() / "enough").string() + " --vocab-size 10");
+  ASSERT_EQ(enough.code, 0) << enough.output;
+  EXPECT_EQ(enough.output.find("warning"), std::string::npos) << enough.output;
+  // BERTFT_LOG_LEVEL=warn keeps the warning and drops the progress lines; =error drops both.
+  const std::string again =
+      "vocab " + (dir_.path() / "corpus.txt").string() + " --vocab-size 3 --out ";
+  const auto warn = testing::run_bertft(again + (dir_.path() / "warn").string(),
+                                        dir_.path() / "warn.log", "BERTFT_LOG_LEVEL=warn");
+  ASSERT_EQ(warn.code, 0) << warn.output;
+  EXPECT_NE(warn.output.find("warning: [vocab] 9 entries"), std::string::npos) << warn.output;
+  EXPECT_EQ(warn.output.find("distinct words"), std::string::npos) << warn.output;
+  const auto error = testing::run_bertft(again + (dir_.path() / "error").string(),
+                                         dir_.path() / "error.log", "BERTFT_LOG_LEVEL=error");
+  ASSERT_EQ(error.code, 0) << error.output;
+  EXPECT_EQ(error.output, "");
 }
 
 // --device is checked before any model or data is read: a string that is no device, or CUDA

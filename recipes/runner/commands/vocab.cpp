@@ -74,7 +74,8 @@ CommandRun setup_vocab(CLI::App& app, const GlobalOptions&) {
       ->check(CLI::IsMember({"unigram", "bpe"}));
   app.add_option("--vocab-size", a->vocab_size, "Entries, special tokens included")
       ->check(positive());
-  app.add_option("--min-frequency", a->min_frequency, "WordPiece: least count of a merged pair");
+  app.add_option("--min-frequency", a->min_frequency, "WordPiece: least count of a merged pair")
+      ->check(non_negative());
   app.add_flag("--lowercase", a->lowercase, "WordPiece: uncased (lower-case, strip accents)");
   return [a] { return run_vocab(*a); };
 }
