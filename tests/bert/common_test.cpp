@@ -1,0 +1,61 @@
+// bert/common's small pieces that the commands rely on: durations in progress lines, which
+// messages a rank and a level let through, error text without LibTorch's backtrace.
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "bert/common/error.h"
+#include "bert/common/log.h"
+
+namespace bert {
+namespace {
+
+TEST(LogTest, DurationsReadInMinutesThenHours) {
+  EXPECT_EQ(log::format_duration(0), "0m00s");
+  EXPECT_EQ(log::format_duration(-5), "0m00s");  // a clock read backwards is no time
+  EXPECT_EQ(log::format_duration(59.9), "0m59s");
+  EXPECT_EQ(log::format_duration(61), "1m01s");
+  EXPECT_EQ(log::format_duration(3599), "59m59s");
+  EXPECT_EQ(log::format_duration(3600), "1h00m");
+  EXPECT_EQ(log::format_duration(2 * 3600 + 3 * 60 + 4), "2h03m");
+  EXPECT_EQ(log::format_duration(100 * 3600 + 59 * 60), "100h59m");
+}
+
+// The level drops what is below it; a rank other than 0 (data-parallel workers) logs errors
+// only, so that N workers do not print N progress lines.
+TEST(LogTest, LevelAndRankChooseWhatIsWritten) {
+  const log::Level before = log::level();
+  log::set_level(log::Level::kWarn);
+  EXPECT_FALSE(log::enabled(log::Level::kInfo));
+  EXPECT_TRUE(log::enabled(log::Level::kWarn));
+  EXPECT_TRUE(log::enabled(log::Level::kError));
+  log::set_level(log::Level::kInfo);
+  EXPECT_TRUE(log::enabled(log::Level::kInfo));
+  EXPECT_FALSE(log::enabled(log::Level::kDebug));
+  log::set_rank(1);
+  EXPECT_FALSE(log::enabled(log::Level::kInfo));
+  EXPECT_FALSE(log::enabled(log::Level::kWarn));
+  EXPECT_TRUE(log::enabled(log::Level::kError));
+  log::set_rank(0);
+  log::set_level(log::Level::kOff);
+  EXPECT_FALSE(log::enabled(log::Level::kError));
+  log::set_level(before);
+}
+
+// A LibTorch error's message is its text without the C++ backtrace LibTorch appends (one line
+// for the user); other exceptions give what() itself.
+TEST(ErrorTest, MessageOfLeavesOutLibTorchsBacktrace) {
+  try {
+    TORCH_CHECK(false, "shapes differ: 2 vs 3");
+    FAIL() << "TORCH_CHECK did not throw";
+  } catch (const c10::Error& e) {
+    EXPECT_EQ(message_of(e), "shapes differ: 2 vs 3");
+    EXPECT_NE(std::string(e.what()), message_of(e));  // what() carries the backtrace
+  }
+  EXPECT_EQ(message_of(std::runtime_error("plain")), "plain");
+}
+
+}  // namespace
+}  // namespace bert
