@@ -39,6 +39,9 @@ TEST(LogTest, LevelAndRankChooseWhatIsWritten) {
   EXPECT_FALSE(log::enabled(log::Level::kWarn));
   EXPECT_TRUE(log::enabled(log::Level::kError));
   log::set_rank(0);
+  log::set_level(log::Level::kError);
+  EXPECT_FALSE(log::enabled(log::Level::kWarn));
+  EXPECT_TRUE(log::enabled(log::Level::kError));
   log::set_level(log::Level::kOff);
   EXPECT_FALSE(log::enabled(log::Level::kError));
   log::set_level(before);
@@ -55,6 +58,13 @@ TEST(ErrorTest, MessageOfLeavesOutLibTorchsBacktrace) {
     EXPECT_NE(std::string(e.what()), message_of(e));  // what() carries the backtrace
   }
   EXPECT_EQ(message_of(std::runtime_error("plain")), "plain");
+}
+
+// clip keeps a text of up to `limit` bytes whole and cuts a longer one at a character's start.
+TEST(ErrorTest, ClipKeepsATextAtTheLimitWhole) {
+  EXPECT_EQ(clip(std::string(100, 'x')), std::string(100, 'x'));
+  EXPECT_EQ(clip("abcd", 4), "abcd");
+  EXPECT_EQ(clip("abcde", 4), "abcd... (5 bytes)");
 }
 
 }  // namespace

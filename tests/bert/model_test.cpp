@@ -285,6 +285,23 @@ TEST_F(BertModelTest, InitialisationFollowsBert) {
       EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
     }
   }
+  // The pre-training heads as HF's: every bias (the MLM decoder's own included) zero, the
+  // transform's LayerNorm weight one, their dense weights drawn with initializer_range.
+  BertForPreTraining pretraining(config);
+  size_t biases = 0;
+  for (const auto& [name, t] : state_dict(*pretraining)) {
+    if (name.rfind("cls.", 0) != 0) continue;
+    if (name.find("bias") != std::string::npos) {
+      EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
+      ++biases;
+    }
+    if (name.find("LayerNorm.weight") != std::string::npos)
+      EXPECT_TRUE(torch::all(t == 1).item<bool>()) << name;
+  }
+  EXPECT_EQ(biases, 4u);  // predictions.bias, transform.dense.bias, its LayerNorm's, NSP's
+  EXPECT_NEAR(
+      state_dict(*pretraining).at("cls.predictions.transform.dense.weight").std().item<double>(),
+      0.02, 0.002);
 }
 
 // One token type (RoBERTa's type_vocab_size 1): every token takes type 0's row whatever ids

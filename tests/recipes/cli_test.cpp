@@ -296,6 +296,31 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
               (dir_.path() / "vocab").string() + " --min-frequency -3",
           "--min-frequency: must be a number >= 0, got '-3'");
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "vocab"));
+  // eval scores dev or the labelled test split, nothing else (not train).
+  refused("eval --model " + dir_.path().string() + " --recipe x.yaml --split train",
+          "--split: train not in {dev,test}");
+}
+
+// `leaderboard` on a sweep with no finished trial writes the board and exits 1 with nothing
+// exported; on a directory that holds no sweep plan it is a usage error naming the directory.
+TEST_F(CliTest, ALeaderboardWithNothingFinishedExportsNothingAndExits1) {
+  const auto sweep = dir_.path() / "sweep";
+  std::filesystem::create_directories(sweep);
+  testing::write_bytes(sweep / "plan.json",
+                       R"({"recipe": "", "name": "s", "task": "sequence_classification", )"
+                       R"("trials": [{"name": "lr1", "hyperparameters": [["lr", "1e-3"]]}]})");
+  const auto pending = bertft("leaderboard " + sweep.string());
+  EXPECT_EQ(pending.code, 1) << pending.output;
+  EXPECT_NE(pending.output.find("0 of 1 trials done"), std::string::npos) << pending.output;
+  EXPECT_TRUE(std::filesystem::exists(sweep / "leaderboard.md"));
+  EXPECT_FALSE(std::filesystem::exists(sweep / "best_model"));
+  const auto empty = dir_.path() / "empty";
+  std::filesystem::create_directories(empty);
+  const auto none = bertft("leaderboard " + empty.string());
+  EXPECT_EQ(none.code, 2) << none.output;
+  EXPECT_NE(none.output.find(empty.string() + ": no plan.json; not a sweep directory"),
+            std::string::npos)
+      << none.output;
 }
 
 // A vocabulary size below the special tokens and the corpus's alphabet gives a larger
