@@ -295,8 +295,9 @@ TEST_F(BertModelTest, InitialisationFollowsBert) {
       EXPECT_TRUE(torch::all(t == 0).item<bool>()) << name;
       ++biases;
     }
-    if (name.find("LayerNorm.weight") != std::string::npos)
+    if (name.find("LayerNorm.weight") != std::string::npos) {
       EXPECT_TRUE(torch::all(t == 1).item<bool>()) << name;
+    }
   }
   EXPECT_EQ(biases, 4u);  // predictions.bias, transform.dense.bias, its LayerNorm's, NSP's
   EXPECT_NEAR(
