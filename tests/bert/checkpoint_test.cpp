@@ -160,6 +160,24 @@ TEST_F(CheckpointTest, StrictLoadingListsEveryProblem) {
   EXPECT_EQ(report.mismatched.size(), 1u);
 }
 
+// A checkpoint of the bare encoder (HF's BertModel, keys without "bert.") loads into a model with
+// heads: its keys take the model's prefix and only the heads' are missing (the summary names
+// five of them and counts the rest).
+TEST_F(CheckpointTest, ABareEncoderCheckpointLoadsUnderTheModelsPrefix) {
+  BertModel encoder(tiny_config());
+  BertForPreTraining target(tiny_config());
+  LoadOptions lenient;
+  lenient.strict = false;
+  const auto report = load_state_dict(*target, state_dict(*encoder), "encoder", lenient);
+  EXPECT_TRUE(report.unexpected.empty()) << report.summary();
+  EXPECT_EQ(report.missing.size(), 7u) << report.summary();
+  for (const auto& key : report.missing) EXPECT_EQ(key.rfind("cls.", 0), 0u) << key;
+  for (const auto& [name, t] : state_dict(*encoder))
+    EXPECT_TRUE(torch::equal(t, state_dict(*target).at("bert." + name))) << name;
+  EXPECT_NE(report.summary().find("7 missing"), std::string::npos) << report.summary();
+  EXPECT_NE(report.summary().find(", ... (2 more)"), std::string::npos) << report.summary();
+}
+
 TEST_F(CheckpointTest, LegacyNamesAndBuffersAreMappedLikeHf) {
   BertModel model(tiny_config());
   TensorMap legacy;

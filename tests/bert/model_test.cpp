@@ -319,6 +319,24 @@ TEST_F(BertModelTest, OneTokenTypeIgnoresTheIdsGiven) {
   EXPECT_TRUE(torch::equal(zeros.last_hidden_state, pair.last_hidden_state));
 }
 
+// DistilBERT adds the attention's output to its input without a dropout (its FFN output has
+// one): in training the block gives its evaluation output; BERT's drops.
+TEST_F(BertModelTest, DistilBertsAttentionOutputHasNoDropout) {
+  for (const auto family : {ModelFamily::kDistilBert, ModelFamily::kBert}) {
+    auto config = tiny_config();
+    config.family(family).hidden_dropout_prob(0.5);
+    BertSelfOutput block(config);
+    const auto hidden = torch::randn({2, 5, config.hidden_size()});
+    const auto residual = torch::randn({2, 5, config.hidden_size()});
+    block->eval();
+    const auto evaluated = block->forward(hidden, residual);
+    block->train();
+    const auto trained = block->forward(hidden, residual);
+    EXPECT_EQ(torch::allclose(trained, evaluated), family == ModelFamily::kDistilBert)
+        << static_cast<int>(family);
+  }
+}
+
 // The embeddings' own dropout (hidden_dropout_prob after their LayerNorm) drops in training and
 // not in evaluation.
 TEST_F(BertModelTest, EmbeddingsDropOutInTrainingOnly) {

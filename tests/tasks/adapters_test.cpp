@@ -91,6 +91,53 @@ TEST(TaskRegistry, OptionErrorsNameLineKeyAndFix) {
       << e2;
 }
 
+// sequence_classification's own checks: a regression has no label names, a window's stride
+// leaves room for new tokens, the training data holds two labels or more, and a model trained
+// with one label or none is a regression, exported as one.
+TEST(TaskRegistry, SequenceClassificationChecksItsLabelsAndWindows) {
+  const auto named = testing::error_message(
+      [] { make_task("sequence_classification", "{num_labels: 1, labels: [low, high]}"); });
+  EXPECT_NE(named.find("task.labels: a regression task (num_labels: 1) has no label names"),
+            std::string::npos)
+      << named;
+  // max_seq_length 16 holds [CLS], [SEP], [SEP] and 13 tokens: a stride of 13 adds nothing.
+  EXPECT_NO_THROW(make_task("sequence_classification",
+                            "{max_seq_length: 16, long_inputs: windows, window_stride: 12}"));
+  const auto stride = testing::error_message([] {
+    make_task("sequence_classification",
+              "{max_seq_length: 16, long_inputs: windows, window_stride: 13}");
+  });
+  EXPECT_NE(stride.find("task.window_stride: must be in [0, max_seq_length - 3)"),
+            std::string::npos)
+      << stride;
+
+  const auto adapter = make_task("sequence_classification", "{}");
+  Examples<data::TextExample> one_label;
+  one_label.source = "train.tsv";
+  for (const auto* id : {"1", "2"})
+    one_label.items.push_back(
+        {id, "some text", std::nullopt, "yes", std::string("train.tsv:") + id});
+  const auto single = testing::error_message([&] { adapter->fit_labels(one_label); });
+  EXPECT_NE(single.find("train.tsv: found 1 distinct label(s) (yes); classification needs at "
+                        "least 2 (regression: set num_labels: 1)"),
+            std::string::npos)
+      << single;
+
+  for (const std::vector<std::string>& labels :
+       {std::vector<std::string>{}, std::vector<std::string>{"score"},
+        std::vector<std::string>{"no", "yes"}}) {
+    const auto trained = make_task("sequence_classification", "{}");
+    trained->set_labels(labels);
+    BertConfig config;
+    trained->configure_export(config);
+    const bool regression = labels.size() < 2;
+    EXPECT_EQ(config.problem_type().value_or(""),
+              regression ? "regression" : "single_label_classification")
+        << labels.size();
+    EXPECT_EQ(trained->labels().size(), regression ? 0u : labels.size());
+  }
+}
+
 // max_seq_length within [the least a task's input takes, 65535] in every fine-tuning task.
 TEST(TaskRegistry, MaxSeqLengthIsBoundedAtBothEnds) {
   for (const std::string type : {"sequence_classification", "multiple_choice", "question_answering",
@@ -408,7 +455,21 @@ TEST_F(RealDataTest, LongInputsAreWindowedAndAveragedOrTruncatedWithACount) {
   auto truncating = make_task("sequence_classification", "{max_seq_length: 16}");
   truncating->read(spec_of(data_dir() / "glue" / "SST-2" / "dev.tsv"));
   truncating->fit_labels(*dev);
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(truncating->featurize(dev, cased_tokenizer(), true)->features.size(), 872u);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  // The warning counts the examples cut, as the tokenizer cuts them.
+  tok::EncodeOptions cut;
+  cut.max_length = 16;
+  size_t longer = 0;
+  for (const auto& e : items_of<data::TextExample>(*dev, "sequence_classification"))
+    longer += cased_tokenizer().encode(e.text_a, std::nullopt, cut).num_truncated > 0;
+  EXPECT_GT(longer, 100u);
+  EXPECT_NE(log.find(fmt::format("{} of 872 examples were longer than max_seq_length 16 and were "
+                                 "truncated (long_inputs: truncate)",
+                                 longer)),
+            std::string::npos)
+      << log;
 }
 
 // Labels seen in the data (no list in the recipe): integers in numeric order (ratings: "10"
