@@ -34,11 +34,14 @@ std::string hash_file(const fs::path& path) {
 
 std::string tokenizer_fingerprint(const PretrainedDir& dir, const BertConfig& config) {
   std::string out = fmt::format("vocab_size={}", config.vocab_size());
-  // Every file the tokenizer reads: its vocabulary, settings and added tokens.
+  // Every file the tokenizer reads: its vocabulary, settings and added tokens (whether an entry
+  // of added_tokens.json is special, and so matched without normalising, is in
+  // special_tokens_map.json).
   const std::optional<fs::path> json_file = dir.dir / "tokenizer.json",
-                                added = dir.dir / "added_tokens.json";
+                                added = dir.dir / "added_tokens.json",
+                                special = dir.dir / "special_tokens_map.json";
   for (const auto& file : {dir.vocab, dir.bpe_vocab, dir.bpe_merges, dir.sentencepiece,
-                           dir.tokenizer_config, json_file, added})
+                           dir.tokenizer_config, json_file, added, special})
     if (file && fs::exists(*file)) out += "|" + file->filename().string() + "=" + hash_file(*file);
   return out;
 }

@@ -77,7 +77,8 @@ std::string problems_of(const std::function<void()>& fn) {
 }
 
 // The feature cache serves a split's features only for the same task options, labels,
-// tokenizer files and data bytes: a change to any one of them featurizes again.
+// tokenizer files (special_tokens_map.json included) and data bytes: a change to any one of them
+// featurizes again.
 TEST_F(RecipeTest, TheFeatureCacheKeysOnOptionsLabelsTokenizerAndData) {
   const auto cache = dir_.path() / "cache";
   const auto files = [&] {
@@ -119,6 +120,12 @@ TEST_F(RecipeTest, TheFeatureCacheKeysOnOptionsLabelsTokenizerAndData) {
   p = prepare();
   EXPECT_EQ(files(), 9u);
   EXPECT_EQ(p.train->features[0].input_ids[0], (std::vector<int64_t>{2, a, b, 3}));
+  // special_tokens_map.json, which says which added tokens are special.
+  const auto map = dir_.path() / "model" / "special_tokens_map.json";
+  ASSERT_TRUE(fs::exists(map));
+  testing::write_bytes(map, read_file(map) + "\n");
+  prepare();
+  EXPECT_EQ(files(), 11u);
 }
 
 TEST_F(RecipeTest, AGoodRecipeExpandsItsGridTimesSeeds) {
