@@ -72,4 +72,27 @@ inline std::string base64_encode(std::string_view bytes) {
   return out;
 }
 
+/// base64_encode's inverse: standard base64 (RFC 4648; padding optional) decoded, nullopt for any
+/// other character.
+inline std::optional<std::string> base64_decode(std::string_view text) {
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (const char c : text) {
+    if (c == '=') break;
+    int v = -1;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    if (c >= '0' && c <= '9') v = c - '0' + 52;
+    if (c == '+') v = 62;
+    if (c == '/') v = 63;
+    if (v < 0) return std::nullopt;
+    bits = bits << 6 | static_cast<uint32_t>(v);
+    if ((count += 6) >= 8) {
+      count -= 8;
+      out += static_cast<char>((bits >> count) & 0xFF);
+    }
+  }
+  return out;
+}
 }  // namespace bert

@@ -16,6 +16,7 @@
 #include "bert/common/file_util.h"
 #include "bert/common/json_util.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 #include "bert/tokenizer/byte_level_bpe.h"
 #include "bert/tokenizer/sentencepiece_model.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -428,29 +429,6 @@ BpeJson read_bpe_json(const json& file, const std::filesystem::path& path) {
     processor_names(p, out.cls, out.sep);
   } else if (!post.empty()) {
     refuse("post_processor.type", "'" + post + "' (bertft adds <s> A </s></s> B </s>)");
-  }
-  return out;
-}
-
-/// Standard base64 (RFC 4648; padding optional) decoded; nullopt for any other character.
-std::optional<std::string> base64_decode(std::string_view text) {
-  std::string out;
-  uint32_t bits = 0;
-  int count = 0;
-  for (const char c : text) {
-    if (c == '=') break;
-    int v = -1;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    if (c >= '0' && c <= '9') v = c - '0' + 52;
-    if (c == '+') v = 62;
-    if (c == '/') v = 63;
-    if (v < 0) return std::nullopt;
-    bits = bits << 6 | static_cast<uint32_t>(v);
-    if ((count += 6) >= 8) {
-      count -= 8;
-      out += static_cast<char>((bits >> count) & 0xFF);
-    }
   }
   return out;
 }

@@ -61,6 +61,14 @@ TEST(AddedTokensTest, AddedTokensJsonNumbersAfterTheVocabularyAndKeepsEachWhole)
   e = t->encode("[E2] [e2]", std::nullopt, {/*add_special_tokens=*/false});
   EXPECT_EQ(e.ids.front(), 7);
   EXPECT_NE(e.ids.back(), 7);
+  // The same listed as newer transformers write it: an object with its "content".
+  write_file_atomic(dir.path() / "special_tokens_map.json",
+                    R"({"additional_special_tokens": [{"content": "[E2]", "lstrip": false, )"
+                    R"("normalized": false, "rstrip": false, "single_word": false}]})");
+  t = load(dir.path());
+  e = t->encode("[E2] [e2]", std::nullopt, {/*add_special_tokens=*/false});
+  EXPECT_EQ(e.ids.front(), 7);
+  EXPECT_NE(e.ids.back(), 7);
   // Special added tokens go with the others when decoding without special tokens (HF).
   e = t->encode("lo [E2] lo", std::nullopt, {/*add_special_tokens=*/false});
   EXPECT_EQ(e.ids, (std::vector<int64_t>{5, 7, 5}));

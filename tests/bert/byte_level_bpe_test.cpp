@@ -267,6 +267,16 @@ TEST(AddedTokensTest, ByteLevelBpeAndXlmRobertaKeepThemWholeOtherSentencePieceRe
               std::string::npos)
         << err.what();
   }
+  // An added_tokens.json that lists the model's own special tokens alone (as HF may write one)
+  // adds nothing, so it is no reason to refuse.
+  std::filesystem::remove(xlmr.path() / "added_tokens.json");
+  const auto plain = load(xlmr.path());
+  const auto& specials = plain->special_tokens();
+  ASSERT_GE(specials.cls_id, 0);
+  write_file_atomic(
+      xlmr.path() / "added_tokens.json",
+      nlohmann::json{{specials.cls, specials.cls_id}, {specials.sep, specials.sep_id}}.dump());
+  EXPECT_EQ(load(xlmr.path())->vocab_size(), plain->vocab_size());
   // With XLM-R's fairseq ids they are HF's added tokens: numbered after the vocabulary (the
   // declared id must agree), kept whole, saved again as added_tokens.json.
   write_file_atomic(xlmr.path() / "config.json", R"({"model_type": "xlm-roberta"})");
@@ -368,6 +378,10 @@ TEST(ByteLevelBpeTest, TokenizerJsonAloneLoadsAsTheVocabularyFiles) {
           "\"model.dropout\": 0.1 (not null); bertft's byte-level BPE is RoBERTa's");
   refused([](json& f) { f["model"]["merges"][1] = json::array({"lo"}); },
           "\"model.merges\": merge 2: [\"lo\"]: expected \"a b\" or [\"a\", \"b\"]");
+  // A merge written as one string has one space, with a symbol on each side of it.
+  for (const std::string merge : {" lo", "lo ", "l o x", "lo"})
+    refused([&](json& f) { f["model"]["merges"][1] = merge; },
+            "\"model.merges\": merge 2: \"" + merge + "\": expected \"a b\"");
   refused([](json& f) { f["model"]["vocab"]["lo"] = 999; },
           "\"model.vocab\": \"lo\": id 999: the ids must be 0 to");
   refused([](json& f) { f["pre_tokenizer"]["add_prefix_space"] = true; },

@@ -8,6 +8,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 
 namespace bert {
 namespace {
@@ -65,6 +66,23 @@ TEST(ErrorTest, ClipKeepsATextAtTheLimitWhole) {
   EXPECT_EQ(clip(std::string(100, 'x')), std::string(100, 'x'));
   EXPECT_EQ(clip("abcd", 4), "abcd");
   EXPECT_EQ(clip("abcde", 4), "abcd... (5 bytes)");
+}
+
+// tokenizer.json's precompiled_charsmap: base64 of any length decodes to its bytes, padded or
+// not, whole groups included (the last byte of a text whose length is a multiple of three).
+TEST(Base64Test, DecodesWhatEncodeWrites) {
+  EXPECT_EQ(base64_decode("TWFu"), "Man");
+  EXPECT_EQ(base64_decode("TWE="), "Ma");
+  EXPECT_EQ(base64_decode("TWE"), "Ma");
+  EXPECT_EQ(base64_decode("TQ=="), "M");
+  EXPECT_EQ(base64_decode("+/+/"), "\xfb\xff\xbf");
+  EXPECT_EQ(base64_decode(""), "");
+  EXPECT_EQ(base64_decode("TW%u"), std::nullopt);
+  std::string bytes;
+  for (int n = 0; n < 64; ++n) {
+    EXPECT_EQ(base64_decode(base64_encode(bytes)), bytes) << n;
+    bytes += static_cast<char>(n * 37 + 5);
+  }
 }
 
 }  // namespace

@@ -357,6 +357,19 @@ TEST(SentencePieceTest, XlmRobertaTokenizerJsonAloneLoadsAsTheModel) {
           "\"pre_tokenizer.split\": false (not true)");
   refused([](J& j) { j["decoder"]["prepend_scheme"] = "first"; },
           "\"decoder.prepend_scheme\": \"first\" (not \"always\")");
+  refused([](J& j) { j["pre_tokenizer"]["prepend_scheme"] = "never"; },
+          "\"pre_tokenizer.prepend_scheme\": \"never\" (not \"always\")");
+  refused([](J& j) { j["pre_tokenizer"]["replacement"] = "_"; },
+          "\"pre_tokenizer.replacement\": \"_\" (not \"\u2581\")");
+  refused(
+      [](J& j) {
+        j["post_processor"] = {{"type", "RobertaProcessing"},
+                               {"sep", J::array({"<sep>", 2})},
+                               {"cls", J::array({"<s>", 0})}};
+      },
+      "\"post_processor\": not <s> and </s>");
+  refused([](J& j) { j["decoder"].erase("replacement"); },
+          "\"decoder.replacement\": missing (not \"\u2581\")");
   refused([](J& j) { j["post_processor"]["single"].erase(0); },
           "\"post_processor.single\": $A </s>");
   refused(

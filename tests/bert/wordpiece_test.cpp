@@ -387,6 +387,28 @@ TEST(WordPieceTokenizerJson, ADirectoryWithItAloneLoadsAsWithVocabTxt) {
   EXPECT_EQ(load(alone.path())->encode("Hello").ids, (std::vector<int64_t>{2, 5, 3}));
   write_file_atomic(alone.path() / "tokenizer_config.json", config);
 
+  // The model's max_input_chars_per_word: a longer word is [UNK]; 0, a string or a negative
+  // number is refused.
+  {
+    auto limited = file;
+    limited["model"]["max_input_chars_per_word"] = 5;
+    write_file_atomic(tokenizer_json, limited.dump());
+    EXPECT_EQ(load(alone.path())->encode("Hello worlds").ids, (std::vector<int64_t>{2, 5, 1, 3}));
+    for (const json& bad : {json(0), json("5"), json(-1)}) {
+      limited["model"]["max_input_chars_per_word"] = bad;
+      write_file_atomic(tokenizer_json, limited.dump());
+      EXPECT_THROW(load(alone.path()), TokenizerError) << bad;
+    }
+    // The vocabulary's ids run from 0 to its size - 1: one past the end is refused by name.
+    auto past = file;
+    past["model"]["vocab"]["!"] = past["model"]["vocab"].size();
+    write_file_atomic(tokenizer_json, past.dump());
+    const auto message = testing::error_message([&] { load(alone.path()); });
+    EXPECT_NE(message.find("\"!\": id 14: the ids must be 0 to 13, each once"), std::string::npos)
+        << message;
+    write_file_atomic(tokenizer_json, file.dump());
+  }
+
   // The special tokens the post-processor names (TemplateProcessing: "<cls> $A <sep>"), where the
   // vocabulary has no [CLS] or [SEP].
   {
