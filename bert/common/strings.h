@@ -95,4 +95,5 @@ inline std::optional<std::string> base64_decode(std::string_view text) {
   }
   return out;
 }
+
 }  // namespace bert

@@ -135,7 +135,8 @@ std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts,
   if (static_cast<int64_t>(vocab.size()) > o.vocab_size)
     log::warn(
         "[vocab] {} entries, more than the {} asked for: the special tokens and the alphabet "
-        "(each character of the corpus, at a word's start and as ##) are always kept",
+        "(each character of the corpus, as it occurs at a word's start or, as ##, inside one) are "
+        "always kept",
         vocab.size(), o.vocab_size);
   return vocab;
 }
