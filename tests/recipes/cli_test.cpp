@@ -327,31 +327,31 @@ TEST_F(CliTest, ALeaderboardWithNothingFinishedExportsNothingAndExits1) {
 // vocabulary (every character stays spellable) and says so.
 TEST_F(CliTest, AVocabularyLargerThanAskedForIsAWarning) {
   testing::write_bytes(dir_.path() / "corpus.txt", "abc abd\nabc\n");
-  const auto small = bertft("vocab " + (dir_.path() / "corpus.txt").string() + " --out " +
-                            (dir_.path() / "small").string() + " --vocab-size 3");
+  // `vocab` on the corpus with --vocab-size `size` into dir_/`out`, `env` in front.
+  const auto train = [&](int size, const std::string& out, const std::string& env = "") {
+    return testing::run_bertft("vocab " + (dir_.path() / "corpus.txt").string() + " --vocab-size " +
+                                   std::to_string(size) + " --out " + (dir_.path() / out).string(),
+                               dir_.path() / (out + ".log"), env);
+  };
+  const auto small = train(3, "small");
   ASSERT_EQ(small.code, 0) << small.output;
   // [PAD] [UNK] [CLS] [SEP] [MASK], then the alphabet: a, ##b, ##c, ##d; no merge.
   EXPECT_NE(small.output.find("warning: [vocab] 9 entries, more than the 3 asked for: the "
                               "special tokens and the alphabet"),
             std::string::npos)
       << small.output;
-  const std::string vocab = bert::read_file(dir_.path() / "small" / "vocab.txt");
-  EXPECT_EQ(std::count(vocab.begin(), vocab.end(), '\n'), 9);
+  const std::string entries = bert::read_file(dir_.path() / "small" / "vocab.txt");
+  EXPECT_EQ(std::count(entries.begin(), entries.end(), '\n'), 9);
   // Room for one merge (ab, seen three times): ten entries, as asked.
-  const auto enough = bertft("vocab " + (dir_.path() / "corpus.txt").string() + " --out " +
-                             (dir_.path() / "enough").string() + " --vocab-size 10");
+  const auto enough = train(10, "enough");
   ASSERT_EQ(enough.code, 0) << enough.output;
   EXPECT_EQ(enough.output.find("warning"), std::string::npos) << enough.output;
   // BERTFT_LOG_LEVEL=warn keeps the warning and drops the progress lines; =error drops both.
-  const std::string again =
-      "vocab " + (dir_.path() / "corpus.txt").string() + " --vocab-size 3 --out ";
-  const auto warn = testing::run_bertft(again + (dir_.path() / "warn").string(),
-                                        dir_.path() / "warn.log", "BERTFT_LOG_LEVEL=warn");
+  const auto warn = train(3, "warn", "BERTFT_LOG_LEVEL=warn");
   ASSERT_EQ(warn.code, 0) << warn.output;
   EXPECT_NE(warn.output.find("warning: [vocab] 9 entries"), std::string::npos) << warn.output;
   EXPECT_EQ(warn.output.find("distinct words"), std::string::npos) << warn.output;
-  const auto error = testing::run_bertft(again + (dir_.path() / "error").string(),
-                                         dir_.path() / "error.log", "BERTFT_LOG_LEVEL=error");
+  const auto error = train(3, "error", "BERTFT_LOG_LEVEL=error");
   ASSERT_EQ(error.code, 0) << error.output;
   EXPECT_EQ(error.output, "");
 }
