@@ -83,6 +83,9 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES "8 of 8 trials done" OR NOT EXISTS ${W}/qui
    OR NOT EXISTS ${W}/quickstart/predictions.jsonl)
   message(FATAL_ERROR "quickstart: ${rc} ${out}${err}")
 endif()
+if(NOT "${out}${err}" MATCHES "\\[quickstart\\] threads 2 \\|")  # --threads reaches it
+  message(FATAL_ERROR "quickstart did not take --threads 2: ${out}${err}")
+endif()
 # A broken recipe: exit code 2, every problem with file:line:col.
 file(WRITE ${W}/broken.yaml "model: {pretrained: ${W}/quickstart/model}\ntask: {type: sequence_classification}\ndata: {train: ${W}/nope.tsv, dev: ${W}/quickstart/data/dev.tsv}\ntraining: {epochs: 0}\n")
 run(${BERTFT} validate ${W}/broken.yaml)

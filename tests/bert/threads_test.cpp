@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -105,6 +106,18 @@ TEST(HeapCpuAllocator, AlignsTo64BytesAndFreesThroughItsRawDeleter) {
     allocator.raw_deallocate(raw);
   }
   EXPECT_EQ(allocator.allocate(0).get(), nullptr);  // as LibTorch's: no block for no bytes
+  // A size whose block (the size, the alignment and the block's address) would wrap around is
+  // refused, not served by a small block; one that cannot be had says so.
+  const size_t most = std::numeric_limits<size_t>::max();
+  for (const size_t bytes : {most, most - 8, most - HeapCpuAllocator::kAlignment})
+    EXPECT_THROW(allocator.allocate(bytes), c10::Error) << bytes;
+  try {
+    allocator.allocate(most / 2);
+    ADD_FAILURE() << "allocated " << most / 2 << " bytes";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU allocator: not enough memory"), std::string::npos)
+        << e.what();
+  }
 }
 
 // OpenBLAS falls back to old kernels on a CPU model newer than itself (Debian 12's took

@@ -1,5 +1,6 @@
 // The command line as a user meets it: exact exit codes and messages for unknown commands and
 // bad option values, defaults and exit codes in --help.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
 #include "recipes/runner/command.h"
@@ -172,6 +174,104 @@ TEST_F(CliTest, QuickstartNeverWritesAmongOtherFilesOrAnotherSeedsRun) {
   EXPECT_EQ(read_file(file), "my notes\n");
 }
 
+// new-model writes the shape it is given (each option to its config.json key), its seed decides
+// the weights, and its log counts the parameters it wrote; a size of 0 is refused.
+TEST_F(CliTest, NewModelWritesTheShapeAndSeedItIsGiven) {
+  const auto vocab = dir_.path() / "vocab.txt";
+  testing::write_bytes(vocab, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n##s\n.\n");
+  const auto new_model = [&](const std::string& out, const std::string& options) {
+    return bertft("new-model --vocab " + vocab.string() + " --out " + (dir_.path() / out).string() +
+                  " " + options);
+  };
+  const std::string shape =
+      "--hidden 64 --layers 2 --heads 4 --intermediate 96 --max-positions 40 --seed 7";
+  const auto made = new_model("a", shape);
+  ASSERT_EQ(made.code, 0) << made.output;
+  const auto config = nlohmann::json::parse(read_file(dir_.path() / "a" / "config.json"));
+  EXPECT_EQ(config.at("vocab_size"), 10);
+  EXPECT_EQ(config.at("hidden_size"), 64);
+  EXPECT_EQ(config.at("num_hidden_layers"), 2);
+  EXPECT_EQ(config.at("num_attention_heads"), 4);
+  EXPECT_EQ(config.at("intermediate_size"), 96);
+  EXPECT_EQ(config.at("max_position_embeddings"), 40);
+  int64_t params = 0;
+  for (const auto& [name, t] : read_weights(PretrainedDir::find(dir_.path() / "a").weights))
+    params += t.numel();
+  EXPECT_GT(params, 50000);  // two decimals of millions tell a wrong count
+  EXPECT_NE(made.output.find(
+                fmt::format("heads 4 | {:.2f} M parameters", static_cast<double>(params) / 1e6)),
+            std::string::npos)
+      << made.output;
+  // The same seed, the same bytes; another seed, other weights.
+  ASSERT_EQ(new_model("b", shape).code, 0);
+  EXPECT_EQ(read_file(dir_.path() / "b" / "model.safetensors"),
+            read_file(dir_.path() / "a" / "model.safetensors"));
+  ASSERT_EQ(new_model("c", shape + " --seed 8").code, 0);
+  EXPECT_NE(read_file(dir_.path() / "c" / "model.safetensors"),
+            read_file(dir_.path() / "a" / "model.safetensors"));
+  const auto zero = new_model("d", "--hidden 0");
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_NE(zero.output.find("--hidden: must be a number > 0, got '0'"), std::string::npos)
+      << zero.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "d"));
+}
+
+// score's --positive-label names binary F1's class (without it, "1": absent here, so no F1),
+// and --regression reads labels and predictions as scores (correlations, no accuracy).
+TEST_F(CliTest, ScoreTakesThePositiveLabelAndRegressionFromItsOptions) {
+  const auto gold = dir_.path() / "gold.jsonl";
+  const auto predicted = dir_.path() / "predicted.txt";
+  const auto score = [&](const std::string& options) {
+    const auto run = bertft("score --task sequence_classification --data " + gold.string() +
+                            " --predictions " + predicted.string() + options);
+    EXPECT_EQ(run.code, 0) << run.output;
+    const auto brace = run.output.find('{');
+    return brace == std::string::npos ? nlohmann::json()
+                                      : nlohmann::json::parse(run.output.substr(brace));
+  };
+  std::string lines;
+  for (const auto* label : {"pos", "neg", "pos", "neg"})
+    lines += fmt::format(R"({{"text": "a", "label": "{}"}})", label) + "\n";
+  testing::write_bytes(gold, lines);
+  testing::write_bytes(predicted, "pos\npos\npos\nneg\n");
+  const auto labels = score(" --positive-label pos");
+  EXPECT_DOUBLE_EQ(labels.value("accuracy", -1.0), 0.75) << labels.dump();
+  EXPECT_NEAR(labels.value("f1", -1.0), 0.8, 1e-12) << labels.dump();  // P 2/3, R 1
+  EXPECT_FALSE(score("").contains("f1"));
+  lines.clear();
+  for (const auto* label : {"1.0", "2.0", "3.0", "4.0"})
+    lines += fmt::format(R"({{"text": "a", "label": "{}"}})", label) + "\n";
+  testing::write_bytes(gold, lines);
+  testing::write_bytes(predicted, "1.5\n2.5\n2.9\n4.2\n");
+  const auto scores = score(" --regression");
+  EXPECT_DOUBLE_EQ(scores.value("spearman", -1.0), 1.0) << scores.dump();
+  EXPECT_GT(scores.value("pearson", -1.0), 0.98) << scores.dump();
+  EXPECT_FALSE(scores.contains("accuracy")) << scores.dump();
+  EXPECT_TRUE(score("").contains("accuracy"));  // the same files as labels
+  // --help names what each task's scorer reads, and only the tasks that have one.
+  const auto help = bertft("score --help").output;
+  for (const auto* task :
+       {"sequence_classification", "multiple_choice", "question_answering", "token_classification"})
+    EXPECT_NE(help.find(fmt::format("\n                                {}: ", task)),
+              std::string::npos)
+        << task << "\n"
+        << help;
+  EXPECT_EQ(help.find("pretraining"), std::string::npos) << help;
+}
+
+// export takes a run directory that is there (a usage error naming it otherwise) and writes
+// nothing for one that is not.
+TEST_F(CliTest, ExportNamesARunDirectoryThatIsNotThere) {
+  const auto missing = dir_.path() / "no-such-run";
+  const auto out = dir_.path() / "exported";
+  const auto run = bertft("export " + missing.string() + " --out " + out.string());
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_NE(run.output.find("run: Directory does not exist: " + missing.string()),
+            std::string::npos)
+      << run.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // `tokenize` reads plain lines and JSON lines by the readers' field names (an id and a label
 // skipped, a null field absent, any other field or a text given twice refused naming the line),
 // and takes a model directory's own casing without --lowercase.
@@ -261,6 +361,9 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
     EXPECT_NE(run.output.find(message), std::string::npos) << run.output;
   };
   refused("train x.yaml --nproc 0", "--nproc: must be a number > 0, got '0'");
+  refused("quickstart --jobs 0 --out " + (dir_.path() / "quick").string(),
+          "--jobs: must be a number > 0, got '0'");
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "quick"));
   refused("train", "recipe is required");
   // A number is the whole value: "2x" is not 2, nor is "inf" a count of jobs.
   refused("train x.yaml --nproc 2x", "--nproc: must be a number > 0, got '2x'");
@@ -428,7 +531,17 @@ TEST_F(CliTest, RecipeKeysListsEveryKeyWithTypeDefaultAndMeaning) {
        {"\ndata.<split>.limit                    int             = 0           Use only the first "
         "N examples (0 = all)\n",
         "\ntraining.learning_rate                float           = 2e-05       Peak learning "
-        "rate\n"})
+        "rate\n",
+        // A type too long for its column: "choice" where it lists values, else "see help",
+        // its words after the help unless the help lists the values itself (a | b).
+        "\nmodel.dtype                           choice          = float32     dtype of the "
+        "exported weights: float32 | float16 | bfloat16\n",
+        "\ntask.type                             choice                        The task adapter "
+        "[one of: sequence_classification, multiple_choice, question_answering, "
+        "token_classification, pretraining]\n",
+        "\nsweep.grid                            see help                      Values to try; "
+        "a training key or a dotted recipe path (task.max_seq_length); at most 10000 trials "
+        "(values multiplied, times the seeds) [mapping of key: [values]]\n"})
     EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
   EXPECT_EQ(run.output.find("(question_answering)"), std::string::npos);
   const auto bad = bertft("recipe-keys --task nosuch");
