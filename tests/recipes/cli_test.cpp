@@ -184,8 +184,8 @@ TEST_F(CliTest, NewModelWritesTheShapeAndSeedItIsGiven) {
                   " " + options);
   };
   const std::string shape =
-      "--hidden 64 --layers 2 --heads 4 --intermediate 96 --max-positions 40 --seed 7";
-  const auto made = new_model("a", shape);
+      "--hidden 64 --layers 2 --heads 4 --intermediate 96 --max-positions 40 --seed ";
+  const auto made = new_model("a", shape + "7");
   ASSERT_EQ(made.code, 0) << made.output;
   const auto config = nlohmann::json::parse(read_file(dir_.path() / "a" / "config.json"));
   EXPECT_EQ(config.at("vocab_size"), 10);
@@ -203,10 +203,10 @@ TEST_F(CliTest, NewModelWritesTheShapeAndSeedItIsGiven) {
             std::string::npos)
       << made.output;
   // The same seed, the same bytes; another seed, other weights.
-  ASSERT_EQ(new_model("b", shape).code, 0);
+  ASSERT_EQ(new_model("b", shape + "7").code, 0);
   EXPECT_EQ(read_file(dir_.path() / "b" / "model.safetensors"),
             read_file(dir_.path() / "a" / "model.safetensors"));
-  ASSERT_EQ(new_model("c", shape + " --seed 8").code, 0);
+  ASSERT_EQ(new_model("c", shape + "8").code, 0);
   EXPECT_NE(read_file(dir_.path() / "c" / "model.safetensors"),
             read_file(dir_.path() / "a" / "model.safetensors"));
   const auto zero = new_model("d", "--hidden 0");
