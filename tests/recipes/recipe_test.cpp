@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
@@ -155,6 +156,12 @@ TEST_F(RecipeTest, SetOverridesAnyKeyAndIsNamedInErrors) {
   EXPECT_DOUBLE_EQ(recipe.training.learning_rate, 3e-5);
   EXPECT_EQ(recipe.task["max_seq_length"].as<int>(), 32);
   EXPECT_EQ(expand_sweep(recipe).size(), 4u);
+  // A single value where a list is expected is a list of one; a mapping is refused.
+  EXPECT_EQ(load_recipe(path, {"sweep.seeds=9"}).sweep.seeds, std::vector<int64_t>{9});
+  const auto listless = problems_of([&] { load_recipe(path, {"sweep.seeds={a: 1}"}); });
+  EXPECT_NE(listless.find("sweep.seeds: expected a list (from --set sweep.seeds={a: 1})"),
+            std::string::npos)
+      << listless;
   const auto e = problems_of([&] { load_recipe(path, {"training.batch_size=0"}); });
   EXPECT_NE(e.find("training.batch_size: must be > 0, got 0 (from --set training.batch_size=0)"),
             std::string::npos)
