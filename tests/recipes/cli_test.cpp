@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/error.h"
@@ -229,20 +230,20 @@ TEST_F(CliTest, ScoreTakesThePositiveLabelAndRegressionFromItsOptions) {
     return brace == std::string::npos ? nlohmann::json()
                                       : nlohmann::json::parse(run.output.substr(brace));
   };
-  std::string lines;
-  for (const auto* label : {"pos", "neg", "pos", "neg"})
-    lines += fmt::format(R"({{"text": "a", "label": "{}"}})", label) + "\n";
-  testing::write_bytes(gold, lines);
-  testing::write_bytes(predicted, "pos\npos\npos\nneg\n");
+  // The gold data (JSONL, an example per label) and the predictions file.
+  const auto write = [&](const std::vector<std::string>& labels, const std::string& predictions) {
+    std::string lines;
+    for (const auto& label : labels)
+      lines += fmt::format(R"({{"text": "a", "label": "{}"}})", label) + "\n";
+    testing::write_bytes(gold, lines);
+    testing::write_bytes(predicted, predictions);
+  };
+  write({"pos", "neg", "pos", "neg"}, "pos\npos\npos\nneg\n");
   const auto labels = score(" --positive-label pos");
   EXPECT_DOUBLE_EQ(labels.value("accuracy", -1.0), 0.75) << labels.dump();
   EXPECT_NEAR(labels.value("f1", -1.0), 0.8, 1e-12) << labels.dump();  // P 2/3, R 1
   EXPECT_FALSE(score("").contains("f1"));
-  lines.clear();
-  for (const auto* label : {"1.0", "2.0", "3.0", "4.0"})
-    lines += fmt::format(R"({{"text": "a", "label": "{}"}})", label) + "\n";
-  testing::write_bytes(gold, lines);
-  testing::write_bytes(predicted, "1.5\n2.5\n2.9\n4.2\n");
+  write({"1.0", "2.0", "3.0", "4.0"}, "1.5\n2.5\n2.9\n4.2\n");
   const auto scores = score(" --regression");
   EXPECT_DOUBLE_EQ(scores.value("spearman", -1.0), 1.0) << scores.dump();
   EXPECT_GT(scores.value("pearson", -1.0), 0.98) << scores.dump();
