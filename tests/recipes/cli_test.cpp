@@ -204,12 +204,11 @@ TEST_F(CliTest, NewModelWritesTheShapeAndSeedItIsGiven) {
             std::string::npos)
       << made.output;
   // The same seed, the same bytes; another seed, other weights.
+  const auto weights = read_file(dir_.path() / "a" / "model.safetensors");
   ASSERT_EQ(new_model("b", shape + "7").code, 0);
-  EXPECT_EQ(read_file(dir_.path() / "b" / "model.safetensors"),
-            read_file(dir_.path() / "a" / "model.safetensors"));
+  EXPECT_EQ(read_file(dir_.path() / "b" / "model.safetensors"), weights);
   ASSERT_EQ(new_model("c", shape + "8").code, 0);
-  EXPECT_NE(read_file(dir_.path() / "c" / "model.safetensors"),
-            read_file(dir_.path() / "a" / "model.safetensors"));
+  EXPECT_NE(read_file(dir_.path() / "c" / "model.safetensors"), weights);
   const auto zero = new_model("d", "--hidden 0");
   EXPECT_EQ(zero.code, 2);
   EXPECT_NE(zero.output.find("--hidden: must be a number > 0, got '0'"), std::string::npos)
