@@ -151,7 +151,14 @@ void train_sentencepiece(const std::vector<std::filesystem::path>& inputs,
     throw TokenizerError(
         fmt::format("sentencepiece model type '{}': expected unigram or bpe", model_type));
   std::string input;
-  for (const auto& path : inputs) input += (input.empty() ? "" : ",") + path.string();
+  for (const auto& path : inputs) {
+    // The trainer takes its inputs as one comma-separated value.
+    if (path.string().find(',') != std::string::npos)
+      throw TokenizerError(fmt::format(
+          "{}: the sentencepiece trainer cannot read a file whose path has a comma; rename it",
+          path.string()));
+    input += (input.empty() ? "" : ",") + path.string();
+  }
   const std::vector<std::string> args = {"--input=" + input,
                                          "--model_prefix=" + model_prefix,
                                          fmt::format("--vocab_size={}", vocab_size),

@@ -25,7 +25,8 @@ std::vector<std::string> train_wordpiece(const std::vector<std::string>& texts,
 
 /// Trains a SentencePiece model (unigram or bpe) with libsentencepiece's trainer, with BERT's
 /// special tokens: [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4 (no <s>/</s>). Writes
-/// `model_prefix`.model and .vocab. Throws TokenizerError with the trainer's message.
+/// `model_prefix`.model and .vocab. Throws TokenizerError with the trainer's message, or
+/// naming an input whose path has a comma (the trainer splits its inputs at commas).
 void train_sentencepiece(const std::vector<std::filesystem::path>& inputs,
                          const std::string& model_prefix,
                          int64_t vocab_size,

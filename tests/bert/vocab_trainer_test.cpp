@@ -157,5 +157,40 @@ TEST(SentencePieceTrainer, UnigramAndBpeModelsWithBertSpecialTokens) {
   EXPECT_FALSE(fs::exists(dir.path() / "x.model"));
 }
 
+// Each argument reaches the trainer whole: a corpus and a prefix with spaces in their paths
+// train (the trainer's one-string form split them at the spaces), the trainer logs nothing at
+// --minloglevel=1 (that form logged its command line first), and a comma in an input's path,
+// where the trainer splits its inputs, is refused naming the file.
+TEST(SentencePieceTrainer, PathsWithSpacesTrainQuietlyAndACommaIsRefused) {
+  testing::TempDir dir;
+  const auto spaced = dir.path() / "my corpora";
+  fs::create_directories(spaced);
+  std::string corpus;
+  const char* words[] = {"alpha", "beta", "gamma", "delta", "epsilon"};
+  for (int i = 0; i < 500; ++i)
+    corpus += std::string(words[i % 5]) + " " + words[(i * 3) % 5] + "\n";
+  testing::write_bytes(spaced / "first part.txt", corpus);
+  const auto prefix = (spaced / "my model").string();
+  ::testing::internal::CaptureStderr();
+  train_sentencepiece({spaced / "first part.txt"}, prefix, 40, "unigram");
+  const auto logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(logged, "");
+  const SentencePieceTokenizer tokenizer(prefix + ".model");
+  EXPECT_EQ(tokenizer.special_tokens().mask_id, 4);
+  EXPECT_NE(tokenizer.encode("gamma delta").ids.at(1), 1);  // not [UNK]
+
+  testing::write_bytes(dir.path() / "a,b.txt", corpus);
+  try {
+    train_sentencepiece({dir.path() / "a,b.txt"}, (dir.path() / "y").string(), 40, "unigram");
+    ADD_FAILURE() << "a comma in a path was taken";
+  } catch (const TokenizerError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (dir.path() / "a,b.txt").string() +
+                  ": the sentencepiece trainer cannot read a file whose path has a comma; rename "
+                  "it");
+  }
+  EXPECT_FALSE(fs::exists(dir.path() / "y.model"));
+}
+
 }  // namespace
 }  // namespace bert::tok
