@@ -14,6 +14,7 @@
 
 #include "bert/common/log.h"
 #include "bert/common/signals.h"
+#include "bert/common/threads.h"
 #include "recipes/runner/process.h"
 #include "recipes/runner/run_dir.h"
 
@@ -26,8 +27,7 @@ int launch_local_workers(int nproc,
                          double grace_seconds,
                          const std::string& executable) {
   using Clock = std::chrono::steady_clock;
-  const auto program =
-      executable.empty() ? std::filesystem::read_symlink("/proc/self/exe").string() : executable;
+  const auto program = executable.empty() ? self_executable() : executable;
   const int threads = std::max(1, total_threads / nproc);
   const char* port_env = std::getenv("MASTER_PORT");
   const int port = port_env && *port_env ? std::atoi(port_env) : free_local_port();
@@ -38,6 +38,7 @@ int launch_local_workers(int nproc,
     if (verbose) argv.push_back("--verbose");
     argv.insert(argv.end(), command.begin(), command.end());
     SpawnOptions options;
+    options.self = executable.empty();
     options.env = {
         {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(nproc)},
         {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(nproc)},

@@ -34,6 +34,7 @@ pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   const std::string log = options.log_file.string();
+  const std::string cannot = "cannot execute " + argv[0] + ": ";
   const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
@@ -51,6 +52,22 @@ pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
       ::dup2(fd, STDERR_FILENO);
     }
     ::execve(args[0], args.data(), envp.data());
+    if (options.self) ::execve("/proc/self/exe", args.data(), envp.data());
+    // Said in the log, so that the parent's report of exit code 127 has a reason beside it
+    // (strerrorname_np reads a constant table: no allocation, no locale).
+    const char* error = strerrorname_np(errno);
+    if (error == nullptr) error = "unknown error";
+    const auto say = [](const char* text, size_t size) {
+      while (size > 0) {
+        const ssize_t n = ::write(STDERR_FILENO, text, size);
+        if (n <= 0) return;
+        text += n;
+        size -= static_cast<size_t>(n);
+      }
+    };
+    say(cannot.data(), cannot.size());
+    say(error, std::strlen(error));
+    say("\n", 1);
     ::_exit(127);
   }
   return pid;
@@ -68,10 +85,15 @@ ChildExit child_exit(int status) {
 
 std::string last_lines(const std::filesystem::path& file, size_t count) {
   if (!std::filesystem::exists(file)) return "";
+  if (count == 0) return "";
   const auto text = read_file(file);
-  size_t pos = text.size();
-  for (size_t n = 0; n <= count && pos > 0; ++n) pos = text.rfind('\n', pos - 1);
-  return text.substr(pos == std::string::npos ? 0 : pos + 1);
+  // Back from the end, past `count` line ends (the final one ends the last line).
+  size_t end = text.size();
+  if (end > 0 && text[end - 1] == '\n') --end;
+  size_t begin = end, lines = 0;
+  for (; begin > 0; --begin)
+    if (text[begin - 1] == '\n' && ++lines == count) break;
+  return text.substr(begin);
 }
 
 int free_local_port() {

@@ -18,10 +18,15 @@ struct SpawnOptions {
   /// parent, which forwards it) and gets SIGTERM when the parent dies, even by SIGKILL
   /// (PR_SET_PDEATHSIG): no trainer outlives its sweep or launcher.
   bool tied_to_parent = true;
+  /// argv[0] is this program's own file (self_executable()): where that file has gone since
+  /// this program started (a rebuild replaced it, and the path now ends in " (deleted)"), the
+  /// child runs this program's own image through /proc/self/exe.
+  bool self = false;
 };
 
 /// Starts `argv` (argv[0] is the executable's path); returns the child's pid. Throws bert::Error
-/// when it cannot start.
+/// when it cannot fork. A child that cannot execute argv[0] writes "cannot execute <path>:
+/// <errno name>" to its log (or stderr) and exits with code 127.
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
 
 /// How a child ended, from waitpid's status.

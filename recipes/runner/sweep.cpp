@@ -16,6 +16,7 @@
 #include "bert/common/file_util.h"
 #include "bert/common/log.h"
 #include "bert/common/signals.h"
+#include "bert/common/threads.h"
 #include "recipes/runner/export.h"
 #include "recipes/runner/process.h"
 #include "recipes/runner/run_dir.h"
@@ -267,7 +268,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   const int threads = std::max(1, total_threads / jobs);  // a trial's launcher splits its share
   const auto nproc = recipe.sweep.nproc_per_trial;
   const auto executable =
-      options.executable.empty() ? fs::read_symlink("/proc/self/exe") : options.executable;
+      options.executable.empty() ? fs::path(self_executable()) : options.executable;
   // Trials run in process groups of their own and die with the sweep (even on SIGKILL); a
   // SIGINT / SIGTERM to the sweep is forwarded, so they checkpoint and stop.
   std::map<pid_t, const Trial*> running;
@@ -303,6 +304,7 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
       if (nproc > 1) argv.insert(argv.end(), {"--nproc", std::to_string(nproc)});
       SpawnOptions spawn_options;
       spawn_options.log_file = trial.log();
+      spawn_options.self = options.executable.empty();
       running.emplace(spawn(argv, spawn_options), t);
     }
     int status = 0;

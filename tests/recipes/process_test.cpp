@@ -14,9 +14,13 @@
 #include <chrono>
 
 #include "bert/common/file_util.h"
+#include "bert/tokenizer/wordpiece.h"
 #include "data/text_file.h"
 #include "recipes/runner/launch.h"
+#include "recipes/runner/new_model.h"
+#include "recipes/runner/recipe.h"
 #include "recipes/runner/run_dir.h"
+#include "recipes/runner/sweep.h"
 #include "tests/support/test_support.h"
 
 namespace bert::recipes {
@@ -59,6 +63,91 @@ TEST(ProcessTest, ChildrenTakeTheirVariablesAppendToTheirLogAndSayHowTheyEnded) 
   EXPECT_EQ(last_lines(dir.path() / "absent.log", 2), "");
   testing::write_bytes(dir.path() / "short.log", "a\nb");
   EXPECT_EQ(last_lines(dir.path() / "short.log", 5), "a\nb");
+  // Fewer lines than asked for: all of them (an odd count of line ends once gave the last
+  // line alone), with or without a final line end; an empty log (a child that died before
+  // its first line) is an empty tail, where it once threw and took the sweep down with it.
+  testing::write_bytes(dir.path() / "four.log", "a\nb\nc\nd");
+  EXPECT_EQ(last_lines(dir.path() / "four.log", 5), "a\nb\nc\nd");
+  testing::write_bytes(dir.path() / "four.log", "a\nb\nc\nd\n");
+  EXPECT_EQ(last_lines(dir.path() / "four.log", 5), "a\nb\nc\nd\n");
+  EXPECT_EQ(last_lines(dir.path() / "four.log", 4), "a\nb\nc\nd\n");
+  EXPECT_EQ(last_lines(dir.path() / "four.log", 3), "b\nc\nd\n");
+  EXPECT_EQ(last_lines(dir.path() / "four.log", 1), "d\n");
+  EXPECT_EQ(last_lines(dir.path() / "four.log", 0), "");
+  testing::write_bytes(dir.path() / "blank.log", "\n\n");
+  EXPECT_EQ(last_lines(dir.path() / "blank.log", 1), "\n");
+  testing::write_bytes(dir.path() / "empty.log", "");
+  EXPECT_EQ(last_lines(dir.path() / "empty.log", 5), "");
+}
+
+// A program that cannot be executed: the child says why in its log and exits with 127. One
+// that is this program's own file runs this program's image where the file has gone (a
+// rebuild replaced it while a sweep ran): here the test binary, listing its tests.
+TEST(ProcessTest, AChildThatCannotExecuteSaysWhyAndThisProgramRunsFromItsImage) {
+  testing::TempDir dir;
+  SpawnOptions options;
+  options.log_file = dir.path() / "child.log";
+  const auto run = [&](const std::vector<std::string>& argv) {
+    int status = 0;
+    const pid_t pid = spawn(argv, options);
+    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+    return child_exit(status);
+  };
+  const auto gone = (dir.path() / "bertft (deleted)").string();
+  const auto missing = run({gone, "--gtest_list_tests"});
+  EXPECT_EQ(missing.describe(), "exit code 127");
+  EXPECT_EQ(read_file(options.log_file), "cannot execute " + gone + ": ENOENT\n");
+  fs::remove(options.log_file);
+  testing::write_bytes(dir.path() / "text", "not a program");
+  fs::permissions(dir.path() / "text", fs::perms::owner_exec, fs::perm_options::add);
+  EXPECT_EQ(run({(dir.path() / "text").string()}).code, 127);
+  EXPECT_EQ(read_file(options.log_file),
+            "cannot execute " + (dir.path() / "text").string() + ": ENOEXEC\n");
+
+  fs::remove(options.log_file);
+  options.self = true;
+  const auto self = run({gone, "--gtest_list_tests", "--gtest_filter=ProcessTest.*"});
+  EXPECT_EQ(self.describe(), "exit code 0") << read_file(options.log_file);
+  EXPECT_NE(read_file(options.log_file).find("AChildThatCannotExecuteSaysWhy"), std::string::npos)
+      << read_file(options.log_file);
+}
+
+// Trials whose process dies before writing a line (here each runs /bin/false) are recorded as
+// failed with how they ended, and the sweep goes on to the next: an empty log once made the
+// sweep itself fail ("basic_string::substr") after the first such trial.
+TEST(SweepTest, TrialsThatDieWithoutALineAreRecordedFailedAndTheSweepGoesOn) {
+  testing::TempDir dir;
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"};
+  tok::WordPieceTokenizer tokenizer(vocab, tok::WordPieceOptions{});
+  BertConfig config;
+  config.vocab_size(tokenizer.vocab_size())
+      .hidden_size(8)
+      .num_hidden_layers(1)
+      .num_attention_heads(2)
+      .intermediate_size(16)
+      .max_position_embeddings(16);
+  write_random_model(dir.path() / "model", config, tokenizer, 0);
+  testing::write_bytes(dir.path() / "train.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n");
+  const auto runs = dir.path() / "runs";
+  testing::write_bytes(dir.path() / "recipe.yaml",
+                       "model: {pretrained: " + (dir.path() / "model").string() +
+                           "}\ntask: {type: sequence_classification, max_seq_length: 8}\n"
+                           "data: {train: " +
+                           (dir.path() / "train.tsv").string() +
+                           ", dev: " + (dir.path() / "train.tsv").string() +
+                           "}\nsweep: {seeds: [1, 2]}\noutput: {dir: " + runs.string() + "}\n");
+  SweepOptions options;
+  options.jobs = 1;
+  options.feature_cache = false;
+  options.executable = "/bin/false";
+  EXPECT_EQ(run_sweep(load_recipe(dir.path() / "recipe.yaml"), options), 1);
+  for (const auto* trial : {"seed1", "seed2"}) {
+    const auto result = TrialResult::read(TrialDir(runs / "trials" / trial));
+    ASSERT_TRUE(result) << trial;
+    EXPECT_EQ(result->status, TrialStatus::kFailed) << trial;
+    EXPECT_EQ(result->error, "exit code 1; last lines of train.log:\n") << trial;
+  }
+  EXPECT_FALSE(fs::exists(SweepDir(runs).best_model()));
 }
 
 // A lock another process holds: try_acquire says so (nullopt, no error) and holder() names
