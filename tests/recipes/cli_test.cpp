@@ -532,6 +532,11 @@ TEST_F(CliTest, RecipeKeysListsEveryKeyWithTypeDefaultAndMeaning) {
         "N examples (0 = all)\n",
         "\ntraining.learning_rate                float           = 2e-05       Peak learning "
         "rate\n",
+        // An optional value (null by default) and a list.
+        "\ntraining.num_cycles                   float or null   = null        Cosine waves "
+        "(default 0.5 cosine, 1 with restarts)\n",
+        "\nsweep.seeds                           list of int                   Seeds per setting "
+        "(default: training.seed only)\n",
         // A type too long for its column: "choice" where it lists values, else "see help",
         // its words after the help unless the help lists the values itself (a | b).
         "\nmodel.dtype                           choice          = float32     dtype of the "
