@@ -267,8 +267,6 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, total_threads / jobs);  // a trial's launcher splits its share
   const auto nproc = recipe.sweep.nproc_per_trial;
-  const auto executable =
-      options.executable.empty() ? fs::path(self_executable()) : options.executable;
   // Trials run in process groups of their own and die with the sweep (even on SIGKILL); a
   // SIGINT / SIGTERM to the sweep is forwarded, so they checkpoint and stop.
   std::map<pid_t, const Trial*> running;
@@ -287,6 +285,10 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
       const auto trial = dir.trial(t->name);
       log::info("[sweep] {}: starting ({} threads{}; log {})", t->name, threads,
                 nproc > 1 ? fmt::format(", {} processes", nproc) : "", trial.log().string());
+      // Looked up for each trial: where this program's file has gone since the sweep started
+      // (its path then ends in " (deleted)"), the trial runs this program's image (spawn).
+      const auto executable =
+          options.executable.empty() ? fs::path(self_executable()) : options.executable;
       std::vector<std::string> argv = {executable.string(),
                                        "--threads",
                                        std::to_string(threads),
