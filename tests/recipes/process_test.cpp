@@ -118,7 +118,8 @@ TEST(ProcessTest, AChildThatCannotExecuteSaysWhyAndThisProgramRunsFromItsImage) 
 TEST(SweepTest, TrialsThatDieWithoutALineAreRecordedFailedAndTheSweepGoesOn) {
   testing::TempDir dir;
   std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"};
-  tok::WordPieceTokenizer tokenizer(vocab, tok::WordPieceOptions{});
+  const tok::WordPieceOptions tokenizer_options;
+  tok::WordPieceTokenizer tokenizer(vocab, tokenizer_options);
   BertConfig config;
   config.vocab_size(tokenizer.vocab_size())
       .hidden_size(8)
