@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include "bert/common/file_util.h"
 #include "bert/tokenizer/wordpiece.h"
@@ -112,11 +113,9 @@ TEST(ProcessTest, AChildThatCannotExecuteSaysWhyAndThisProgramRunsFromItsImage) 
       << read_file(options.log_file);
 }
 
-// Trials whose process dies before writing a line (here each runs /bin/false) are recorded as
-// failed with how they ended, and the sweep goes on to the next: an empty log once made the
-// sweep itself fail ("basic_string::substr") after the first such trial.
-TEST(SweepTest, TrialsThatDieWithoutALineAreRecordedFailedAndTheSweepGoesOn) {
-  testing::TempDir dir;
+/// A sweep of two trials (seeds 1 and 2) of a tiny BERT on two sentences, in `dir`; its runs
+/// go to dir/runs. Returns the recipe's path.
+fs::path tiny_sweep_recipe(const fs::path& dir) {
   std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"};
   const tok::WordPieceOptions tokenizer_options;
   tok::WordPieceTokenizer tokenizer(vocab, tokenizer_options);
@@ -127,21 +126,30 @@ TEST(SweepTest, TrialsThatDieWithoutALineAreRecordedFailedAndTheSweepGoesOn) {
       .num_attention_heads(2)
       .intermediate_size(16)
       .max_position_embeddings(16);
-  write_random_model(dir.path() / "model", config, tokenizer, 0);
-  testing::write_bytes(dir.path() / "train.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n");
-  const auto runs = dir.path() / "runs";
-  testing::write_bytes(dir.path() / "recipe.yaml",
-                       "model: {pretrained: " + (dir.path() / "model").string() +
+  write_random_model(dir / "model", config, tokenizer, 0);
+  testing::write_bytes(dir / "train.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n");
+  testing::write_bytes(dir / "recipe.yaml",
+                       "model: {pretrained: " + (dir / "model").string() +
                            "}\ntask: {type: sequence_classification, max_seq_length: 8}\n"
                            "data: {train: " +
-                           (dir.path() / "train.tsv").string() +
-                           ", dev: " + (dir.path() / "train.tsv").string() +
-                           "}\nsweep: {seeds: [1, 2]}\noutput: {dir: " + runs.string() + "}\n");
+                           (dir / "train.tsv").string() + ", dev: " + (dir / "train.tsv").string() +
+                           "}\nsweep: {seeds: [1, 2]}\noutput: {dir: " + (dir / "runs").string() +
+                           "}\n");
+  return dir / "recipe.yaml";
+}
+
+// Trials whose process dies before writing a line (here each runs /bin/false) are recorded as
+// failed with how they ended, and the sweep goes on to the next: an empty log once made the
+// sweep itself fail ("basic_string::substr") after the first such trial.
+TEST(SweepTest, TrialsThatDieWithoutALineAreRecordedFailedAndTheSweepGoesOn) {
+  testing::TempDir dir;
+  const auto recipe = tiny_sweep_recipe(dir.path());
+  const auto runs = dir.path() / "runs";
   SweepOptions options;
   options.jobs = 1;
   options.feature_cache = false;
   options.executable = "/bin/false";
-  EXPECT_EQ(run_sweep(load_recipe(dir.path() / "recipe.yaml"), options), 1);
+  EXPECT_EQ(run_sweep(load_recipe(recipe), options), 1);
   for (const auto* trial : {"seed1", "seed2"}) {
     const auto result = TrialResult::read(TrialDir(runs / "trials" / trial));
     ASSERT_TRUE(result) << trial;
@@ -149,6 +157,36 @@ TEST(SweepTest, TrialsThatDieWithoutALineAreRecordedFailedAndTheSweepGoesOn) {
     EXPECT_EQ(result->error, "exit code 1; last lines of train.log:\n") << trial;
   }
   EXPECT_FALSE(fs::exists(SweepDir(runs).best_model()));
+}
+
+// The bertft file removed while its sweep runs (as a rebuild replaces it): the trials started
+// after that run the sweep's own program and finish. They once failed to start ("... (deleted)"
+// is what the running program's path then reads).
+TEST(SweepTest, TrialsRunTheSweepsProgramWhenItsFileIsGone) {
+  testing::TempDir dir;
+  const auto recipe = tiny_sweep_recipe(dir.path());
+  const auto copy = dir.path() / "bin" / "bertft";
+  fs::create_directories(copy.parent_path());
+  fs::copy_file(testing::bertft_binary(), copy);
+  SpawnOptions options;
+  options.log_file = dir.path() / "sweep.log";
+  const pid_t pid =
+      spawn({copy.string(), "--threads", "1", "sweep", recipe.string(), "--jobs", "1"}, options);
+  // Gone once the first trial has started (its log is opened just before it starts).
+  const auto first_log = dir.path() / "runs" / "trials" / "seed1" / "train.log";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(first_log) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  fs::remove(copy);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const auto log = read_file(options.log_file);
+  EXPECT_EQ(child_exit(status).describe(), "exit code 0") << log;
+  for (const auto* trial : {"seed1", "seed2"}) {
+    const auto result = TrialResult::read(TrialDir(dir.path() / "runs" / "trials" / trial));
+    ASSERT_TRUE(result) << trial << "\n" << log;
+    EXPECT_EQ(result->status, TrialStatus::kDone) << trial << ": " << result->error;
+  }
 }
 
 // A lock another process holds: try_acquire says so (nullopt, no error) and holder() names
