@@ -535,8 +535,8 @@ TEST_F(CliTest, RecipeKeysListsEveryKeyWithTypeDefaultAndMeaning) {
         // An optional value (null by default) and a list.
         "\ntraining.num_cycles                   float or null   = null        Cosine waves "
         "(default 0.5 cosine, 1 with restarts)\n",
-        "\nsweep.seeds                           list of int                   Seeds per setting "
-        "(default: training.seed only)\n",
+        "\ntask.labels                           list of string                "
+        "(sequence_classification) Label names in id order (default: from the data)\n",
         // A type too long for its column: "choice" where it lists values, else "see help",
         // its words after the help unless the help lists the values itself (a | b).
         "\nmodel.dtype                           choice          = float32     dtype of the "
