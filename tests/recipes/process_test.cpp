@@ -29,6 +29,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// Spawns `argv` with `options` and waits for it.
+ChildExit run_child(const std::vector<std::string>& argv, const SpawnOptions& options) {
+  int status = 0;
+  const pid_t pid = spawn(argv, options);
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+  return child_exit(status);
+}
+
 // A child sees the variables it is given in place of the parent's (once each), appends its
 // output to its log, and says how it ended; last_lines() reads a log's tail.
 TEST(ProcessTest, ChildrenTakeTheirVariablesAppendToTheirLogAndSayHowTheyEnded) {
@@ -37,12 +45,7 @@ TEST(ProcessTest, ChildrenTakeTheirVariablesAppendToTheirLogAndSayHowTheyEnded) 
   SpawnOptions options;
   options.env = {{"BERTFT_PROCESS_TEST", "child"}};
   options.log_file = dir.path() / "child.log";
-  const auto run = [&](const std::vector<std::string>& argv) {
-    int status = 0;
-    const pid_t pid = spawn(argv, options);
-    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
-    return child_exit(status);
-  };
+  const auto run = [&](const std::vector<std::string>& argv) { return run_child(argv, options); };
   const auto env = run({"/usr/bin/env"});
   ::unsetenv("BERTFT_PROCESS_TEST");
   EXPECT_TRUE(env.exited);
@@ -88,12 +91,7 @@ TEST(ProcessTest, AChildThatCannotExecuteSaysWhyAndThisProgramRunsFromItsImage) 
   testing::TempDir dir;
   SpawnOptions options;
   options.log_file = dir.path() / "child.log";
-  const auto run = [&](const std::vector<std::string>& argv) {
-    int status = 0;
-    const pid_t pid = spawn(argv, options);
-    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
-    return child_exit(status);
-  };
+  const auto run = [&](const std::vector<std::string>& argv) { return run_child(argv, options); };
   const auto gone = (dir.path() / "bertft (deleted)").string();
   const auto missing = run({gone, "--gtest_list_tests"});
   EXPECT_EQ(missing.describe(), "exit code 127");
