@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "bert/common/error.h"
@@ -17,6 +18,41 @@
 extern char** environ;
 
 namespace bert::recipes {
+
+namespace {
+
+/// The name of execve's usual errors ("ENOENT"); a string literal, so that a forked child may
+/// call it (glibc's strerrorname_np is 2.32 and later only; strerror may lock).
+const char* errno_name(int error) {
+  switch (error) {
+    case ENOENT:
+      return "ENOENT";
+    case EACCES:
+      return "EACCES";
+    case ENOEXEC:
+      return "ENOEXEC";
+    case ENOTDIR:
+      return "ENOTDIR";
+    case ELOOP:
+      return "ELOOP";
+    case ENAMETOOLONG:
+      return "ENAMETOOLONG";
+    case ETXTBSY:
+      return "ETXTBSY";
+    case E2BIG:
+      return "E2BIG";
+    case ENOMEM:
+      return "ENOMEM";
+    case EPERM:
+      return "EPERM";
+    case EIO:
+      return "EIO";
+    default:
+      return "an error of execve";
+  }
+}
+
+}  // namespace
 
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
   // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
@@ -53,10 +89,8 @@ pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
     }
     ::execve(args[0], args.data(), envp.data());
     if (options.self) ::execve("/proc/self/exe", args.data(), envp.data());
-    // Said in the log, so that the parent's report of exit code 127 has a reason beside it
-    // (strerrorname_np reads a constant table: no allocation, no locale).
-    const char* error = strerrorname_np(errno);
-    if (error == nullptr) error = "unknown error";
+    // Said in the log, so that the parent's report of exit code 127 has a reason beside it.
+    const char* error = errno_name(errno);
     const auto say = [](const char* text, size_t size) {
       while (size > 0) {
         const ssize_t n = ::write(STDERR_FILENO, text, size);
