@@ -15,14 +15,13 @@
 #include <thread>
 
 #include "bert/common/file_util.h"
-#include "bert/tokenizer/wordpiece.h"
 #include "data/text_file.h"
 #include "recipes/runner/launch.h"
-#include "recipes/runner/new_model.h"
 #include "recipes/runner/recipe.h"
 #include "recipes/runner/run_dir.h"
 #include "recipes/runner/sweep.h"
 #include "tests/support/test_support.h"
+#include "tests/support/tiny_model.h"
 
 namespace bert::recipes {
 namespace {
@@ -114,18 +113,8 @@ TEST(ProcessTest, AChildThatCannotExecuteSaysWhyAndThisProgramRunsFromItsImage) 
 /// A sweep of two trials (seeds 1 and 2) of a tiny BERT on two sentences, in `dir`; its runs
 /// go to dir/runs. Returns the recipe's path.
 fs::path tiny_sweep_recipe(const fs::path& dir) {
-  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"};
-  const tok::WordPieceOptions tokenizer_options;
-  tok::WordPieceTokenizer tokenizer(vocab, tokenizer_options);
-  BertConfig config;
-  config.vocab_size(tokenizer.vocab_size())
-      .hidden_size(8)
-      .num_hidden_layers(1)
-      .num_attention_heads(2)
-      .intermediate_size(16)
-      .max_position_embeddings(16);
-  write_random_model(dir / "model", config, tokenizer, 0);
-  testing::write_bytes(dir / "train.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n");
+  testing::write_tiny_model(dir / "model");
+  testing::write_bytes(dir / "train.tsv", "sentence\tlabel\na b\t1\nc d\t0\n");
   testing::write_bytes(dir / "recipe.yaml",
                        "model: {pretrained: " + (dir / "model").string() +
                            "}\ntask: {type: sequence_classification, max_seq_length: 8}\n"

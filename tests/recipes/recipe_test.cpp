@@ -14,12 +14,11 @@
 
 #include "bert/common/error.h"
 #include "bert/common/file_util.h"
-#include "bert/tokenizer/wordpiece.h"
-#include "recipes/runner/new_model.h"
 #include "recipes/runner/run_dir.h"
 #include "recipes/runner/sweep.h"
 #include "recipes/runner/trial.h"
 #include "tests/support/test_support.h"
+#include "tests/support/tiny_model.h"
 
 namespace bert::recipes {
 namespace {
@@ -27,22 +26,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-/// A tiny random model with a 12-entry vocabulary in `dir`.
-void write_tiny_model(const fs::path& dir) {
-  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a",
-                                    "b",     "c",     "d",     "e",     "f",      "g"};
-  tok::WordPieceOptions options;
-  options.check_casing = tok::CasingCheck::kOff;
-  tok::WordPieceTokenizer tokenizer(vocab, options);
-  auto config = testing::tiny_config();
-  config.vocab_size(static_cast<int64_t>(vocab.size()));
-  write_random_model(dir, config, tokenizer, 0);
-}
-
 class RecipeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    write_tiny_model(dir_.path() / "model");
+    testing::write_tiny_model(dir_.path() / "model");
     testing::write_bytes(dir_.path() / "train.tsv", "sentence\tlabel\na b\t1\nc d\t0\n");
     testing::write_bytes(dir_.path() / "dev.tsv", "sentence\tlabel\na c\t1\n");
   }

@@ -11,7 +11,6 @@
 #include "bert/tokenizer/wordpiece.h"
 #include "data/readers.h"
 #include "recipes/runner/export.h"
-#include "recipes/runner/new_model.h"
 #include "recipes/runner/recipe.h"
 #include "recipes/runner/run_dir.h"
 #include "recipes/runner/score.h"
@@ -20,6 +19,7 @@
 #include "tasks/metrics/classification.h"
 #include "tasks/registry.h"
 #include "tests/support/test_support.h"
+#include "tests/support/tiny_model.h"
 
 namespace bert::tasks {
 namespace {
@@ -148,14 +148,7 @@ TEST(ToyTask, RegisteredFromATestFileItTrainsScoresExportsAndLoads) {
   const auto d = dir.path();
   testing::write_bytes(d / "train.tsv", texts_tsv());
   testing::write_bytes(d / "dev.tsv", texts_tsv());
-  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a",
-                                          "b",     "c",     "d",     "e",     "f",      "g"};
-  tok::WordPieceOptions tok_options;
-  tok_options.check_casing = tok::CasingCheck::kOff;
-  auto config = testing::tiny_config();
-  config.vocab_size(static_cast<int64_t>(vocab.size()));
-  tok::WordPieceTokenizer tokenizer(vocab, tok_options);
-  recipes::write_random_model(d / "model", config, tokenizer, 0);
+  testing::write_tiny_model(d / "model");
 
   // Trained from a recipe, as any task.
   const auto toy_recipe = [&](const std::string& model_options) {
