@@ -239,6 +239,10 @@ fs::path ids_path(const fs::path& npy) {
   return fs::path(npy.string() + ".ids.txt");
 }
 
+fs::path info_path(const fs::path& npy) {
+  return fs::path(npy.string() + ".info.json");
+}
+
 }  // namespace
 
 void write_embeddings(const fs::path& path, const EmbeddingFile& file) {
@@ -253,6 +257,7 @@ void write_embeddings(const fs::path& path, const EmbeddingFile& file) {
     std::string ids;
     for (const auto& id : file.ids) ids += id + "\n";
     write_file_atomic(ids_path(path), ids);
+    write_file_atomic(info_path(path), file.info.dump(2) + "\n");  // how the vectors were made
     write_file_atomic(path, npy_bytes(file.vectors));
   } else if (ext == ".jsonl") {
     const auto v = file.vectors.to(torch::kFloat).contiguous();
@@ -281,8 +286,21 @@ EmbeddingFile read_embeddings(const fs::path& path) {
       file.ids.clear();  // no usable sidecar: the row numbers are the ids
       for (int64_t i = 0; i < file.vectors.size(0); ++i) file.ids.push_back(std::to_string(i));
     }
+    if (fs::exists(info_path(path))) {
+      try {
+        file.info = json::parse(read_file(info_path(path)));
+      } catch (const json::exception& e) {
+        throw CheckpointError(info_path(path).string() + ": not JSON: " + e.what());
+      }
+      if (!file.info.is_object())
+        throw CheckpointError(info_path(path).string() + ": not a JSON object");
+    }
     return file;
   }
+  if (path.extension() != ".safetensors")
+    throw CheckpointError(path.string() +
+                          ": embeddings are read from a .safetensors or .npy file written by "
+                          "bertft embed (a .jsonl is written for other tools, not read back)");
   const SafetensorsReader reader(path);
   if (!reader.contains("embeddings"))
     throw CheckpointError(path.string() + ": no tensor 'embeddings' (not written by bertft embed)");

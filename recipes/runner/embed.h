@@ -87,10 +87,11 @@ struct EmbeddingFile {
 };
 
 /// Writes by extension, atomically: `.safetensors` (tensor "embeddings"; ids and info in the
-/// metadata), `.npy` (float32 [n, width]; ids in `<file>.ids.txt`), `.jsonl` ({"id", "embedding"}
-/// per line; info not kept). DataError for another extension.
+/// metadata), `.npy` (float32 [n, width]; ids in `<file>.ids.txt`, info in `<file>.info.json`),
+/// `.jsonl` ({"id", "embedding"} per line; info not kept). DataError for another extension.
 void write_embeddings(const std::filesystem::path& path, const EmbeddingFile& file);
-/// Reads a `.safetensors` or `.npy` written by write_embeddings (CheckpointError when malformed).
+/// Reads a `.safetensors` or `.npy` written by write_embeddings (CheckpointError when malformed
+/// or another extension). A `.npy` without its sidecars has row numbers as ids and no info.
 EmbeddingFile read_embeddings(const std::filesystem::path& path);
 /// The vectors of a `.npy` file: NPY 1.0, little-endian float32, C order, shape (rows, width).
 /// CheckpointError naming the file for anything else (a header past the end, a shape whose size

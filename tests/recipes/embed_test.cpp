@@ -113,6 +113,7 @@ TEST_F(EmbedTest, FilesRoundTripWithTheirIds) {
   const auto npy = read_embeddings(dir_.path() / "e.npy");
   EXPECT_TRUE(torch::equal(npy.vectors, file.vectors));
   EXPECT_EQ(npy.ids, file.ids);
+  EXPECT_EQ(npy.info, file.info);  // from e.npy.info.json
   EXPECT_EQ(read_file(dir_.path() / "e.npy").substr(0, 6), "\x93NUMPY");
   EXPECT_EQ((read_file(dir_.path() / "e.npy").size() - 5 * 7 * 4) % 64, 0u);  // header aligned
   write_embeddings(dir_.path() / "e.jsonl", file);
@@ -123,6 +124,11 @@ TEST_F(EmbedTest, FilesRoundTripWithTheirIds) {
   EXPECT_EQ(first["id"], "a");
   EXPECT_NEAR(first["embedding"][6].get<double>(), file.vectors[0][6].item<double>(), 1e-6);
   EXPECT_THROW(write_embeddings(dir_.path() / "e.csv", file), DataError);
+  // The .jsonl is not read back as an index: an error naming it, not a misread header.
+  const auto jsonl = testing::error_message([&] { read_embeddings(dir_.path() / "e.jsonl"); });
+  EXPECT_NE(jsonl.find("e.jsonl: embeddings are read from a .safetensors or .npy file"),
+            std::string::npos)
+      << jsonl;
 }
 
 TEST_F(EmbedTest, MalformedFilesAreNamed) {
@@ -287,6 +293,53 @@ TEST_F(EmbedTest, CommandLineEmbedsAndFindsEachTextFirst) {
                                " encodes 16"),
             std::string::npos)
       << narrow.output;
+}
+
+// A .npy index is searched with queries pooled as its vectors were: its .info.json says how, and
+// without it (a .npy from elsewhere) --pooling must. Before, such an index's queries were
+// cls-pooled whatever its vectors were, and a text did not find itself first.
+TEST_F(EmbedTest, NpyIndexesPoolTheirQueriesAsTheirVectors) {
+  const auto f = load_fixture();
+  const auto npy = dir_.path() / "index.npy";
+  std::string lines;
+  for (const auto& t : f.texts) lines += t + "\n";
+  testing::write_bytes(dir_.path() / "texts.txt", lines);
+  const auto embed = testing::run_bertft("embed --model " + fixture_dir().string() + " --data " +
+                                             (dir_.path() / "texts.txt").string() +
+                                             " --pooling mean --out " + npy.string(),
+                                         dir_.path() / "embed.log");
+  ASSERT_EQ(embed.code, 0) << embed.output;
+  EXPECT_EQ(read_embeddings(npy).info.value("pooling", ""), "mean");
+  const auto search = [&](const std::string& extra, const fs::path& index) {
+    return testing::run_bertft("similar --index " + index.string() + " --model " +
+                                   fixture_dir().string() + " --query '" + f.texts[3] + "' " +
+                                   extra,
+                               dir_.path() / "similar.log");
+  };
+  const auto expect_first = [&](const testing::BertftRun& run) {
+    ASSERT_EQ(run.code, 0) << run.output;
+    const auto hits = testing::json_lines(run.output);
+    ASSERT_EQ(hits.size(), 1u) << run.output;
+    EXPECT_EQ(hits[0]["hits"][0]["id"], "4") << run.output;  // the query's own line
+    EXPECT_NEAR(hits[0]["hits"][0]["score"].get<double>(), 1.0, 1e-5) << run.output;
+  };
+  expect_first(search("", npy));
+  const auto other = search("--pooling cls", npy);
+  EXPECT_EQ(other.code, 2) << other.output;
+  EXPECT_NE(other.output.find("--pooling cls: " + npy.string() +
+                              " holds mean-pooled vectors, and queries are pooled as its "
+                              "vectors were"),
+            std::string::npos)
+      << other.output;
+  fs::remove(npy.string() + ".info.json");
+  const auto unknown = search("", npy);
+  EXPECT_EQ(unknown.code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find(npy.string() +
+                                ": does not record how its vectors were pooled (a .npy without "
+                                "the .info.json bertft embed writes beside it): pass --pooling"),
+            std::string::npos)
+      << unknown.output;
+  expect_first(search("--pooling mean", npy));
 }
 
 // Encoders without a pooler (ELECTRA, DistilBERT) embed too: a pooler is built only where the

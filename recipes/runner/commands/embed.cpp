@@ -35,8 +35,10 @@ int run_embed(const EmbedCommand& o) {
     throw ConfigError("--out " + o.out +
                       ": embeddings are written as .safetensors, .npy or .jsonl");
   check_out_is_not_input(o.out, "--out", {{"--data", o.data}});
-  if (ext == ".npy")
+  if (ext == ".npy") {
     check_out_is_not_input(o.out + ".ids.txt", "--out's ids", {{"--data", o.data}});
+    check_out_is_not_input(o.out + ".info.json", "--out's record", {{"--data", o.data}});
+  }
   data::DataSpec spec;
   spec.path = o.data;
   spec.format = parse_enum<data::DataFormat>(o.format).value_or(data::DataFormat::kAuto);
@@ -70,7 +72,7 @@ int run_embed(const EmbedCommand& o) {
 }
 
 struct SimilarCommand {
-  std::string index, model, query, queries, device = "cpu";
+  std::string index, model, query, queries, pooling, device = "cpu";
   int64_t top_k = 10;
 };
 
@@ -105,8 +107,21 @@ int run_similar(const SimilarCommand& o) {
   const std::string model = !o.model.empty() ? o.model : index.info.value("model", std::string());
   if (model.empty())
     throw ConfigError(o.index + ": does not name the model it was made with: pass --model");
+  // Pooled as the index's vectors were: queries pooled otherwise are not comparable with them.
+  std::string pooling = index.info.value("pooling", std::string());
+  if (!o.pooling.empty()) {
+    if (!pooling.empty() && pooling != o.pooling)
+      throw ConfigError(fmt::format(
+          "--pooling {}: {} holds {}-pooled vectors, and queries are pooled as its vectors were",
+          o.pooling, o.index, pooling));
+    pooling = o.pooling;
+  }
+  if (pooling.empty())
+    throw ConfigError(o.index +
+                      ": does not record how its vectors were pooled (a .npy without the "
+                      ".info.json bertft embed writes beside it): pass --pooling cls | mean | max");
   EmbedOptions options;
-  options.pooling = parse_pooling(index.info.value("pooling", std::string("cls")));
+  options.pooling = parse_pooling(pooling);
   options.max_seq_length = index.info.value("max_seq_length", int64_t{128});
   const SentenceEncoder encoder(model, device, precision);
   if (encoder.hidden_size() != index.vectors.size(1))
@@ -165,6 +180,10 @@ CommandRun setup_similar(CLI::App& app, const GlobalOptions&) {
   app.add_option("--query", o->query, "One query text");
   app.add_option("--queries", o->queries, "A file of query lines (- = stdin)");
   app.add_option("--model", o->model, "Encoder for the queries (default: the index's own)");
+  app.add_option("--pooling", o->pooling,
+                 "cls | mean | max: how the index's vectors were pooled, for a .npy without "
+                 "its .info.json (default: the index's own)")
+      ->check(CLI::IsMember({"cls", "mean", "max"}));
   app.add_option("--top-k", o->top_k, "Hits per query")->check(positive());
   app.add_option("--device", o->device, "cpu | cuda | cuda:N");
   return [o] { return run_similar(*o); };
