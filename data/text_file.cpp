@@ -56,15 +56,15 @@ void check_text_utf8(std::string_view text, const std::string& where) {
                               where, pos, static_cast<unsigned char>(text[pos])));
 }
 
-std::vector<std::string> read_stdin_lines(std::istream& in) {
-  std::vector<std::string> lines;
+std::vector<StdinLine> read_stdin_lines(std::istream& in) {
+  std::vector<StdinLine> lines;
   int64_t number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     check_text_utf8(line, fmt::format("<stdin>:{}", number));
-    lines.push_back(std::move(line));
+    lines.push_back({number, std::move(line)});
   }
   return lines;
 }

@@ -32,9 +32,15 @@ void check_utf8(std::string_view text, const std::string& where);
 /// not UTF-8 cannot be tokenized, nor echoed in JSON output.
 void check_text_utf8(std::string_view text, const std::string& where);
 
+/// A line read from stdin and its 1-based number there.
+struct StdinLine {
+  int64_t number = 0;
+  std::string text;
+};
+
 /// The non-empty lines of `in` (stdin, read to its end) without "\n" / "\r\n", each checked with
-/// check_text_utf8 as "<stdin>:N".
-std::vector<std::string> read_stdin_lines(std::istream& in);
+/// check_text_utf8 as "<stdin>:N", with their numbers (which count the empty lines skipped).
+std::vector<StdinLine> read_stdin_lines(std::istream& in);
 
 /// One line of a file without its "\n" / "\r\n", with its 1-based number.
 struct Line {

@@ -169,7 +169,19 @@ std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,
     const auto meta = YamlReader::load_file(dir.dir / kTaskFile);
     adapter = create_task(meta.node()["task"], (dir.dir / kTaskFile).string());
   } else {
-    adapter = create_task(task_from_config(config, dir.config.string()), dir.config.string());
+    auto task = task_from_config(config, dir.config.string());
+    adapter = create_task(task, dir.config.string());
+    // A model trained elsewhere: the task's default lengths, within its position embeddings
+    // (a text the default would cut at 128 tokens ran past a 64-position model's and failed).
+    const int64_t longest = config.max_sequence_length();
+    if (adapter->max_seq_length() > longest) {
+      task["max_seq_length"] = longest;
+      if (adapter->type() == "question_answering")  // room for a context beside the question
+        task["max_query_length"] = std::min<int64_t>(64, longest / 2);
+      adapter = create_task(task, dir.config.string());
+      log::info("[task] {}: max_seq_length {} (the model's longest input)", dir.config.string(),
+                longest);
+    }
   }
   adapter->set_labels(config.id2label());
   return adapter;
@@ -331,13 +343,15 @@ int run_predict_text(const PredictOptions& o) {
   json inputs = json::array();  // echoed beside each prediction
   // --text: one text, or with "-" one per stdin line (a tab before a pair's second text).
   std::vector<std::pair<std::string, std::optional<std::string>>> texts;
+  std::vector<std::string> where;  // each text as messages name it: "stdin line N" or "--text"
   if (o.text == "-") {
-    for (const auto& line : data::read_stdin_lines(std::cin)) {
+    for (const auto& [number, line] : data::read_stdin_lines(std::cin)) {
       const auto tab = line.find('\t');
       if (tab == std::string::npos)
         texts.emplace_back(line, std::nullopt);
       else
         texts.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+      where.push_back(fmt::format("stdin line {}", number));
     }
     if (texts.empty()) throw DataError("predict --text -: no text on stdin");
   } else if (!o.text.empty()) {
@@ -345,6 +359,7 @@ int run_predict_text(const PredictOptions& o) {
     data::check_text_utf8(o.text_pair, "--text-pair");
     texts.emplace_back(
         o.text, o.text_pair.empty() ? std::nullopt : std::optional<std::string>(o.text_pair));
+    where.emplace_back("--text");
   }
   for (size_t i = 0; i < o.choices.size(); ++i)
     data::check_text_utf8(o.choices[i], fmt::format("--choice {}", i + 1));
@@ -380,8 +395,7 @@ int run_predict_text(const PredictOptions& o) {
     m.model->to(options.device);
     std::vector<FillMaskInput> inputs;
     for (size_t i = 0; i < texts.size(); ++i)
-      inputs.push_back({texts[i].first, texts[i].second,
-                        o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text"});
+      inputs.push_back({texts[i].first, texts[i].second, where[i]});
     for (const auto& answer : fill_mask(*m.model, *m.tokenizer, m.config, inputs, options))
       emit(answer);
     return finish();
@@ -412,12 +426,12 @@ int run_predict_text(const PredictOptions& o) {
       const auto& [a, b] = texts[i];
       data::TaggedSentence s;
       s.raw_text = b ? a + "\t" + *b : a;  // the line whole: NER takes no text pair
-      s.where = o.text == "-" ? fmt::format("stdin line {}", i + 1) : "--text";
+      s.where = where[i];
       // Each text alone, as the pipeline takes it: no other line as document context.
       s.document = static_cast<int64_t>(i);
       subtokens.push_back(tasks::text_subtokens(s.raw_text, *m.tokenizer));
-      if (subtokens.back().empty())
-        throw DataError(fmt::format("predict {}: a text without tokens", s.where));
+      inputs.push_back({{"text", s.raw_text}});
+      if (subtokens.back().empty()) continue;  // spaces alone: no entity, as in HF's pipeline
       std::vector<char32_t> cps;
       std::vector<uint32_t> bytes;  // where each code point starts
       tok::unicode::decode_utf8(s.raw_text, cps, bytes);
@@ -429,8 +443,14 @@ int run_predict_text(const PredictOptions& o) {
         }
         s.words.back() = s.raw_text.substr(begin, bytes[static_cast<size_t>(t.end)] - begin);
       }
-      inputs.push_back({{"text", s.raw_text}});
       sentences->items.push_back(std::move(s));
+    }
+    if (sentences->items.empty()) {  // nothing to run the model on
+      for (auto& input : inputs) {
+        input["entities"] = json::array();
+        emit(input);
+      }
+      return finish();
     }
   } else if (type == "multiple_choice") {
     if (o.text.empty() || o.text == "-" || o.choices.size() < 2)
@@ -462,8 +482,17 @@ int run_predict_text(const PredictOptions& o) {
         "input as a data file and pass --data",
         type));
   }
-  const auto [features, outputs] =
-      sentences ? predict_examples(m, sentences, o) : predict_spec(m, spec, o);
+  std::shared_ptr<const tasks::ExampleSet> examples = sentences;
+  if (!examples) {
+    auto read = m.adapter->read(spec);
+    // Messages name the text as the user gave it, not the scratch file it went through (read()
+    // made this set, which nothing else holds yet).
+    std::const_pointer_cast<tasks::ExampleSet>(read)->source =
+        o.text == "-" ? "stdin"
+                      : (type == "question_answering" ? "--question and --context" : "--text");
+    examples = std::move(read);
+  }
+  const auto [features, outputs] = predict_examples(m, examples, o);
   // --logits (classification, multiple choice): each example's raw scores, as --data gives them.
   std::vector<json> logits;
   if (o.logits && (type == "sequence_classification" || type == "multiple_choice"))
@@ -508,9 +537,16 @@ int run_predict_text(const PredictOptions& o) {
                                                    "predict --aggregation");
     const auto labels = ner.labels();
     const auto scores = ner.subtoken_scores(*features, outputs);
+    size_t scored = 0;  // the sentences' scores, one for each text with a token
     for (size_t i = 0; i < subtokens.size(); ++i) {
       auto& tokens = subtokens[i];
-      const auto& s = scores.at(i);
+      json out = inputs[i];
+      if (tokens.empty()) {
+        out["entities"] = json::array();
+        emit(out);
+        continue;
+      }
+      const auto& s = scores.at(scored++);
       TORCH_CHECK(s.words.size() == tokens.size(), "predict: ", s.words.size(),
                   " scored sub-tokens for ", tokens.size(), " in text ", i + 1);
       const auto probs = s.probabilities.contiguous();
@@ -520,7 +556,6 @@ int run_predict_text(const PredictOptions& o) {
         const float* row = probs[static_cast<int64_t>(k)].data_ptr<float>();
         tokens[k].probabilities.assign(row, row + labels.size());
       }
-      json out = inputs[i];
       out["entities"] = tasks::aggregate_entities(tokens, labels, strategy, outside, *m.tokenizer);
       emit(out);
     }

@@ -188,6 +188,18 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
   ASSERT_EQ(to_file.code, 0) << to_file.output;
   EXPECT_EQ(to_file.output.find("\"label\""), std::string::npos) << to_file.output;
   EXPECT_EQ(testing::json_lines(read_file(file)), each);
+  // A text longer than the model takes is truncated with a warning naming where it came from,
+  // not the scratch file it went through.
+  std::string longer;
+  for (int i = 0; i < 300; ++i) longer += "w7 ";
+  testing::write_bytes(dir_.path() / "long.txt", "w50 w60\n" + longer + "\n");
+  const auto truncated =
+      testing::run_bertft("predict --model " + model + " --text -", dir_.path() / "long.log", "",
+                          dir_.path() / "long.txt");
+  ASSERT_EQ(truncated.code, 0) << truncated.output;
+  EXPECT_NE(truncated.output.find("[task] stdin: 1 of 2 examples were longer than max_seq_length"),
+            std::string::npos)
+      << truncated.output;
 }
 
 // The answer, its character span in the context (past a two-byte character) and its probability.
@@ -250,6 +262,21 @@ TEST_F(PipelineTest, QuestionAnsweringGivesTheSpanInCharacters) {
       dir_.path() / "data3.log");
   EXPECT_EQ(with_data.code, 2) << with_data.output;
   EXPECT_NE(with_data.output.find("--top-k: for raw text"), std::string::npos) << with_data.output;
+  // A model without bertft_task.yaml takes the task's default lengths within its 64 positions:
+  // a context of 100 words is windowed (it ran past the positions at the default 384 and failed).
+  std::string longer;
+  for (int i = 0; i < 100; ++i) longer += "w" + std::to_string(20 + i % 70) + " ";
+  const auto windows = testing::run_bertft(
+      "predict --model " + model + " --question 'w21 w5' --context '" + longer + "'",
+      dir_.path() / "windows.log");
+  ASSERT_EQ(windows.code, 0) << windows.output;
+  EXPECT_NE(windows.output.find("config.json: max_seq_length 64 (the model's longest input)"),
+            std::string::npos)
+      << windows.output;
+  EXPECT_NE(windows.output.find("[task] --question and --context: 1 of 1 contexts need several "
+                                "windows"),
+            std::string::npos)
+      << windows.output;
 }
 
 // NER on raw text: the words' tags are what `predict --data` gives for the same words in CoNLL
@@ -438,13 +465,17 @@ TEST_F(PipelineTest, TokenClassificationTakesEachRawTextAlone) {
   testing::write_bytes(dir / "bertft_task.yaml",
                        "task:\n  type: token_classification\n  document_context: true\n");
   const std::vector<std::string> texts = {"w7 w8 w9 w10", "w11 w12 w13 w14 w15 w16 w17"};
-  testing::write_bytes(dir_.path() / "lines.txt", texts[0] + "\n" + texts[1] + "\n");
+  // A line of spaces between them: no entity, as HF's pipeline gives for it (it was an error that
+  // ended the whole batch).
+  testing::write_bytes(dir_.path() / "lines.txt", texts[0] + "\n   \n" + texts[1] + "\n");
   const auto run =
       testing::run_bertft("predict --aggregation none --model " + dir.string() + " --text -",
                           dir_.path() / "lines.log", "", dir_.path() / "lines.txt");
   ASSERT_EQ(run.code, 0) << run.output;
-  const auto together = testing::json_lines(run.output);
-  ASSERT_EQ(together.size(), 2u) << run.output;
+  auto together = testing::json_lines(run.output);
+  ASSERT_EQ(together.size(), 3u) << run.output;
+  EXPECT_EQ(together[1], json({{"text", "   "}, {"entities", json::array()}})) << run.output;
+  together.erase(together.begin() + 1);
   for (size_t i = 0; i < texts.size(); ++i) {
     const auto alone =
         predict("--aggregation none --model " + dir.string() + " --text '" + texts[i] + "'",

@@ -342,11 +342,12 @@ TEST_F(PretrainingEndToEnd, PretrainsFromScratchThenFineTunes) {
                             path("nomask.log"));
   EXPECT_EQ(run.code, 1) << run.output;
   EXPECT_NE(run.output.find("--text: no [MASK] token to fill"), std::string::npos) << run.output;
-  testing::write_bytes(path("second_bad.txt"), "the [MASK] .\nthe cat sat\n");
+  // Named by stdin's own line number, which counts the empty lines skipped.
+  testing::write_bytes(path("second_bad.txt"), "the [MASK] .\n\nthe cat sat\n");
   run = testing::run_bertft("predict --model " + p("pretrained") + " --text -", path("nomask.log"),
                             "", path("second_bad.txt"));
   EXPECT_EQ(run.code, 1) << run.output;
-  EXPECT_NE(run.output.find("stdin line 2: no [MASK] token"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("stdin line 3: no [MASK] token"), std::string::npos) << run.output;
   // The model's 64 positions: a text of 64 tokens is filled, one of 65 refused, said with where.
   std::string longest = "[MASK]";
   for (int i = 0; i < 61; ++i) longest += " the";  // [CLS] + 62 + [SEP]

@@ -96,7 +96,7 @@ int run_similar(const SimilarCommand& o) {
       if (!data::is_blank(line)) texts.emplace_back(line);
     };
     if (o.queries == "-") {
-      for (const auto& line : data::read_stdin_lines(std::cin)) add(line);
+      for (const auto& line : data::read_stdin_lines(std::cin)) add(line.text);
     } else {
       const auto file = data::read_text_file(o.queries);  // UTF-8 checked, naming line and column
       for (const auto& line : data::split_lines(file.text)) add(line.text);
