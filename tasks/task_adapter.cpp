@@ -116,6 +116,19 @@ void TaskAdapter::gather(const Batch& batch,
   }
 }
 
+std::optional<int64_t> TaskAdapter::gold_label_id(const LabelMap& labels,
+                                                  const std::string& label,
+                                                  const std::string& where,
+                                                  FeatureSet& set) const {
+  if (const auto id = labels.find(label)) return id;
+  if (!unknown_labels_unscored_) return labels.id(label, where);  // throws, naming it
+  if (set.unscored.empty())
+    set.unscored = fmt::format("{}: label '{}' is not one of the model's labels ({})", where, label,
+                               labels.joined());
+  set.labelled = false;
+  return std::nullopt;
+}
+
 Evaluation TaskAdapter::start_evaluation(const FeatureSet& features,
                                          nlohmann::json predictions) const {
   TORCH_CHECK(features.labelled, type(), ": cannot evaluate ",

@@ -8,12 +8,14 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bert/model/bert_config.h"
 #include "bert/tokenizer/tokenizer.h"
 #include "data/data_spec.h"
+#include "tasks/common/label_map.h"
 #include "tasks/metrics/metric_info.h"
 
 /// The fine-tuning layer's contract: one TaskAdapter per task family, chosen by name from the
@@ -70,6 +72,9 @@ class FeatureSet {
   std::shared_ptr<const ExampleSet> examples;
   int64_t pad_id = 0;
   bool labelled = false;  ///< every example had a gold label (evaluate() is possible)
+  /// Why labelled examples were left unscored (labelled false): with unknown labels unscored,
+  /// the first gold label the model does not have, as "<where>: label 'x' is not ...".
+  std::string unscored;
 
   /// Number of features and the length of feature `i` (what batching needs). A derived set
   /// that keeps its features outside memory (pre-training shards) overrides both.
@@ -153,7 +158,7 @@ class TaskAdapter {
 
   /// Tokenises examples. With `training`, every example must have a target (DataError naming
   /// it otherwise); evaluation features of labelled data carry targets too. A label unseen in
-  /// training is a DataError with its name and file:line.
+  /// training is a DataError with its name and file:line, unless unknown labels are unscored.
   virtual std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
                                                 const tok::Tokenizer& tokenizer,
                                                 bool training) const = 0;
@@ -203,7 +208,20 @@ class TaskAdapter {
   /// direction (tasks/metrics/metric_info.h).
   virtual metrics::MetricGoal main_metric_goal() const;
 
+  /// Prediction (`bertft predict --data`): a gold label the model does not have (a file
+  /// labelled "0"/"1" for a model of "NEGATIVE"/"POSITIVE") leaves the features unlabelled,
+  /// FeatureSet::unscored saying why, instead of failing the predictions. Off by default: for
+  /// training and evaluation such a label is an error.
+  void set_unknown_labels_unscored(bool on) { unknown_labels_unscored_ = on; }
+
  protected:
+  bool unknown_labels_unscored_ = false;
+  /// The label id of `label`, or where unknown labels are unscored and the model lacks it,
+  /// nullopt with `set` marked unlabelled (the first such label as its reason).
+  std::optional<int64_t> gold_label_id(const LabelMap& labels,
+                                       const std::string& label,
+                                       const std::string& where,
+                                       FeatureSet& set) const;
   /// The common start of evaluate(): checks that `features` are labelled and returns an
   /// Evaluation holding `predictions` (what predict() gives) and the main metric's name.
   Evaluation start_evaluation(const FeatureSet& features, nlohmann::json predictions) const;

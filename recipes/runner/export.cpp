@@ -254,6 +254,7 @@ void predict_split(const fs::path& model_dir,
   const auto to_stdout = out.empty() || out == "-";
   if (!to_stdout) check_out_is_not_input(out, "--out", {{"--data", spec.path}});
   auto m = load_finetuned(model_dir);
+  m.adapter->set_unknown_labels_unscored(true);  // gold labels only score the predictions
   const auto [features, outputs] = predict_spec(m, spec, o);
   const auto files = m.adapter->prediction_files(*features, outputs, o.logits);
   const auto file_path = [&](const std::string& suffix) {
@@ -276,6 +277,9 @@ void predict_split(const fs::path& model_dir,
     log::info("[predict] {} -> {}", suffix.empty() ? "predictions" : suffix.substr(1),
               path.string());
   }
+  if (!features->unscored.empty())
+    log::warn("[predict] {}: the predictions are not scored against the file's labels",
+              features->unscored);
   if (features->labelled) {
     const auto ev = m.adapter->evaluate(*features, outputs);
     log::info("[predict] gold labels found: {}", json(ev.metrics).dump());

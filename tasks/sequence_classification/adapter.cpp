@@ -186,7 +186,7 @@ std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(
       if (regression()) {
         proto.target = static_cast<float>(parse_score(*e.label, e.where));
       } else {
-        proto.label = labels_.id(*e.label, e.where);
+        proto.label = gold_label_id(labels_, *e.label, e.where, *set).value_or(kIgnoreIndex);
       }
     } else {
       if (training)

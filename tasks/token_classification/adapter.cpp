@@ -146,7 +146,8 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
       if (pieces.empty()) ++set->words_without_tokens;
       int64_t label = kIgnoreIndex, inside = kIgnoreIndex;
       if (tagged) {
-        label = labels_.id(tags[w], s.where + fmt::format(" (word {})", w + 1));
+        label = gold_label_id(labels_, tags[w], s.where + fmt::format(" (word {})", w + 1), *set)
+                    .value_or(kIgnoreIndex);
         inside = label;
         if (tags[w].rfind("B-", 0) == 0)
           if (const auto i_label = labels_.find("I-" + tags[w].substr(2))) inside = *i_label;

@@ -106,6 +106,31 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
                                  R"({"text": "w50 w60"})"
                                  "\n");
   ASSERT_EQ(want.size(), 2u);
+  // Gold labels that are not the model's (its are LABEL_0..2) leave the file unscored with a
+  // warning; the predictions are the same (it was an error, and nothing was predicted).
+  const auto foreign = testing::run_bertft("predict --logits --model " + model + " --data " +
+                                               (dir_.path() / "in.jsonl").string() + " --out " +
+                                               (dir_.path() / "foreign.jsonl").string(),
+                                           dir_.path() / "foreign.log");
+  testing::write_bytes(dir_.path() / "labelled.jsonl",
+                       R"({"text": "w7 w9 W11 w40", "text_pair": "w12 w13", "label": "LABEL_1"})"
+                       "\n"
+                       R"({"text": "w50 w60", "label": "maybe"})"
+                       "\n");
+  const auto labelled = testing::run_bertft(
+      "predict --logits --model " + model + " --data " + (dir_.path() / "labelled.jsonl").string() +
+          " --out " + (dir_.path() / "labelled_out.jsonl").string(),
+      dir_.path() / "labelled.log");
+  ASSERT_EQ(labelled.code, 0) << labelled.output;
+  EXPECT_NE(labelled.output.find("labelled.jsonl:2: label 'maybe' is not one of the model's "
+                                 "labels (LABEL_0, LABEL_1, LABEL_2): the predictions are not "
+                                 "scored against the file's labels"),
+            std::string::npos)
+      << labelled.output;
+  EXPECT_EQ(labelled.output.find("gold labels found"), std::string::npos) << labelled.output;
+  ASSERT_EQ(foreign.code, 0) << foreign.output;
+  EXPECT_EQ(read_file(dir_.path() / "labelled_out.jsonl"),
+            read_file(dir_.path() / "foreign.jsonl"));
 
   const std::string pair = " --text 'w7 w9 W11 w40' --text-pair 'w12 w13'";
   const auto got = predict("--model " + model + pair, "one");

@@ -505,6 +505,34 @@ TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {
                          ":3: label 'maybe' was not seen in training (labels: neg, pos)"),
             std::string::npos)
       << message;
+  // Predicting, such a label leaves the file unscored, the first one named; every example is
+  // still featurized.
+  adapter->set_unknown_labels_unscored(true);
+  const auto unscored = adapter->featurize(dev, cased_tokenizer(), false);
+  EXPECT_FALSE(unscored->labelled);
+  EXPECT_EQ(unscored->features.size(), 2u);
+  EXPECT_EQ(unscored->unscored,
+            (dir.path() / "dev.tsv").string() +
+                ":3: label 'maybe' is not one of the model's labels (neg, pos)");
+  const auto known = adapter->read(spec_of(dir.path() / "train.tsv"));
+  const auto scored = adapter->featurize(known, cased_tokenizer(), false);
+  EXPECT_TRUE(scored->labelled);
+  EXPECT_TRUE(scored->unscored.empty());
+  // The same for a tagger: a tag outside the model's labels.
+  auto tagger = make_task("token_classification", "{}");
+  tagger->set_labels({"O", "B-PER", "I-PER"});
+  testing::write_bytes(dir.path() / "tags.txt", "Ann B-PER\nsat O\n\nBob B-PERSON\n");
+  data::DataSpec conll;
+  conll.path = dir.path() / "tags.txt";
+  conll.format = data::DataFormat::kConll;
+  const auto sentences = tagger->read(conll);
+  EXPECT_THROW(tagger->featurize(sentences, cased_tokenizer(), false), DataError);
+  tagger->set_unknown_labels_unscored(true);
+  const auto tagged = tagger->featurize(sentences, cased_tokenizer(), false);
+  EXPECT_FALSE(tagged->labelled);
+  EXPECT_EQ(tagged->unscored,
+            (dir.path() / "tags.txt").string() +
+                ":4 (word 1): label 'B-PERSON' is not one of the model's labels (O, B-PER, I-PER)");
 }
 
 // GLUE's MNLI has Google's BERT label ids (run_classifier.py's MnliProcessor: contradiction,
