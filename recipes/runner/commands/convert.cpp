@@ -43,7 +43,9 @@ CommandRun setup_convert(CLI::App& app, const GlobalOptions&) {
     double shard_mb = 0;
   };
   auto a = std::make_shared<Args>();
-  app.add_option("model", a->dir, "Model directory")->required()->check(CLI::ExistingDirectory);
+  app.add_option("model,--model", a->dir, "Model directory (or as --model, like predict's)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--out", a->out, "New output directory (not a model's)")->required();
   app.add_option("--shard-size", a->shard_mb, "Shard above this many MiB (0 = one file)")
       ->check(non_negative());

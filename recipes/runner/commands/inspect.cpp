@@ -92,7 +92,9 @@ int run_inspect(const std::string& model_dir, bool strict) {
 CommandRun setup_inspect(CLI::App& app, const GlobalOptions&) {
   auto dir = std::make_shared<std::string>();
   auto strict = std::make_shared<bool>(false);
-  app.add_option("model", *dir, "Model directory")->required()->check(CLI::ExistingDirectory);
+  app.add_option("model,--model", *dir, "Model directory (or as --model, like predict's)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_flag("--strict", *strict, "Fail on missing or unexpected keys");
   return [dir, strict] { return run_inspect(*dir, *strict); };
 }
