@@ -73,6 +73,13 @@ YAML::Node task_from_config(const BertConfig& config, const std::string& source)
         fmt::format("{}: architectures [{}] is not a task model bertft knows; expected one of {}",
                     source, architecture, known));
   }
+  // HF's multi-label head scores each label with a sigmoid; bertft's reads the logits as one
+  // softmax, which would give such a model's labels wrong scores without a word.
+  if (config.problem_type() == std::optional<std::string>("multi_label_classification"))
+    throw ConfigError(fmt::format(
+        "{}: problem_type multi_label_classification is not supported (bertft's sequence "
+        "classification is single-label or regression); its head's scores would be misread",
+        source));
   YAML::Node task = info->options_from_config ? info->options_from_config(config)
                                               : YAML::Node(YAML::NodeType::Map);
   task["type"] = info->name;

@@ -597,6 +597,24 @@ TEST_F(PipelineTest, RawTextNeedsAModelThatTakesIt) {
   EXPECT_EQ(none.code, 2) << none.output;
 }
 
+// An HF multi-label classifier (problem_type multi_label_classification: a sigmoid per label) is
+// refused naming its config.json: read as one softmax its scores were wrong without a word.
+TEST_F(PipelineTest, MultiLabelClassifiersAreRefused) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "seqcls3" / "model.safetensors");
+  const auto model = model_with_vocab("seqcls3", dir_.path() / "m");
+  auto config = json::parse(read_file(model / "config.json"));
+  config["problem_type"] = "multi_label_classification";
+  testing::write_bytes(model / "config.json", config.dump());
+  const auto run = testing::run_bertft("predict --model " + model.string() + " --text 'w7 w9'",
+                                       dir_.path() / "multi.log");
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_NE(run.output.find((model / "config.json").string() +
+                            ": problem_type multi_label_classification is not supported"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("\"label\""), std::string::npos) << run.output;
+}
+
 // Raw text that is not UTF-8 (from an option or a stdin line) is a data error naming where it
 // came from, with no prediction printed: it could be neither tokenized nor echoed as JSON.
 TEST_F(PipelineTest, RawTextThatIsNotUtf8IsNamed) {
