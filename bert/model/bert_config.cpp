@@ -301,6 +301,13 @@ BertConfig BertConfig::from_json(const json& original, const std::string& source
                 fmt::format("unsupported value {}; bertft implements only \"absolute\"",
                             clip(p->dump())));
   }
+  // HF builds the layers of pruned_heads with fewer heads (its prune_heads after init).
+  r.mark("pruned_heads");
+  if (const json* p = r.find("pruned_heads");
+      p != nullptr && !p->is_null() && !(p->is_object() && p->empty()))
+    r.problem("pruned_heads",
+              fmt::format("{} is unsupported: bertft builds every layer with all its heads",
+                          clip(p->dump())));
   for (const char* flag : {"is_decoder", "add_cross_attention"}) {
     r.mark(flag);
     if (const json* f = r.find(flag); f != nullptr && f->is_boolean() && f->get<bool>())

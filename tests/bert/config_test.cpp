@@ -63,6 +63,17 @@ TEST(BertConfigTest, UnsupportedValuesNameTheKey) {
       error_of({{"position_embedding_type", "relative_key"}}).find("key 'position_embedding_type'"),
       std::string::npos);
   EXPECT_NE(error_of({{"is_decoder", true}}).find("key 'is_decoder'"), std::string::npos);
+  EXPECT_NE(error_of({{"pruned_heads", {{"0", {1}}}}})
+                .find("key 'pruned_heads': {\"0\":[1]} is unsupported: bertft builds every layer "
+                      "with all its heads"),
+            std::string::npos);
+  EXPECT_NO_THROW(BertConfig::from_json(json{{"vocab_size", 10},
+                                             {"hidden_size", 8},
+                                             {"num_hidden_layers", 1},
+                                             {"num_attention_heads", 2},
+                                             {"intermediate_size", 16},
+                                             {"pruned_heads", json::object()}},
+                                        "config.json"));  // none pruned, as HF writes it
   EXPECT_NE(error_of({{"hidden_size", "768"}}).find("key 'hidden_size': expected an integer"),
             std::string::npos);
   EXPECT_NE(error_of({{"hidden_size", 100}, {"num_attention_heads", 12}}).find("divisible"),
