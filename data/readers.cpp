@@ -124,8 +124,10 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
         read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
     const int a = resolve_column(spec, table, "text_a", text_a_names());
     if (a < 0)
-      throw DataError(fmt::format("{}: no text column; name it with columns: {{text_a: <column>}}",
-                                  spec.path.string()));
+      throw DataError(
+          fmt::format("{}: no text column ({}); name it with columns: {{text_a: <column>}} (on "
+                      "the command line --column text_a=<column>)",
+                      spec.path.string(), fmt::join(text_a_names(), " | ")));
     const int b = resolve_column(spec, table, "text_b", text_b_names());
     const int l = resolve_column(spec, table, "label", {"label"});
     const int i = resolve_column(spec, table, "id", id_names());
@@ -134,9 +136,10 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
         if (c != a && c != b && c != l && c != i)
           throw DataError(fmt::format(
               "{}: unknown field '{}' (text: {}; pair: {}; label; id: {}); map it with "
-              "columns: {{text_b: {}}} or remove it",
+              "columns: {{text_b: {}}} (on the command line --column text_b={}) or remove it",
               spec.path.string(), table.header[c], fmt::join(text_a_names(), " | "),
-              fmt::join(text_b_names(), " | "), fmt::join(id_names(), " | "), table.header[c]));
+              fmt::join(text_b_names(), " | "), fmt::join(id_names(), " | "), table.header[c],
+              table.header[c]));
     for (size_t r = 0; r < table.rows.size(); ++r) {
       TextExample e;
       e.id = example_id(table, r, i);

@@ -151,6 +151,27 @@ CLI::Validator positive() {
       "POSITIVE");
 }
 
+CLI::Option* add_column_options(CLI::App& app, std::vector<std::string>& columns, bool& no_header) {
+  app.add_flag("--no-header", no_header,
+               "TSV/CSV: the first row is data, not column names (--column by 0-based number)");
+  return app.add_option("--column", columns,
+                        "ROLE=COLUMN: the column (name, or 0-based number) that holds a role, "
+                        "as a recipe's columns: text_a, text_b, label, id; multiple choice: "
+                        "context, prefix, endings, label, id; CoNLL: token, tag (repeat)");
+}
+
+std::map<std::string, std::string> parse_columns(const std::vector<std::string>& columns) {
+  std::map<std::string, std::string> roles;
+  for (const auto& c : columns) {
+    const auto eq = c.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == c.size())
+      throw ConfigError(fmt::format("--column '{}': expected ROLE=COLUMN (e.g. text_a=review)", c));
+    if (!roles.emplace(c.substr(0, eq), c.substr(eq + 1)).second)
+      throw ConfigError(fmt::format("--column '{}': role '{}' given twice", c, c.substr(0, eq)));
+  }
+  return roles;
+}
+
 tok::WordPieceOptions wordpiece_options(bool lowercase, tok::CasingCheck check) {
   tok::WordPieceOptions options;
   options.normalizer.lowercase = lowercase;

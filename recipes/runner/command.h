@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,14 @@ CommandRun setup_inspect(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_convert(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_embed(CLI::App& app, const GlobalOptions& global);
 CommandRun setup_similar(CLI::App& app, const GlobalOptions& global);
+
+/// `--column ROLE=COLUMN` (repeatable) and `--no-header` of the commands that read a data file
+/// outside a recipe (predict, embed): a recipe's `columns:` and `header:` on the command line.
+/// Returns the --column option (for needs()).
+CLI::Option* add_column_options(CLI::App& app, std::vector<std::string>& columns, bool& no_header);
+/// The roles of --column's ROLE=COLUMN values; ConfigError naming one without '=' or a role given
+/// twice. The readers check the roles themselves.
+std::map<std::string, std::string> parse_columns(const std::vector<std::string>& columns);
 
 /// WordPiece options for a --lowercase flag (uncased: lower-case and strip accents, as HF);
 /// shared by the commands that build a tokenizer from a vocab.txt.

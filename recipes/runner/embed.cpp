@@ -141,6 +141,10 @@ TextRows read_texts(const data::DataSpec& spec, const std::string& field) {
   TextRows rows;
   const bool lines = spec.format == data::DataFormat::kAuto && spec.path.extension() == ".txt";
   if (lines) {
+    if (!spec.columns.empty() || !spec.header)
+      throw ConfigError(spec.path.string() +
+                        ": a .txt file is read as lines, one text each, without columns (give "
+                        "--format tsv or csv to read it as a table)");
     const auto file = data::read_text_file(spec.path);  // UTF-8 checked, naming line and column
     for (const auto& line : data::split_lines(file.text)) {
       if (data::is_blank(line.text)) continue;
@@ -153,6 +157,9 @@ TextRows read_texts(const data::DataSpec& spec, const std::string& field) {
   const bool squad = spec.format == data::DataFormat::kSquad ||
                      (spec.format == data::DataFormat::kAuto && spec.path.extension() == ".json");
   if (squad) {
+    if (!spec.columns.empty() || !spec.header)
+      throw ConfigError(spec.path.string() +
+                        ": SQuAD JSON has no columns (--field picks questions or contexts)");
     const bool contexts = field == "context";
     if (!contexts && !field.empty() && field != "question")
       throw ConfigError("--field: SQuAD data has 'question' or 'context', got '" + field + "'");

@@ -308,6 +308,8 @@ int run_predict(const PredictOptions& o) {
   if (!o.glue_task.empty()) node["glue_task"] = o.glue_task;
   read_struct(YamlReader(node, "--format"), spec, errors);
   errors.throw_if_any();
+  spec.columns = o.columns;
+  spec.header = o.header;
   predict_split(o.model, spec, o.out, o);
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,9 @@ FinetunedModel load_finetuned(const std::filesystem::path& dir);
 /// <out stem>.na_probs.json for v2.0); prints metrics when the data is labelled.
 struct PredictOptions {
   std::string model, data, out, format = "auto", glue_task, device = "cpu", precision = "fp32";
+  /// --data's column roles and whether its first row names them (a recipe's columns, header).
+  std::map<std::string, std::string> columns;
+  bool header = true;
   /// Raw text instead of --data (run_predict_text): `text` ("-" = one per stdin line, a tab
   /// separating a pair) and `text_pair` for classification; `question` + `context` for QA.
   std::string text, text_pair, question, context;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "bert/checkpoint/pretrained_dir.h"
 #include "bert/common/file_util.h"
@@ -515,6 +516,72 @@ TEST_F(PipelineTest, TokenClassificationTakesEachRawTextAlone) {
       EXPECT_NEAR(a[e]["score"].get<double>(), b[e]["score"].get<double>(), 1e-6);
     }
   }
+}
+
+// A data file whose columns have other names, or no header row, is read with --column
+// ROLE=COLUMN (and --no-header), a recipe's columns: on the command line; predict had no way to
+// name them and told the user of a recipe key.
+TEST_F(PipelineTest, DataColumnsAreNamedOnTheCommandLine) {
+  BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "seqcls3" / "model.safetensors");
+  const auto model = model_with_vocab("seqcls3", dir_.path() / "m").string();
+  const auto want = predict_data(model, "in.jsonl",
+                                 R"({"text": "w7 w9 W11 w40", "text_pair": "w12 w13"})"
+                                 "\n"
+                                 R"({"text": "w50 w60", "text_pair": "w8"})"
+                                 "\n");
+  ASSERT_EQ(want.size(), 2u);
+  testing::write_bytes(dir_.path() / "named.csv",
+                       "first,second,key\nw7 w9 W11 w40,w12 w13,a\nw50 w60,w8,b\n");
+  testing::write_bytes(dir_.path() / "bare.tsv", "a\tw12 w13\tw7 w9 W11 w40\nb\tw8\tw50 w60\n");
+  for (const auto& [file, options] : std::vector<std::pair<std::string, std::string>>{
+           {"named.csv", "--column text_a=first --column text_b=second --column id=key"},
+           {"bare.tsv", "--no-header --column text_a=2 --column text_b=1 --column id=0"}}) {
+    const auto got = predict(
+        "--logits --model " + model + " --data " + (dir_.path() / file).string() + " " + options,
+        file);
+    ASSERT_EQ(got.size(), 2u) << file;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(got[i]["id"], i == 0 ? "a" : "b") << file;
+      EXPECT_EQ(got[i]["label"], want[i]["label"]) << file;
+      EXPECT_NEAR(got[i]["probability"].get<double>(), want[i]["probability"].get<double>(), 1e-6)
+          << file;
+    }
+  }
+  // Without them, the message says how; a malformed --column and an unknown role are named.
+  for (const auto& [options, code, message] :
+       std::vector<std::tuple<std::string, int, std::string>>{
+           {"", 1,
+            "named.csv: no text column (text_a | text | sentence | sentence1); name it with "
+            "columns: {text_a: <column>} (on the command line --column text_a=<column>)"},
+           {"--column text_a", 2, "--column 'text_a': expected ROLE=COLUMN (e.g. text_a=review)"},
+           {"--column text_a=first --column text_a=second", 2,
+            "--column 'text_a=second': role 'text_a' given twice"},
+           {"--column sentence=first", 2,
+            "named.csv: columns: unknown role 'sentence' (valid: text_a, text_b, label, id)"}}) {
+    const auto run = testing::run_bertft("predict --model " + model + " --data " +
+                                             (dir_.path() / "named.csv").string() + " " + options,
+                                         dir_.path() / "bad.log");
+    EXPECT_EQ(run.code, code) << options << "\n" << run.output;
+    EXPECT_NE(run.output.find(message), std::string::npos) << options << "\n" << run.output;
+  }
+  // embed reads its table the same way; a .txt file is lines, so --column there is refused.
+  const auto embed = testing::run_bertft("embed --model " + model + " --data " +
+                                             (dir_.path() / "bare.tsv").string() +
+                                             " --no-header --column text_a=2 --column id=0 --out " +
+                                             (dir_.path() / "e.safetensors").string(),
+                                         dir_.path() / "embed.log");
+  ASSERT_EQ(embed.code, 0) << embed.output;
+  EXPECT_NE(embed.output.find("[embed] 2 texts"), std::string::npos) << embed.output;
+  testing::write_bytes(dir_.path() / "lines.txt", "w7 w9\n");
+  const auto lines = testing::run_bertft(
+      "embed --model " + model + " --data " + (dir_.path() / "lines.txt").string() +
+          " --column text_a=0 --out " + (dir_.path() / "l.safetensors").string(),
+      dir_.path() / "lines.log");
+  EXPECT_EQ(lines.code, 2) << lines.output;
+  EXPECT_NE(lines.output.find("lines.txt: a .txt file is read as lines, one text each, without "
+                              "columns"),
+            std::string::npos)
+      << lines.output;
 }
 
 // Multiple choice on raw text picks what `predict --data` picks for the same context and choices.

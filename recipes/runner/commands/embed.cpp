@@ -25,7 +25,8 @@ using json = nlohmann::json;
 struct EmbedCommand {
   std::string model, data, format = "auto", field, out, pooling = "cls", device = "cpu",
                            precision = "fp32";
-  bool normalize = false;
+  std::vector<std::string> columns;
+  bool normalize = false, no_header = false;
   int64_t max_seq_length = 128, batch_size = 32, limit = 0;
 };
 
@@ -43,6 +44,8 @@ int run_embed(const EmbedCommand& o) {
   spec.path = o.data;
   spec.format = parse_enum<data::DataFormat>(o.format).value_or(data::DataFormat::kAuto);
   spec.limit = o.limit;
+  spec.columns = parse_columns(o.columns);
+  spec.header = !o.no_header;
   const auto device = usable_device(o.device, "--device");
   EmbedOptions options;
   options.pooling = parse_pooling(o.pooling);
@@ -156,6 +159,7 @@ CommandRun setup_embed(CLI::App& app, const GlobalOptions&) {
   app.add_option("--format", o->format, "auto | glue | tsv | csv | jsonl | squad")
       ->check(CLI::IsMember({"auto", "glue", "tsv", "csv", "jsonl", "squad"}));
   app.add_option("--field", o->field, "SQuAD: question (default) or context");
+  add_column_options(app, o->columns, o->no_header);
   app.add_option("--out", o->out, "Output: .safetensors, .npy (ids in .npy.ids.txt) or .jsonl")
       ->required();
   app.add_option("--pooling", o->pooling, "cls | mean | max")

@@ -45,6 +45,9 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   text->excludes(question);
   app.add_option("--format", o->format, "auto | glue | tsv | csv | jsonl | squad | conll | swag");
   app.add_option("--glue-task", o->glue_task, "GLUE task, when not clear from the directory name");
+  auto columns = std::make_shared<std::vector<std::string>>();
+  auto no_header = std::make_shared<bool>(false);
+  add_column_options(app, *columns, *no_header)->needs(data);
   app.add_option("--out", o->out, "Predictions file (default stdout)");
   app.add_flag("--logits", o->logits,
                "Add each example's raw scores (classification, multiple choice)");
@@ -53,8 +56,10 @@ CommandRun setup_predict(CLI::App& app, const GlobalOptions&) {
   app.add_option("--precision", o->precision,
                  "fp32 | bf16 | int8 (CPU: the encoder's projections in dynamic int8)")
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
-  return [o] {
+  return [o, columns, no_header] {
     usable_device(o->device, "--device");  // before the model and data are read
+    o->columns = parse_columns(*columns);
+    o->header = !*no_header;
     if (!o->text.empty() || !o->question.empty()) return run_predict_text(*o);
     if (o->data.empty())
       throw ConfigError("predict: give --data FILE, --text TEXT or --question/--context");
