@@ -180,11 +180,10 @@ std::unique_ptr<tasks::TaskAdapter> task_of_model_dir(const PretrainedDir& dir,
     adapter = create_task(task, dir.config.string());
     // A model trained elsewhere: the task's default lengths, within its position embeddings
     // (a text the default would cut at 128 tokens ran past a 64-position model's and failed).
+    // The lengths that default from max_seq_length (QA's question and stride) follow it.
     const int64_t longest = config.max_sequence_length();
     if (adapter->max_seq_length() > longest) {
       task["max_seq_length"] = longest;
-      if (adapter->type() == "question_answering")  // room for a context beside the question
-        task["max_query_length"] = std::min<int64_t>(64, longest / 2);
       adapter = create_task(task, dir.config.string());
       log::info("[task] {}: max_seq_length {} (the model's longest input)", dir.config.string(),
                 longest);
