@@ -390,6 +390,13 @@ TEST_F(MalformedInputTest, SquadStructureErrorsNameTheJsonPath) {
   EXPECT_NE(
       testing::error_message([&] { read_squad(spec_of(syntax)); }).find(syntax.string() + ":2"),
       std::string::npos);
+  // A column mapping (a recipe's columns:, predict's --column) would be ignored: refused.
+  auto mapped = spec_of(path);
+  mapped.columns = {{"context", "passage"}};
+  EXPECT_NE(testing::error_message([&] {
+              read_squad(mapped);
+            }).find(path.string() + ": columns: SQuAD JSON has no columns"),
+            std::string::npos);
 }
 
 }  // namespace
