@@ -373,4 +373,98 @@ std::vector<TaggedSentence> read_conll(const DataSpec& spec) {
   return out;
 }
 
+namespace {
+
+/// read_tagged's JSON lines.
+std::vector<TaggedSentence> read_tagged_jsonl(const DataSpec& spec) {
+  check_column_roles(spec, {"token", "tag", "id"});
+  const auto file = read_text_file(spec.path);
+  // The field that holds `role` in `j`: the mapped one, else the first default present ("").
+  const auto key_of = [&](const json& j, const char* role,
+                          std::initializer_list<const char*> defaults) -> std::string {
+    if (const auto it = spec.columns.find(role); it != spec.columns.end()) return it->second;
+    for (const char* d : defaults)
+      if (j.contains(d)) return d;
+    return "";
+  };
+  std::vector<TaggedSentence> out;
+  for (const auto& line : split_lines(file.text)) {
+    if (is_blank(line.text)) continue;
+    const auto where = fmt::format("{}:{}", file.name, line.number);
+    const json j = parse_json(line.text, where);
+    if (!j.is_object()) throw DataError(where + ": expected a JSON object per line");
+    const auto tokens_key = key_of(j, "token", {"tokens", "words"});
+    const auto tags_key = key_of(j, "tag", {"ner_tags", "tags"});
+    const auto id_key = key_of(j, "id", {"id"});
+    for (const auto& [key, value] : j.items()) {
+      if (key == tokens_key || key == tags_key || key == id_key) continue;
+      if (key == "pos_tags" || key == "chunk_tags") continue;  // HF's CoNLL-2003 export
+      throw DataError(fmt::format(
+          "{}: unknown field '{}' (words: tokens | words; tags: ner_tags | tags; id); map it "
+          "with columns: {{tag: {}}} (on the command line --column tag={}) or remove it",
+          where, key, key, key));
+    }
+    const json* tokens = j.contains(tokens_key) ? &j.at(tokens_key) : nullptr;
+    const json* tags = j.contains(tags_key) ? &j.at(tags_key) : nullptr;
+    const json* id = j.contains(id_key) ? &j.at(id_key) : nullptr;
+    if (!tokens)
+      throw DataError(fmt::format("{}: no words (a list under {})", where,
+                                  spec.columns.count("token")
+                                      ? "'" + spec.columns.at("token") + "'"
+                                      : std::string("\"tokens\" or \"words\"")));
+    TaggedSentence s;
+    s.where = where;
+    s.id = !id || id->is_null() ? std::to_string(out.size())
+                                : (id->is_string() ? id->get<std::string>() : id->dump());
+    if (!tokens->is_array()) throw DataError(where + ": the words must be a list of strings");
+    for (const auto& t : *tokens) {
+      if (!t.is_string())
+        throw DataError(
+            fmt::format("{}: word {} is not a string: {}", where, s.words.size() + 1, t.dump()));
+      s.words.push_back(t.get<std::string>());
+    }
+    if (tags && !tags->is_null()) {
+      if (!tags->is_array()) throw DataError(where + ": the tags must be a list");
+      for (const auto& t : *tags) {
+        if (t.is_string())
+          s.tags.push_back(t.get<std::string>());
+        else if (t.is_number_integer())
+          s.tags.push_back(t.dump());  // a class id: its decimal text, as run_ner.py's labels
+        else
+          throw DataError(fmt::format("{}: tag {} is neither a name nor an integer: {}", where,
+                                      s.tags.size() + 1, t.dump()));
+      }
+      if (s.tags.size() != s.words.size())
+        throw DataError(
+            fmt::format("{}: {} words but {} tags", where, s.words.size(), s.tags.size()));
+    }
+    if (s.words.empty()) continue;  // no word: no sentence, as a blank line in CoNLL
+    out.push_back(std::move(s));
+  }
+  apply_limit(out, spec.limit);
+  return out;
+}
+
+}  // namespace
+
+std::vector<TaggedSentence> read_tagged(const DataSpec& spec) {
+  auto format = spec.format;
+  if (format == DataFormat::kAuto) {
+    const auto ext = spec.path.extension().string();
+    format = ext == ".jsonl" || ext == ".json" ? DataFormat::kJsonl : DataFormat::kConll;
+  }
+  switch (format) {
+    case DataFormat::kConll:
+    case DataFormat::kTsv:  // CoNLL columns separated by tabs
+      return read_conll(spec);
+    case DataFormat::kJsonl:
+      return read_tagged_jsonl(spec);
+    default:
+      throw ConfigError(fmt::format(
+          "{}: format {}: token classification reads CoNLL columns (conll) or JSON lines "
+          "(jsonl)",
+          spec.path.string(), enum_name(format)));
+  }
+}
+
 }  // namespace bert::data

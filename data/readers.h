@@ -30,6 +30,16 @@ std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version = n
 /// of columns (DataError file:line otherwise).
 std::vector<TaggedSentence> read_conll(const DataSpec& spec);
 
+/// Tagged sentences for token classification: CoNLL columns (read_conll; format conll or tsv,
+/// or auto), or JSON lines (format jsonl, or auto for .jsonl / .json, as HF's run_ner.py takes
+/// them): one sentence per line, its words under "tokens" (or "words"), its tags under
+/// "ner_tags" (or "tags"; names, or integers as their decimal text, as run_ner.py's label
+/// list), spec.columns {token, tag} naming other fields, optional "id"; "pos_tags" and
+/// "chunk_tags" (HF's CoNLL-2003 export) are ignored, another field is a DataError, as is a
+/// line whose tags do not match its words one to one. The lines form one document (as CoNLL
+/// without -DOCSTART-). ConfigError for another format.
+std::vector<TaggedSentence> read_tagged(const DataSpec& spec);
+
 /// The format `spec` will be read as: spec.format unless kAuto, then by content and name
 /// (GLUE directory -> glue; .json -> squad; .csv with ending0 -> swag; ...), falling back to
 /// `task_default`.

@@ -36,6 +36,15 @@ LabelMap LabelMap::from_observed(const std::vector<std::string>& labels) {
   return LabelMap(std::move(names));
 }
 
+std::optional<std::string> LabelMap::name_of_id(const std::string& tag) const {
+  if (tag.empty() || tag.size() > 9 || tag.find_first_not_of("0123456789") != std::string::npos ||
+      ids_.count(tag) || std::all_of(names_.begin(), names_.end(), is_integer))
+    return std::nullopt;
+  const auto id = std::stoll(tag);
+  if (id >= size()) return std::nullopt;
+  return name(id);
+}
+
 std::optional<int64_t> LabelMap::find(const std::string& label) const {
   const auto it = ids_.find(label);
   if (it == ids_.end()) return std::nullopt;

@@ -26,6 +26,11 @@ class LabelMap {
   int64_t id(const std::string& label, const std::string& where) const;
   /// "a, b, c" for messages.
   std::string joined() const;
+  /// The label whose id `tag` is, where `tag` is the decimal text of an id (HF datasets write a
+  /// ClassLabel column's ids) and the labels are names, not integers themselves (those were
+  /// taken from integer tags and are matched as they are): nullopt otherwise, an id out of
+  /// range included (id() then names it as an unknown label).
+  std::optional<std::string> name_of_id(const std::string& tag) const;
 
  private:
   std::vector<std::string> names_;

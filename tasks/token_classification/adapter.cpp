@@ -56,7 +56,13 @@ std::unique_ptr<TaskAdapter> TokenClassificationAdapter::create(const YamlReader
 std::shared_ptr<const ExampleSet> TokenClassificationAdapter::read(const data::DataSpec& spec) {
   auto set = std::make_shared<Sentences>();
   set->source = spec.path.string();
-  set->items = data::read_conll(spec);
+  set->items = data::read_tagged(spec);
+  // Integer tags are ids where the labels are known names (task.labels, a model's id2label):
+  // HF datasets' JSON export writes its ClassLabel ids (CoNLL-2003's ner_tags).
+  if (!labels_.empty())
+    for (auto& s : set->items)
+      for (auto& tag : s.tags)
+        if (auto name = labels_.name_of_id(tag)) tag = std::move(*name);
   return set;
 }
 

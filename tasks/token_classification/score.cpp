@@ -37,7 +37,7 @@ ScoreReport TokenClassificationAdapter::score(const ScoreRequest& request) {
     predicted.pop_back();
   }
   if (!request.data.empty()) {  // the prediction file must follow the dataset word by word
-    const auto sentences = data::read_conll(score_data_spec(request));
+    const auto sentences = data::read_tagged(score_data_spec(request));
     if (sentences.size() != words.size())
       throw DataError(fmt::format("{}: {} sentences, but {} has {}", request.predictions.string(),
                                   words.size(), request.data.string(), sentences.size()));

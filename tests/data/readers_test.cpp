@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "bert/common/error.h"
+#include "bert/common/file_util.h"
 #include "data/table.h"
 #include "data/text_file.h"
 #include "tasks/metrics/span_f1.h"
@@ -370,6 +371,68 @@ TEST_F(MalformedInputTest, ConllColumnsAndDocuments) {
               read_conll(spec_of(longer));
             }).find(longer.string() + ":2: expected 3 columns (as the first line), got 4"),
             std::string::npos);
+}
+
+// Token classification's JSON lines, as HF's run_ner.py takes them (and HF datasets' export of
+// CoNLL-2003 writes them: ids for tags, pos_tags and chunk_tags beside): a .jsonl given for NER
+// was read as CoNLL columns, each line one garbled word.
+TEST_F(MalformedInputTest, TaggedJsonLines) {
+  const auto path =
+      write("n.jsonl", R"({"id": "a", "tokens": ["EU", "rejects"], "ner_tags": ["B-ORG", "O"],)"
+                       R"( "pos_tags": [22, 42], "chunk_tags": [11, 21]})"
+                       "\n\n"
+                       R"({"words": ["Peter"], "tags": [3], "id": 7})"
+                       "\n"
+                       R"({"tokens": []})"
+                       "\n"
+                       R"({"tokens": ["untagged"]})"
+                       "\n");
+  const auto sentences = read_tagged(spec_of(path));
+  ASSERT_EQ(sentences.size(), 3u);
+  EXPECT_EQ(sentences[0].id, "a");
+  EXPECT_EQ(sentences[0].words, (std::vector<std::string>{"EU", "rejects"}));
+  EXPECT_EQ(sentences[0].tags, (std::vector<std::string>{"B-ORG", "O"}));
+  EXPECT_EQ(sentences[1].id, "7");
+  EXPECT_EQ(sentences[1].tags, (std::vector<std::string>{"3"}));  // an id: the adapter maps it
+  EXPECT_EQ(sentences[1].where, path.string() + ":3");
+  EXPECT_TRUE(sentences[2].tags.empty());
+  EXPECT_EQ(sentences[2].document, 0);
+  // .json too (HF's datasets reads JSON lines there); format jsonl for any name; CoNLL for
+  // format conll or tsv; another format is refused.
+  const auto json_name = write("n.json", read_file(path));
+  EXPECT_EQ(read_tagged(spec_of(json_name)).size(), 3u);
+  auto as_jsonl = spec_of(write("n.txt", read_file(path)));
+  as_jsonl.format = DataFormat::kJsonl;
+  EXPECT_EQ(read_tagged(as_jsonl).size(), 3u);
+  auto conll = spec_of(write("c.tsv", "EU\tB-ORG\n"));
+  EXPECT_EQ(read_tagged(conll)[0].tags, (std::vector<std::string>{"B-ORG"}));
+  conll.format = DataFormat::kCsv;
+  EXPECT_NE(testing::error_message([&] {
+              read_tagged(conll);
+            }).find("format csv: token classification reads CoNLL columns (conll) or JSON lines"),
+            std::string::npos);
+  // Fields by other names through columns.
+  auto mapped = spec_of(write("m.jsonl", R"({"w": ["EU"], "t": ["B-ORG"]})"
+                                         "\n"));
+  mapped.columns = {{"token", "w"}, {"tag", "t"}};
+  EXPECT_EQ(read_tagged(mapped)[0].tags, (std::vector<std::string>{"B-ORG"}));
+  // Each problem names the file and line.
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"tokens": ["EU"], "ner_tags": ["O"], "lemma": ["eu"]})",
+            ":1: unknown field 'lemma' (words: tokens | words; tags: ner_tags | tags; id); map it "
+            "with columns: {tag: lemma} (on the command line --column tag=lemma)"},
+           {R"({"tokens": ["EU", "x"], "ner_tags": ["O"]})", ":1: 2 words but 1 tags"},
+           {R"({"tokens": ["EU", 5]})", ":1: word 2 is not a string: 5"},
+           {R"({"tokens": ["EU"], "ner_tags": [1.5]})",
+            ":1: tag 1 is neither a name nor an integer: 1.5"},
+           {R"({"ner_tags": ["O"]})", R"(:1: no words (a list under "tokens" or "words"))"},
+           {R"(["EU"])", ":1: expected a JSON object per line"}}) {
+    const auto bad = write("bad.jsonl", text + "\n");
+    EXPECT_NE(
+        testing::error_message([&] { read_tagged(spec_of(bad)); }).find(bad.string() + message),
+        std::string::npos)
+        << text;
+  }
 }
 
 TEST_F(MalformedInputTest, SquadStructureErrorsNameTheJsonPath) {

@@ -535,6 +535,30 @@ TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {
                 ":4 (word 1): label 'B-PERSON' is not one of the model's labels (O, B-PER, I-PER)");
 }
 
+// Integer tags (HF datasets' JSON export of CoNLL-2003 writes ner_tags as ClassLabel ids) are
+// the ids of the labels where those are names (task.labels, a model's id2label); without names,
+// the integers are the labels themselves, as run_ner.py's label list.
+TEST_F(RealDataTest, IntegerTagsAreIdsOfNamedLabels) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "t.jsonl",
+                       R"({"tokens": ["Ann", "sat", "Bob"], "ner_tags": [1, 0, 7]})"
+                       "\n");
+  const auto spec = spec_of(dir.path() / "t.jsonl");
+  auto named = make_task("token_classification", "{labels: [O, B-PER, I-PER]}");
+  const auto set = named->read(spec);
+  const auto& items = dynamic_cast<const Examples<data::TaggedSentence>&>(*set).items;
+  // 7 is no id of three labels: left as it is, and named as an unknown label when featurized.
+  EXPECT_EQ(items.at(0).tags, (std::vector<std::string>{"B-PER", "O", "7"}));
+  const auto message =
+      testing::error_message([&] { named->featurize(set, cased_tokenizer(), false); });
+  EXPECT_NE(message.find("(word 3): label '7' was not seen in training"), std::string::npos)
+      << message;
+  auto plain = make_task("token_classification", "{}");
+  const auto sentences = plain->read(spec);
+  plain->fit_labels(*sentences);
+  EXPECT_EQ(plain->labels(), (std::vector<std::string>{"0", "1", "7"}));
+}
+
 // GLUE's MNLI has Google's BERT label ids (run_classifier.py's MnliProcessor: contradiction,
 // entailment, neutral) whatever labels a file holds, so a classifier fine-tuned there reads its
 // logits in the right order. Its matched and mismatched directories ("MNLI-m", "MNLI-mm") are
