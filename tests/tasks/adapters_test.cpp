@@ -557,6 +557,14 @@ TEST_F(RealDataTest, IntegerTagsAreIdsOfNamedLabels) {
   const auto sentences = plain->read(spec);
   plain->fit_labels(*sentences);
   EXPECT_EQ(plain->labels(), (std::vector<std::string>{"0", "1", "7"}));
+  // Labels that are integers are matched as they are: tag 2 is no label, not the id of "7".
+  testing::write_bytes(dir.path() / "two.jsonl", R"({"tokens": ["Ann"], "ner_tags": [2]})"
+                                                 "\n");
+  const auto two = plain->read(spec_of(dir.path() / "two.jsonl"));
+  EXPECT_NE(testing::error_message([&] {
+              plain->featurize(two, cased_tokenizer(), false);
+            }).find("label '2' was not seen in training"),
+            std::string::npos);
 }
 
 // GLUE's MNLI has Google's BERT label ids (run_classifier.py's MnliProcessor: contradiction,
