@@ -406,6 +406,8 @@ TEST_F(MalformedInputTest, TaggedJsonLines) {
   EXPECT_EQ(read_tagged(as_jsonl).size(), 3u);
   auto conll = spec_of(write("c.tsv", "EU\tB-ORG\n"));
   EXPECT_EQ(read_tagged(conll)[0].tags, (std::vector<std::string>{"B-ORG"}));
+  conll.format = DataFormat::kTsv;  // CoNLL columns with tabs
+  EXPECT_EQ(read_tagged(conll)[0].tags, (std::vector<std::string>{"B-ORG"}));
   conll.format = DataFormat::kCsv;
   EXPECT_NE(testing::error_message([&] {
               read_tagged(conll);
