@@ -264,7 +264,10 @@ void write_embeddings(const fs::path& path, const EmbeddingFile& file) {
     std::string ids;
     for (const auto& id : file.ids) ids += id + "\n";
     write_file_atomic(ids_path(path), ids);
-    write_file_atomic(info_path(path), file.info.dump(2) + "\n");  // how the vectors were made
+    json info = file.info;  // how the vectors were made, and which vectors: a stale record shows
+    info["rows"] = file.vectors.size(0);
+    info["width"] = file.vectors.size(1);
+    write_file_atomic(info_path(path), info.dump(2) + "\n");
     write_file_atomic(path, npy_bytes(file.vectors));
   } else if (ext == ".jsonl") {
     const auto v = file.vectors.to(torch::kFloat).contiguous();
@@ -301,6 +304,17 @@ EmbeddingFile read_embeddings(const fs::path& path) {
       }
       if (!file.info.is_object())
         throw CheckpointError(info_path(path).string() + ": not a JSON object");
+      // Written by embed with the vectors' shape; one written by hand may say less.
+      const auto rows = file.info.value("rows", file.vectors.size(0));
+      const auto width = file.info.value("width", file.vectors.size(1));
+      if (rows != file.vectors.size(0) || width != file.vectors.size(1))
+        throw CheckpointError(fmt::format(
+            "{}: records {} x {} vectors but {} holds {} x {} (the .npy was rewritten by another "
+            "program?): remove the record and give similar --model and --pooling",
+            info_path(path).string(), rows, width, path.string(), file.vectors.size(0),
+            file.vectors.size(1)));
+      file.info.erase("rows");
+      file.info.erase("width");
     }
     return file;
   }

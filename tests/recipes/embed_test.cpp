@@ -114,6 +114,22 @@ TEST_F(EmbedTest, FilesRoundTripWithTheirIds) {
   EXPECT_TRUE(torch::equal(npy.vectors, file.vectors));
   EXPECT_EQ(npy.ids, file.ids);
   EXPECT_EQ(npy.info, file.info);  // from e.npy.info.json
+  // A record of other vectors (the .npy rewritten by another program) is refused, naming both.
+  EmbeddingFile other = file;
+  other.vectors = torch::randn({6, 7});
+  other.ids.push_back("f");
+  const auto info = read_file(dir_.path() / "e.npy.info.json");
+  write_embeddings(dir_.path() / "e.npy", other);
+  testing::write_bytes(dir_.path() / "e.npy.info.json", info);
+  const auto stale = testing::error_message([&] { read_embeddings(dir_.path() / "e.npy"); });
+  EXPECT_NE(stale.find("e.npy.info.json: records 5 x 7 vectors but " +
+                       (dir_.path() / "e.npy").string() + " holds 6 x 7"),
+            std::string::npos)
+      << stale;
+  // One written by hand for a .npy from elsewhere may give the pooling alone.
+  testing::write_bytes(dir_.path() / "e.npy.info.json", R"({"pooling": "mean"})");
+  EXPECT_EQ(read_embeddings(dir_.path() / "e.npy").info, json({{"pooling", "mean"}}));
+  write_embeddings(dir_.path() / "e.npy", file);
   EXPECT_EQ(read_file(dir_.path() / "e.npy").substr(0, 6), "\x93NUMPY");
   EXPECT_EQ((read_file(dir_.path() / "e.npy").size() - 5 * 7 * 4) % 64, 0u);  // header aligned
   write_embeddings(dir_.path() / "e.jsonl", file);
