@@ -225,11 +225,11 @@ std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
 }
 
 std::vector<QaExample> read_squad(const DataSpec& spec, std::string* version) {
-  if (!spec.columns.empty())  // a mapping that would be ignored
+  if (!spec.columns.empty() || !spec.header)  // a table's settings, which would be ignored
     throw ConfigError(fmt::format(
-        "{}: columns: SQuAD JSON has no columns (its keys are SQuAD's: context, question, "
-        "answers, id)",
-        spec.path.string()));
+        "{}: {}: SQuAD JSON has no columns (its keys are SQuAD's: context, question, answers, "
+        "id)",
+        spec.path.string(), spec.columns.empty() ? "header" : "columns"));
   const json doc = read_json_file(spec.path);
   const std::string file_name = spec.path.string();
   const auto fail = [&](const std::string& path, const std::string& what) {

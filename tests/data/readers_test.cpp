@@ -462,6 +462,12 @@ TEST_F(MalformedInputTest, SquadStructureErrorsNameTheJsonPath) {
               read_squad(mapped);
             }).find(path.string() + ": columns: SQuAD JSON has no columns"),
             std::string::npos);
+  auto headerless = spec_of(path);  // embed --no-header, a recipe's header: false
+  headerless.header = false;
+  EXPECT_NE(testing::error_message([&] {
+              read_squad(headerless);
+            }).find(path.string() + ": header: SQuAD JSON has no columns"),
+            std::string::npos);
 }
 
 }  // namespace
