@@ -287,6 +287,12 @@ int main(int argc, char** argv) {
   write(out / "reader_conll", {std::string(1, '\0') + "-DOCSTART- -X- -X- O\n\nAlice NNP B-NP "
                                                       "B-PER\nsleeps VBZ B-VP O\n\nBob NNP B-NP "
                                                       "B-PER\n"});
+  write(out / "reader_tagged_jsonl",
+        {std::string(1, '\0') +
+             "{\"tokens\": [\"Alice\", \"sleeps\"], \"ner_tags\": [\"B-PER\", \"O\"]}\n"
+             "{\"id\": \"2\", \"tokens\": [\"Bob\"], \"ner_tags\": [1], \"pos_tags\": [22]}\n",
+         std::string("\x80") + "{\"words\": [\"a\", \"b\"], \"labels\": [\"O\", \"B-LOC\"]}\n"
+                                "{\"words\": [], \"labels\": []}\n"});
   write(out / "reader_swag",
         {std::string(1, '\0') + ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,"
                                 "ending1,ending2,ending3,label\n0,v1,3,A b,A,b,gold,x,y,z,w,2\n"});

@@ -1,5 +1,6 @@
 // One data reader on any bytes, chosen at build time by BERTFT_FUZZ_FORMAT (glue, tsv, csv,
-// jsonl, squad, conll, swag): fuzz/CMakeLists.txt builds one target per format.
+// jsonl, squad, conll, swag, tagged_jsonl: token classification's JSON lines, read_tagged):
+// fuzz/CMakeLists.txt builds one target per format.
 #include "bert/common/error.h"
 #include "data/readers.h"
 #include "fuzz/fuzz_input.h"
@@ -13,7 +14,7 @@ DataFormat format() {
   if (kFormat == "glue") return DataFormat::kGlue;
   if (kFormat == "tsv") return DataFormat::kTsv;
   if (kFormat == "csv") return DataFormat::kCsv;
-  if (kFormat == "jsonl") return DataFormat::kJsonl;
+  if (kFormat == "jsonl" || kFormat == "tagged_jsonl") return DataFormat::kJsonl;
   if (kFormat == "squad") return DataFormat::kSquad;
   if (kFormat == "conll") return DataFormat::kConll;
   return DataFormat::kSwag;
@@ -32,7 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.header = (data[0] & 0x10) == 0;
   spec.skip_malformed = (data[0] & 0x20) != 0;
   if (data[0] & 0x40) spec.limit = data[0] & 7;
+  if (data[0] & 0x80) spec.columns = {{"token", "words"}, {"tag", "labels"}};
   try {
+    if (kFormat == "tagged_jsonl") {
+      (void)bert::data::read_tagged(spec);
+      return 0;
+    }
     switch (spec.format) {
       case DataFormat::kSquad:
         (void)bert::data::read_squad(spec);
