@@ -71,6 +71,11 @@ inline const std::vector<std::string>& id_names() {
   static const std::vector<std::string> names = {"id", "idx"};
   return names;
 }
+/// "labels": a multi-label example's list (HF datasets' name for it).
+inline const std::vector<std::string>& label_names() {
+  static const std::vector<std::string> names = {"label", "labels"};
+  return names;
+}
 
 /// Column role lookup: the spec's explicit column for `role` (must exist), else the first of
 /// `defaults` present in the table, else -1.

@@ -129,17 +129,17 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
                       "the command line --column text_a=<column>)",
                       spec.path.string(), fmt::join(text_a_names(), " | ")));
     const int b = resolve_column(spec, table, "text_b", text_b_names());
-    const int l = resolve_column(spec, table, "label", {"label"});
+    const int l = resolve_column(spec, table, "label", label_names());
     const int i = resolve_column(spec, table, "id", id_names());
     if (generic_table_format(spec, format) == TableFormat::kJsonl)  // a field nobody reads
       for (int c = 0; c < static_cast<int>(table.header.size()); ++c)
         if (c != a && c != b && c != l && c != i)
           throw DataError(fmt::format(
-              "{}: unknown field '{}' (text: {}; pair: {}; label; id: {}); map it with "
+              "{}: unknown field '{}' (text: {}; pair: {}; label: {}; id: {}); map it with "
               "columns: {{text_b: {}}} (on the command line --column text_b={}) or remove it",
               spec.path.string(), table.header[c], fmt::join(text_a_names(), " | "),
-              fmt::join(text_b_names(), " | "), fmt::join(id_names(), " | "), table.header[c],
-              table.header[c]));
+              fmt::join(text_b_names(), " | "), fmt::join(label_names(), " | "),
+              fmt::join(id_names(), " | "), table.header[c], table.header[c]));
     for (size_t r = 0; r < table.rows.size(); ++r) {
       TextExample e;
       e.id = example_id(table, r, i);

@@ -39,14 +39,14 @@ std::vector<LinePrediction> read_line_predictions(const std::filesystem::path& p
     if (line.text[first] == '{') {
       const json j = data::parse_json(line.text, p.where);
       const json* value = nullptr;
-      for (const char* key : {"label", "prediction", "score"})
+      for (const char* key : {"label", "labels", "prediction", "score"})
         if (j.contains(key)) {
           value = &j.at(key);
           break;
         }
       if (!value)
-        throw DataError(
-            fmt::format("{}: expected a \"label\", \"prediction\" or \"score\" key", p.where));
+        throw DataError(fmt::format(
+            "{}: expected a \"label\", \"labels\", \"prediction\" or \"score\" key", p.where));
       p.value = value->is_string() ? value->get<std::string>() : value->dump();
       if (j.contains("id"))
         p.id = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();

@@ -21,10 +21,12 @@ struct ScoreRequest {
   std::string glue_task;              ///< GLUE task when not clear from the directory
   std::filesystem::path na_probs;     ///< SQuAD v2.0: {id: no-answer probability} (optional)
   double na_prob_threshold = 1.0;
-  std::string tag_scheme = "iob2";  ///< token tagging: scheme for `strict`
-  bool strict = false;              ///< token tagging: seqeval strict mode
-  bool regression = false;          ///< classification: score correlation
-  std::string positive_label;       ///< binary F1's positive class (default "1")
+  std::string tag_scheme = "iob2";    ///< token tagging: scheme for `strict`
+  bool strict = false;                ///< token tagging: seqeval strict mode
+  bool regression = false;            ///< classification: score correlation
+  std::string positive_label;         ///< binary F1's positive class (default "1")
+  bool multi_label = false;           ///< classification: sets of labels (also when predicted)
+  std::string label_separator = ",";  ///< multi-label: what joins a label cell's labels
 };
 
 /// A scorer's answer: the metrics, and a human-readable report printed before them (conlleval's
@@ -38,8 +40,8 @@ struct ScoreReport {
 /// format. With `task`, an empty data path is a ConfigError saying the task needs --data.
 data::DataSpec score_data_spec(const ScoreRequest& request, const std::string& task = "");
 
-/// One prediction of a line-per-example file: plain text, or JSONL with "label" / "prediction"
-/// / "score" and an optional "id".
+/// One prediction of a line-per-example file: plain text, or JSONL with "label" / "labels" (a
+/// multi-label list, kept as its JSON text) / "prediction" / "score" and an optional "id".
 struct LinePrediction {
   std::optional<std::string> id;
   std::string value;

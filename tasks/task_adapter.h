@@ -32,6 +32,7 @@ struct Feature {
   std::vector<std::vector<int64_t>> token_type_ids;  ///< same shape
   std::vector<int64_t> token_labels;  ///< per token of row 0 (token tasks; kIgnoreIndex = none)
   int64_t label = kIgnoreIndex;       ///< class or choice index
+  std::vector<int64_t> label_set;     ///< multi-label classification: the gold labels' ids
   float target = 0.0f;                ///< regression target
   int64_t start_position = 0, end_position = 0;  ///< answer span (QA); 0/0 = [CLS] = no answer
 
@@ -89,8 +90,9 @@ class FeatureSet {
 
 /// A padded batch. input_ids / attention_mask / token_type_ids are [batch, seq] int64, or
 /// [batch, choices, seq] for multiple choice. `labels` is [batch] int64 (classes, choices),
-/// [batch] float (regression), [batch, seq] int64 (token tags) or [batch, 2] int64 (QA
-/// start, end); undefined when the features have no targets.
+/// [batch] float (regression), [batch, labels] float (multi-label: 1 for each gold label),
+/// [batch, seq] int64 (token tags) or [batch, 2] int64 (QA start, end); undefined when the
+/// features have no targets.
 struct Batch {
   torch::Tensor input_ids, attention_mask, token_type_ids, labels;
   /// Pre-training: [masked, 2] int64 (row, position) of the masked tokens; else undefined.

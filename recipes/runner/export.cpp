@@ -73,13 +73,6 @@ YAML::Node task_from_config(const BertConfig& config, const std::string& source)
         fmt::format("{}: architectures [{}] is not a task model bertft knows; expected one of {}",
                     source, architecture, known));
   }
-  // HF's multi-label head scores each label with a sigmoid; bertft's reads the logits as one
-  // softmax, which would give such a model's labels wrong scores without a word.
-  if (config.problem_type() == std::optional<std::string>("multi_label_classification"))
-    throw ConfigError(fmt::format(
-        "{}: problem_type multi_label_classification is not supported (bertft's sequence "
-        "classification is single-label or regression); its head's scores would be misread",
-        source));
   YAML::Node task = info->options_from_config ? info->options_from_config(config)
                                               : YAML::Node(YAML::NodeType::Map);
   task["type"] = info->name;
@@ -587,8 +580,13 @@ int run_predict_text(const PredictOptions& o) {
   for (size_t i = 0; i < predictions.size(); ++i) {
     json out = inputs[i];
     const auto& p = predictions[i];
-    if (p.contains("label")) out["label"] = p["label"];
-    out["score"] = p.contains("probability") ? p["probability"] : p["score"];
+    if (p.contains("labels")) {  // multi-label: the labels over the threshold, every probability
+      out["labels"] = p["labels"];
+      out["scores"] = p["probabilities"];
+    } else {
+      if (p.contains("label")) out["label"] = p["label"];
+      out["score"] = p.contains("probability") ? p["probability"] : p["score"];
+    }
     if (i < logits.size()) out["logits"] = logits[i];
     emit(out);
   }

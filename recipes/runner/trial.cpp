@@ -131,7 +131,7 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   YAML::Emitter options;
   options << p.adapter->options();
   const std::string common =
-      fmt::format("bertft-features-v2|{}|{}|labels={}|{}", recipe.task_type, options.c_str(),
+      fmt::format("bertft-features-v3|{}|{}|labels={}|{}", recipe.task_type, options.c_str(),
                   fmt::join(p.adapter->labels(), "\x1f"), tokenizer_fingerprint(p.dir, p.config));
   p.train = tasks::cached_featurize(*p.adapter, train_examples, *p.tokenizer, true, cache_dir,
                                     common + "|train|" + spec_fingerprint(recipe.data.train));

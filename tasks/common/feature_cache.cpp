@@ -16,7 +16,7 @@
 namespace bert::tasks {
 namespace {
 
-constexpr char kMagic[8] = {'B', 'F', 'T', 'F', 'E', 'A', 'T', '1'};
+constexpr char kMagic[8] = {'B', 'F', 'T', 'F', 'E', 'A', 'T', '2'};
 
 template <class T>
 void write_raw(std::ostream& out, const T& value) {
@@ -94,6 +94,7 @@ void save_features(const std::filesystem::path& path, const FeatureSet& features
     }
     write_i32s(out, f.token_labels);
     write_i64(out, f.label);
+    write_i32s(out, f.label_set);
     write_raw(out, f.target);
     write_i64(out, f.start_position);
     write_i64(out, f.end_position);
@@ -128,6 +129,7 @@ std::shared_ptr<FeatureSet> load_features(const std::filesystem::path& path,
       }
       f.token_labels = read_i32s(in);
       f.label = read_i64(in);
+      f.label_set = read_i32s(in);
       f.target = read_raw<float>(in);
       f.start_position = read_i64(in);
       f.end_position = read_i64(in);

@@ -76,4 +76,51 @@ double matthews_corrcoef(const std::vector<int64_t>& predicted, const std::vecto
   return cov_tp / std::sqrt(cov_tt * cov_pp);
 }
 
+namespace {
+void check_sizes(const LabelSets& a, const LabelSets& b) {
+  if (a.size() != b.size())
+    throw std::invalid_argument("metric: " + std::to_string(a.size()) + " predictions for " +
+                                std::to_string(b.size()) + " gold label sets");
+}
+}  // namespace
+
+double subset_accuracy(const LabelSets& predicted, const LabelSets& gold) {
+  check_sizes(predicted, gold);
+  if (gold.empty()) return 0;
+  size_t correct = 0;
+  for (size_t i = 0; i < gold.size(); ++i) correct += predicted[i] == gold[i];
+  return static_cast<double>(correct) / static_cast<double>(gold.size());
+}
+
+double f1_micro(const LabelSets& predicted, const LabelSets& gold) {
+  check_sizes(predicted, gold);
+  double tp = 0, fp = 0, fn = 0;
+  for (size_t i = 0; i < gold.size(); ++i) {
+    for (int64_t p : predicted[i]) (gold[i].count(p) ? tp : fp) += 1;
+    for (int64_t g : gold[i]) fn += predicted[i].count(g) == 0;
+  }
+  return tp == 0 ? 0.0 : 2 * tp / (2 * tp + fp + fn);
+}
+
+double f1_macro(const LabelSets& predicted, const LabelSets& gold, int64_t num_labels) {
+  check_sizes(predicted, gold);
+  if (num_labels <= 0) return 0;
+  std::vector<double> tp(static_cast<size_t>(num_labels)), fp(tp.size()), fn(tp.size());
+  const auto column = [&](int64_t label) {
+    if (label < 0 || label >= num_labels)
+      throw std::invalid_argument("metric: label id " + std::to_string(label) + " of " +
+                                  std::to_string(num_labels) + " labels");
+    return static_cast<size_t>(label);
+  };
+  for (size_t i = 0; i < gold.size(); ++i) {
+    for (int64_t p : predicted[i]) (gold[i].count(p) ? tp : fp)[column(p)] += 1;
+    for (int64_t g : gold[i])
+      if (!predicted[i].count(g)) fn[column(g)] += 1;
+  }
+  double sum = 0;
+  for (size_t l = 0; l < tp.size(); ++l)
+    sum += tp[l] == 0 ? 0.0 : 2 * tp[l] / (2 * tp[l] + fp[l] + fn[l]);
+  return sum / static_cast<double>(num_labels);
+}
+
 }  // namespace bert::tasks::metrics

@@ -5,9 +5,10 @@ namespace bert::tasks::metrics {
 const std::vector<MetricInfo>& metric_table() {
   using G = MetricGoal;
   static const std::vector<MetricInfo> table = {
-      {"accuracy", G::kMaximize, "share of correct predictions"},
+      {"accuracy", G::kMaximize, "share of correct predictions (multi-label: of exact label sets)"},
       {"f1", G::kMaximize, "F1: binary (positive class), SQuAD token F1, or entity F1"},
       {"macro_f1", G::kMaximize, "unweighted mean of the per-class F1"},
+      {"micro_f1", G::kMaximize, "multi-label: F1 over every (example, label) decision"},
       {"mcc", G::kMaximize, "Matthews correlation coefficient (CoLA)"},
       {"pearson", G::kMaximize, "Pearson correlation of scores (STS-B)"},
       {"spearman", G::kMaximize, "Spearman rank correlation of scores (STS-B)"},

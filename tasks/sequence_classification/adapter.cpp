@@ -10,6 +10,7 @@
 #include "bert/common/log.h"
 #include "bert/common/strings.h"
 #include "data/readers.h"
+#include "data/text_file.h"
 #include "tasks/common/heads.h"
 #include "tasks/common/windows.h"
 #include "tasks/metrics/classification.h"
@@ -31,6 +32,20 @@ using TextExamples = Examples<data::TextExample>;
 
 const std::vector<std::string> kClassificationMetrics = {"accuracy", "f1", "macro_f1", "mcc"};
 const std::vector<std::string> kRegressionMetrics = {"pearson", "spearman", "mse"};
+const std::vector<std::string> kMultiLabelMetrics = {"micro_f1", "macro_f1", "accuracy"};
+
+std::string_view trimmed(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+/// Whether `label` reads as a JSON list (what a JSONL reader keeps of ["a", "b"]).
+bool is_json_list(const std::string& label) {
+  const auto t = trimmed(label);
+  return t.size() >= 2 && t.front() == '[' && t.back() == ']' &&
+         nlohmann::json::accept(t.begin(), t.end());
+}
 
 double parse_score(const std::string& text, const std::string& where) {
   if (const auto v = parse_double(text)) return *v;
@@ -54,11 +69,14 @@ TaskInfo SequenceClassificationAdapter::info() {
   info.options_from_config = [](const BertConfig& config) {
     YAML::Node options(YAML::NodeType::Map);
     if (config.problem_type() && *config.problem_type() == "regression") options["num_labels"] = 1;
+    if (config.problem_type() && *config.problem_type() == "multi_label_classification")
+      options["multi_label"] = true;
     return options;
   };
-  info.metrics = {"accuracy", "f1", "macro_f1", "mcc", "pearson", "spearman", "mse"};
+  info.metrics = {"accuracy", "f1", "macro_f1", "mcc", "pearson", "spearman", "mse", "micro_f1"};
   info.score_formats =
-      "one label per line (a score with --regression), or JSONL with \"label\", \"prediction\" or "
+      "one label per line (a score with --regression), or JSONL with \"label\", \"labels\" (a "
+      "list: multi-label), \"prediction\" or "
       "\"score\" and an optional \"id\"; --data: GLUE TSV, CSV, TSV or JSONL";
   info.score = &score;
   return info;
@@ -76,6 +94,17 @@ std::unique_ptr<TaskAdapter> SequenceClassificationAdapter::create(const YamlRea
       static_cast<int64_t>(o.labels.size()) != o.num_labels)
     errors.add(reader.where("labels") +
                fmt::format(": {} names for num_labels {}", o.labels.size(), o.num_labels));
+  if (o.multi_label) {
+    if (o.num_labels == 1)
+      errors.add(reader.where("num_labels") +
+                 ": 1 is regression; a multi_label task has a probability for each label");
+    if (o.label_separator.empty()) errors.add(reader.where("label_separator") + ": is empty");
+    if (!(o.threshold > 0 && o.threshold < 1))
+      errors.add(reader.where("threshold") + ": must be in (0, 1)");
+    if (!o.positive_label.empty())
+      errors.add(reader.where("positive_label") +
+                 ": binary F1's positive class; a multi_label task scores every label");
+  }
   if (o.long_inputs == LongInputs::kWindows &&
       (o.window_stride < 0 || o.window_stride >= o.max_seq_length - 3))
     errors.add(reader.where("window_stride") + ": must be in [0, max_seq_length - 3)");
@@ -83,9 +112,13 @@ std::unique_ptr<TaskAdapter> SequenceClassificationAdapter::create(const YamlRea
     // Regression or classification may only be known from the data (GLUE STS-B): until then
     // either kind's metrics are accepted, and fit_labels() checks the choice.
     std::vector<std::string> valid;
-    if (o.num_labels != 1) valid = kClassificationMetrics;
-    if (o.num_labels <= 1)
-      valid.insert(valid.end(), kRegressionMetrics.begin(), kRegressionMetrics.end());
+    if (o.multi_label) {
+      valid = kMultiLabelMetrics;
+    } else {
+      if (o.num_labels != 1) valid = kClassificationMetrics;
+      if (o.num_labels <= 1)
+        valid.insert(valid.end(), kRegressionMetrics.begin(), kRegressionMetrics.end());
+    }
     if (std::find(valid.begin(), valid.end(), o.main_metric) == valid.end()) {
       std::string all;
       for (const auto& v : valid) all += (all.empty() ? "" : ", ") + v;
@@ -107,13 +140,14 @@ std::shared_ptr<const ExampleSet> SequenceClassificationAdapter::read(const data
   if (data::resolve_format(spec, data::DataFormat::kTsv) == data::DataFormat::kGlue && !glue_) {
     glue_ = data::find_glue_task(
         spec.glue_task.empty() ? spec.path.parent_path().filename().string() : spec.glue_task);
-    if (glue_ && glue_->regression && options_.num_labels == 0) options_.num_labels = 1;
+    if (glue_ && glue_->regression && options_.num_labels == 0 && !multi_label())
+      options_.num_labels = 1;
   }
   return set;
 }
 
 void SequenceClassificationAdapter::fit_labels(const ExampleSet& train) {
-  if (!options_.main_metric.empty()) {
+  if (!options_.main_metric.empty() && !multi_label()) {  // multi_label's: checked in create()
     const auto& valid = regression() ? kRegressionMetrics : kClassificationMetrics;
     if (std::find(valid.begin(), valid.end(), options_.main_metric) == valid.end())
       throw ConfigError(fmt::format(
@@ -122,19 +156,32 @@ void SequenceClassificationAdapter::fit_labels(const ExampleSet& train) {
           regression() ? "regression" : "classification", fmt::join(valid, ", ")));
   }
   if (regression() || !labels_.empty()) return;
-  if (glue_ && !glue_->labels.empty()) {
+  const auto& items = items_of<data::TextExample>(train, "sequence_classification");
+  if (multi_label()) {
+    std::vector<std::string> observed;
+    for (const auto& e : items)
+      if (e.label)
+        for (auto& label : split_label_set(*e.label, e.where)) observed.push_back(std::move(label));
+    labels_ = LabelMap::from_observed(observed);
+  } else if (glue_ && !glue_->labels.empty()) {
     labels_ = LabelMap(glue_->labels);
   } else {
     std::vector<std::string> observed;
-    for (const auto& e : items_of<data::TextExample>(train, "sequence_classification"))
-      if (e.label) observed.push_back(*e.label);
+    for (const auto& e : items)
+      if (e.label) {
+        if (is_json_list(*e.label))
+          throw ConfigError(fmt::format(
+              "{}: the label is a list ({}); several labels per example need task.multi_label: "
+              "true",
+              e.where, *e.label));
+        observed.push_back(*e.label);
+      }
     labels_ = LabelMap::from_observed(observed);
   }
   if (labels_.size() < 2 && options_.num_labels == 0)
-    throw DataError(
-        fmt::format("{}: found {} distinct label(s) ({}); classification needs at least 2 "
-                    "(regression: set num_labels: 1)",
-                    train.source, labels_.size(), labels_.joined()));
+    throw DataError(fmt::format(
+        "{}: found {} distinct label(s) ({}); classification needs at least 2{}", train.source,
+        labels_.size(), labels_.joined(), multi_label() ? "" : " (regression: set num_labels: 1)"));
   if (options_.num_labels > 1 && labels_.size() != options_.num_labels)
     throw DataError(fmt::format("{}: num_labels is {} but the data has {} labels ({})",
                                 train.source, options_.num_labels, labels_.size(),
@@ -156,6 +203,8 @@ void SequenceClassificationAdapter::configure_export(BertConfig& config) const {
   if (regression()) {
     config.id2label({"LABEL_0"});
     config.problem_type("regression");
+  } else if (multi_label()) {
+    config.problem_type("multi_label_classification");
   } else {
     config.problem_type("single_label_classification");
   }
@@ -185,6 +234,11 @@ std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(
     if (e.label) {
       if (regression()) {
         proto.target = static_cast<float>(parse_score(*e.label, e.where));
+      } else if (multi_label()) {
+        for (const auto& label : split_label_set(*e.label, e.where))
+          if (const auto id = gold_label_id(labels_, label_name(label), e.where, *set))
+            proto.label_set.push_back(*id);
+        std::sort(proto.label_set.begin(), proto.label_set.end());
       } else {
         proto.label = gold_label_id(labels_, *e.label, e.where, *set).value_or(kIgnoreIndex);
       }
@@ -250,6 +304,12 @@ Batch SequenceClassificationAdapter::collate(const FeatureSet& features,
     std::vector<float> targets;
     for (int64_t i : indices) targets.push_back(features.features[static_cast<size_t>(i)].target);
     batch.labels = torch::tensor(targets, torch::kFloat);
+  } else if (multi_label()) {
+    batch.labels = torch::zeros({static_cast<int64_t>(indices.size()), labels_.size()});
+    auto rows = batch.labels.accessor<float, 2>();
+    for (size_t b = 0; b < indices.size(); ++b)
+      for (int64_t id : features.features[static_cast<size_t>(indices[b])].label_set)
+        rows[static_cast<int64_t>(b)][id] = 1.0f;
   } else {
     std::vector<int64_t> labels;
     for (int64_t i : indices) labels.push_back(features.features[static_cast<size_t>(i)].label);
@@ -268,6 +328,9 @@ torch::Tensor SequenceClassificationAdapter::loss(const torch::Tensor& logits,
   if (regression())  // HF: MSELoss()(logits.squeeze(), labels.squeeze())
     return torch::mse_loss(logits.squeeze().to(torch::kFloat),
                            batch.labels.squeeze().to(torch::kFloat));
+  if (multi_label())  // HF: BCEWithLogitsLoss()(logits, labels), the mean over every label
+    return torch::binary_cross_entropy_with_logits(logits.to(torch::kFloat),
+                                                   batch.labels.to(torch::kFloat));
   return torch::cross_entropy_loss(logits.to(torch::kFloat),
                                    batch.labels);  // [batch, labels] vs [batch]
 }
@@ -298,6 +361,7 @@ std::vector<std::pair<std::string, std::string>> SequenceClassificationAdapter::
           std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel());
     }
   }
+  if (multi_label()) return {{"", predictions_text(predictions)}};  // no GLUE task has several
   // GLUE's submission format beside the main file: "index<TAB>prediction", one row per example
   // in input order, the label's name (a score for regression).
   std::string glue = "index\tprediction\n";
@@ -317,6 +381,15 @@ json SequenceClassificationAdapter::predict(const FeatureSet& set,
   for (size_t e = 0; e < items.size(); ++e) {
     if (regression()) {
       out.push_back({{"id", items[e].id}, {"score", logits[e].item<double>()}});
+    } else if (multi_label()) {
+      const auto probs = torch::sigmoid(logits[e]).to(torch::kFloat64).contiguous();
+      json labels = json::array(), probabilities = json::object();
+      for (int64_t l = 0; l < labels_.size(); ++l) {
+        const double p = probs.data_ptr<double>()[l];
+        probabilities[labels_.name(l)] = p;
+        if (p > options_.threshold) labels.push_back(labels_.name(l));
+      }
+      out.push_back({{"id", items[e].id}, {"labels", labels}, {"probabilities", probabilities}});
     } else {
       const auto probs = torch::softmax(logits[e], 0);
       const int64_t best = probs.argmax().item<int64_t>();
@@ -346,6 +419,21 @@ Evaluation SequenceClassificationAdapter::evaluate(
     ev.metrics["mse"] = gold.empty() ? 0 : mse / static_cast<double>(gold.size());
     return ev;
   }
+  if (multi_label()) {
+    metrics::LabelSets predicted, gold;
+    for (size_t e = 0; e < items.size(); ++e) {
+      auto& p = predicted.emplace_back();
+      for (const auto& name : ev.predictions[e]["labels"])
+        p.insert(labels_.id(name.get<std::string>(), items[e].where));
+      auto& g = gold.emplace_back();
+      for (const auto& label : split_label_set(*items[e].label, items[e].where))
+        g.insert(labels_.id(label_name(label), items[e].where));
+    }
+    ev.metrics["micro_f1"] = metrics::f1_micro(predicted, gold);
+    ev.metrics["macro_f1"] = metrics::f1_macro(predicted, gold, labels_.size());
+    ev.metrics["accuracy"] = metrics::subset_accuracy(predicted, gold);
+    return ev;
+  }
   std::vector<int64_t> predicted, gold;
   for (size_t e = 0; e < items.size(); ++e) {
     predicted.push_back(labels_.id(ev.predictions[e]["label"].get<std::string>(), items[e].where));
@@ -371,7 +459,47 @@ Evaluation SequenceClassificationAdapter::evaluate(
 std::string SequenceClassificationAdapter::main_metric() const {
   if (!options_.main_metric.empty()) return options_.main_metric;
   if (glue_ && !glue_->metrics.empty()) return glue_->metrics.front();
+  if (multi_label()) return "micro_f1";
   return regression() ? "spearman" : "accuracy";
+}
+
+std::string SequenceClassificationAdapter::label_name(const std::string& label) const {
+  if (labels_.find(label)) return label;
+  return labels_.name_of_id(label).value_or(label);
+}
+
+std::vector<std::string> SequenceClassificationAdapter::split_label_set(
+    const std::string& label, const std::string& where) const {
+  std::vector<std::string> out;
+  const auto add = [&](std::string name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
+  };
+  if (trimmed(label).substr(0, 1) == "[") {
+    const auto list = data::parse_json(trimmed(label), where);
+    if (!list.is_array())
+      throw DataError(fmt::format("{}: the label '{}' is not a JSON list", where, label));
+    for (const auto& item : list) {
+      if (item.is_string()) {
+        add(item.get<std::string>());
+      } else if (item.is_number_integer()) {
+        add(item.dump());  // an id (HF datasets' Sequence(ClassLabel)), matched in featurize()
+      } else {
+        throw DataError(fmt::format(
+            "{}: the label list {} holds {}; expected label names (strings) or ids (integers)",
+            where, label, item.dump()));
+      }
+    }
+    return out;
+  }
+  std::string_view rest = label;
+  while (true) {
+    const auto cut = rest.find(options_.label_separator);
+    const auto name = trimmed(rest.substr(0, cut));
+    if (!name.empty()) add(std::string(name));
+    if (cut == std::string_view::npos) break;
+    rest.remove_prefix(cut + options_.label_separator.size());
+  }
+  return out;
 }
 
 }  // namespace bert::tasks

@@ -37,6 +37,13 @@ struct SequenceClassificationOptions {
   std::string main_metric;
   /// The positive class of binary F1 (default "1" if it is a label, else the second label).
   std::string positive_label;
+  /// Several labels per example (HF's problem_type multi_label_classification): a sigmoid per
+  /// label, binary cross-entropy, a label predicted where its probability exceeds `threshold`.
+  /// A label is a JSON list (JSONL's ["a", "b"], or integers: ids of `labels`) or a cell of
+  /// names joined by `label_separator`; an empty one is an example with no label.
+  bool multi_label = false;
+  std::string label_separator = ",";
+  double threshold = 0.5;
 
   template <class Self, class Visitor>
   static void visit(Self& self, Visitor&& field) {
@@ -47,13 +54,22 @@ struct SequenceClassificationOptions {
     field("long_inputs", self.long_inputs, "truncate | windows");
     field("window_stride", self.window_stride,
           "Overlap in tokens between windows (long_inputs: windows)");
-    field("main_metric", self.main_metric, "accuracy | f1 | macro_f1 | mcc | pearson | spearman");
+    field("main_metric", self.main_metric,
+          "accuracy | f1 | macro_f1 | mcc | pearson | spearman | mse; multi_label: micro_f1 | "
+          "macro_f1 | accuracy");
     field("positive_label", self.positive_label, "Positive class for binary F1");
+    field("multi_label", self.multi_label,
+          "Several labels per example: a sigmoid per label (HF's multi_label_classification)");
+    field("label_separator", self.label_separator,
+          "multi_label: what joins a TSV/CSV label cell's labels (a JSON list needs none)");
+    field("threshold", self.threshold,
+          "multi_label: a label is predicted where its probability exceeds this");
   }
 };
 
 /// Single-sentence and sentence-pair classification or regression (SST-2, CoLA, MRPC, STS-B,
-/// QQP, MNLI, QNLI, RTE, ...): [CLS] -> pooler -> dropout -> linear, cross-entropy or MSE.
+/// QQP, MNLI, QNLI, RTE, ...): [CLS] -> pooler -> dropout -> linear, cross-entropy or MSE; or
+/// multi-label classification, binary cross-entropy over a sigmoid per label.
 class SequenceClassificationAdapter final : public TaskAdapter {
  public:
   explicit SequenceClassificationAdapter(SequenceClassificationOptions options);
@@ -65,13 +81,14 @@ class SequenceClassificationAdapter final : public TaskAdapter {
 
   std::string type() const override { return "sequence_classification"; }
   int64_t max_seq_length() const override { return options_.max_seq_length; }
-  bool supports_label_smoothing() const override { return !regression(); }
+  bool supports_label_smoothing() const override { return !regression() && !multi_label(); }
   YAML::Node options() const override;
   std::shared_ptr<const ExampleSet> read(const data::DataSpec& spec) override;
   void fit_labels(const ExampleSet& train) override;
   std::vector<std::string> labels() const override { return labels_.names(); }
   void set_labels(const std::vector<std::string>& labels) override;
-  /// Regression exports as HF does: one label "LABEL_0", problem_type "regression".
+  /// Regression exports as HF does: one label "LABEL_0", problem_type "regression"; multi-label
+  /// as "multi_label_classification".
   void configure_export(BertConfig& config) const override;
   std::shared_ptr<FeatureSet> featurize(std::shared_ptr<const ExampleSet> examples,
                                         const tok::Tokenizer& tokenizer,
@@ -90,6 +107,15 @@ class SequenceClassificationAdapter final : public TaskAdapter {
   std::string main_metric() const override;
 
   bool regression() const { return options_.num_labels == 1; }
+  bool multi_label() const { return options_.multi_label; }
+
+  /// A multi-label example's labels as written (`label`: a JSON list, or names joined by
+  /// label_separator), in order, without repeats; DataError naming `where` for a malformed list.
+  std::vector<std::string> split_label_set(const std::string& label,
+                                           const std::string& where) const;
+  /// A multi-label list's item as a label name: itself, or the name of the id it is (integers
+  /// of a JSON list, where the labels are names).
+  std::string label_name(const std::string& label) const;
 
  private:
   /// Per example: mean of its windows' logits [labels].

@@ -1,5 +1,8 @@
-// `bertft score --task sequence_classification`: one label (or score) per example.
+// `bertft score --task sequence_classification`: one label (or score, or set of labels) per
+// example.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "bert/common/error.h"
 #include "data/glue.h"
@@ -24,6 +27,40 @@ ScoreReport SequenceClassificationAdapter::score(const ScoreRequest& request) {
   }
   nlohmann::json out;
   out["examples"] = examples.size();
+  // Multi-label: asked for, or predicted as lists (predict's "labels").
+  const bool multi_label =
+      request.multi_label || std::any_of(predicted.begin(), predicted.end(), [](const auto& p) {
+        return p.find_first_not_of(" \t") != std::string::npos &&
+               p[p.find_first_not_of(" \t")] == '[';
+      });
+  if (multi_label && !regression) {
+    SequenceClassificationOptions options;
+    options.multi_label = true;
+    options.label_separator = request.label_separator;
+    if (options.label_separator.empty()) throw ConfigError("score: --label-separator is empty");
+    const SequenceClassificationAdapter sets(options);
+    std::vector<std::vector<std::string>> gold_names, predicted_names;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < examples.size(); ++i) {
+      if (!examples[i].label)
+        throw DataError(fmt::format("{}: example has no gold labels", examples[i].where));
+      gold_names.push_back(sets.split_label_set(*examples[i].label, examples[i].where));
+      predicted_names.push_back(sets.split_label_set(
+          predicted[i], request.predictions.string() + fmt::format(" (prediction {})", i + 1)));
+      names.insert(names.end(), gold_names.back().begin(), gold_names.back().end());
+      names.insert(names.end(), predicted_names.back().begin(), predicted_names.back().end());
+    }
+    const auto labels = LabelMap::from_observed(names);
+    metrics::LabelSets p(examples.size()), g(examples.size());
+    for (size_t i = 0; i < examples.size(); ++i) {
+      for (const auto& name : gold_names[i]) g[i].insert(*labels.find(name));
+      for (const auto& name : predicted_names[i]) p[i].insert(*labels.find(name));
+    }
+    out["micro_f1"] = metrics::f1_micro(p, g);
+    out["macro_f1"] = metrics::f1_macro(p, g, labels.size());
+    out["accuracy"] = metrics::subset_accuracy(p, g);
+    return {out, ""};
+  }
   if (regression) {
     std::vector<double> p, g;
     for (size_t i = 0; i < examples.size(); ++i) {

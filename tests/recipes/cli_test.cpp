@@ -248,6 +248,37 @@ TEST_F(CliTest, ScoreTakesThePositiveLabelAndRegressionFromItsOptions) {
   EXPECT_GT(scores.value("pearson", -1.0), 0.98) << scores.dump();
   EXPECT_FALSE(scores.contains("accuracy")) << scores.dump();
   EXPECT_TRUE(score("").contains("accuracy"));  // the same files as labels
+  // Multi-label: predict's "labels" lists imply it; --multi-label reads plain lines as sets,
+  // joined by --label-separator. Gold {a,b} {} {b} {c}, predicted {a} {} {b,c} {c}: TP 3,
+  // FP 1, FN 1; per label F1 a 1, b 2/3, c 2/3; sets equal 2 of 4.
+  testing::write_bytes(gold, R"({"text": "x", "labels": ["a", "b"]})"
+                             "\n"
+                             R"({"text": "x", "labels": []})"
+                             "\n"
+                             R"({"text": "x", "labels": ["b"]})"
+                             "\n"
+                             R"({"text": "x", "labels": ["c"]})"
+                             "\n");
+  const auto expect_sets = [](const nlohmann::json& metrics) {
+    EXPECT_NEAR(metrics.value("micro_f1", -1.0), 0.75, 1e-12) << metrics.dump();
+    EXPECT_NEAR(metrics.value("macro_f1", -1.0), (1 + 4.0 / 3.0) / 3.0, 1e-12) << metrics.dump();
+    EXPECT_DOUBLE_EQ(metrics.value("accuracy", -1.0), 0.5) << metrics.dump();
+  };
+  testing::write_bytes(predicted, R"({"id": "0", "labels": ["a"]})"
+                                  "\n"
+                                  R"({"id": "1", "labels": []})"
+                                  "\n"
+                                  R"({"id": "2", "labels": ["b", "c"]})"
+                                  "\n"
+                                  R"({"id": "3", "labels": ["c"]})"
+                                  "\n");
+  expect_sets(score(""));
+  testing::write_bytes(predicted, "a\n\nb;c\nc\n");
+  const auto plain = bertft("score --task sequence_classification --data " + gold.string() +
+                            " --predictions " + predicted.string() + " --multi-label");
+  EXPECT_EQ(plain.code, 1) << plain.output;  // 3 lines for 4 examples: the blank one is skipped
+  testing::write_bytes(predicted, "a\n[]\nb;c\nc\n");
+  expect_sets(score(" --multi-label --label-separator ';'"));
   // --help names what each task's scorer reads, and only the tasks that have one.
   const auto help = bertft("score --help").output;
   for (const auto* task :

@@ -245,7 +245,7 @@ TEST_F(EndToEndTest, MrpcSweepResumesAnInterruptedTrialAndExports) {
       bertft("predict --model " + (runs / "best_model").string() + " --data " + pairs.string()), 1);
   EXPECT_NE(last_log_.find(pairs.string() + ": unknown field 'txt_pair' (text: text_a | text | "
                                             "sentence | sentence1; pair: text_b | text_pair | "
-                                            "sentence2; label; id: id | idx)"),
+                                            "sentence2; label: label | labels; id: id | idx)"),
             std::string::npos)
       << last_log_;
 }

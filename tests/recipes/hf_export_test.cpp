@@ -5,8 +5,10 @@
 // AutoModelFor<task>.from_pretrained (hf_export_check.py) and runs the same inputs: no missing,
 // unexpected or mismatched key, HF's class, the same predictions, probabilities within 1e-5,
 // and HF's tokenizer giving bertft's ids; STS-B's regression output through
-// tests/support/hf_regression.py (scores within 1e-5). Skips where the reference or the data is
-// absent.
+// tests/support/hf_regression.py (scores within 1e-5); a multi-label classifier (generated
+// topics) through tests/support/hf_multi_label.py: HF reads it as multi-label, its sigmoid
+// probabilities and its text-classification pipeline's scores equal bertft predict's (--data,
+// --text), its loss bertft's on the same logits. Skips where the reference or the data is absent.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
@@ -18,6 +20,7 @@
 #include <sstream>
 
 #include "bert/common/file_util.h"
+#include "tasks/sequence_classification/adapter.h"
 #include "tests/support/test_support.h"
 
 namespace bert {
@@ -29,7 +32,7 @@ using json = nlohmann::json;
 struct HeadCase {
   std::string name;          ///< the test's name
   std::string checker;       ///< hf_export_check.py's task: seqcls | tokcls | qa | mc; regression:
-                             ///< tests/support/hf_regression.py
+                             ///< tests/support/hf_regression.py; multi_label: hf_multi_label.py
   std::string architecture;  ///< the class HF must build from config.json
   std::string task;          ///< the recipe's task mapping
   int max_len;
@@ -116,6 +119,29 @@ int HfExportTest::write_examples(const fs::path& file, const fs::path& texts) {
         if (++n == 40) break;
       }
     }
+  } else if (name == "multilabel") {
+    // Generated texts: a topic's label where one of its words is in the text, none or several.
+    const std::vector<std::pair<std::string, std::vector<std::string>>> topics = {
+        {"animal", {"dog", "cat", "horse", "bird"}},
+        {"place", {"park", "river", "city", "road"}},
+        {"weather", {"rain", "sun", "snow", "wind"}}};
+    const std::vector<std::string> filler = {"the", "a",   "and",  "then",
+                                             "we",  "saw", "near", "with"};
+    std::mt19937 rng(11);
+    for (; n < 120; ++n) {
+      std::vector<std::string> words;
+      json labels = json::array();
+      for (const auto& [label, pool] : topics)
+        if (rng() % 2) {
+          labels.push_back(label);
+          words.push_back(pool[rng() % pool.size()]);
+        }
+      for (int k = 0; k < 4; ++k) words.push_back(filler[rng() % filler.size()]);
+      std::shuffle(words.begin(), words.end(), rng);
+      const json line = {{"text", fmt::format("{}", fmt::join(words, " "))}, {"labels", labels}};
+      out += line.dump() + "\n";
+      text_lines += line.dump() + "\n";
+    }
   } else if (name == "squad") {
     // The first article's paragraphs short enough for one window (bertft would split a longer
     // context; the checker reads one), four questions each.
@@ -163,12 +189,14 @@ int HfExportTest::write_examples(const fs::path& file, const fs::path& texts) {
 
 TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
   const auto& c = GetParam();
-  const bool with_tokens = c.checker == "seqcls" || c.checker == "qa" || c.checker == "regression";
+  const bool with_tokens = c.checker == "seqcls" || c.checker == "qa" ||
+                           c.checker == "regression" || c.checker == "multi_label";
   const auto examples = c.checker == "seqcls" || c.checker == "regression"
                             ? path("glue") / glue_dir(c.name) / "dev.tsv"
-                        : c.checker == "tokcls" ? path("conll.txt")
-                        : c.checker == "qa"     ? path("squad.json")
-                                                : path("swag.csv");
+                        : c.checker == "multi_label" ? path("multilabel.jsonl")
+                        : c.checker == "tokcls"      ? path("conll.txt")
+                        : c.checker == "qa"          ? path("squad.json")
+                                                     : path("swag.csv");
   const auto texts = with_tokens ? path("texts.jsonl") : fs::path();
   const int n = write_examples(examples, texts);
   ASSERT_GT(n, 0);
@@ -193,7 +221,7 @@ TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
                               : c.checker == "qa"   ? "predicted.json"
                                                     : "predicted.jsonl");
   bertft("predict --model " + model.string() + " --data " + examples.string() + " --out " +
-             predicted.string(),
+             predicted.string() + (c.checker == "multi_label" ? " --logits" : ""),
          "predict.log");
   auto predictions = predicted;
   if (c.checker == "tokcls") {
@@ -230,6 +258,64 @@ TEST_P(HfExportTest, HuggingFaceLoadsTheExportAndPredictsTheSame) {
                                  texts, tokens);
   }
 
+  if (c.checker == "multi_label") {
+    const auto report = testing::run_hf_script(
+        "hf_multi_label.py", model.string() + " " + texts.string() + " " + tokens.string(),
+        dir_.path());
+    ASSERT_TRUE(report.contains("results")) << report.dump(1);
+    EXPECT_EQ(report["model_class"], c.architecture);
+    EXPECT_EQ(report["problem_type"], "multi_label_classification");
+    EXPECT_EQ(report["labels"], json({"animal", "place", "weather"}));  // as bertft's below
+    for (const auto* key : {"missing_keys", "unexpected_keys", "mismatched_keys"})
+      EXPECT_TRUE(report["loading_info"].value(key, json::array()).empty()) << report.dump(1);
+    const auto ours = testing::json_lines(read_file(predictions));
+    const auto gold = testing::json_lines(read_file(texts));
+    ASSERT_EQ(ours.size(), static_cast<size_t>(n));
+    ASSERT_EQ(report["results"].size(), ours.size());
+    // The same texts on the command line, scored as HF's pipeline scores them.
+    std::string raw_lines;
+    for (const auto& line : gold) raw_lines += line["text"].get<std::string>() + "\n";
+    testing::write_bytes(path("raw.txt"), raw_lines);
+    const auto raw = testing::run_bertft("predict --model " + model.string() + " --text -",
+                                         path("predict-text.log"), "", path("raw.txt"));
+    ASSERT_EQ(raw.code, 0) << raw.output;
+    const auto answers = testing::json_lines(raw.output);
+    ASSERT_EQ(answers.size(), ours.size());
+    tasks::SequenceClassificationOptions options;
+    options.multi_label = true;
+    tasks::SequenceClassificationAdapter adapter(options);
+    const std::vector<std::string> names = {"animal", "place", "weather"};
+    adapter.set_labels(names);
+    std::set<std::string> predicted_sets;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      const auto& hf = report["results"][i];
+      EXPECT_EQ(hf["hf_ids"], hf["ids"]) << "input " << i;
+      std::set<std::string> set;
+      for (const auto& [label, p] : hf["probabilities"].items()) {
+        EXPECT_NEAR(ours[i]["probabilities"][label].get<double>(), p.get<double>(), 1e-5)
+            << "input " << i << " " << label;
+        EXPECT_NEAR(answers[i]["scores"][label].get<double>(), hf["pipeline"][label].get<double>(),
+                    1e-5)
+            << "input " << i << " " << label;
+        if (p.get<double>() > 0.5) set.insert(label);
+      }
+      EXPECT_EQ(ours[i]["labels"].get<std::set<std::string>>(), set) << "input " << i;
+      EXPECT_EQ(answers[i]["labels"], ours[i]["labels"]) << "input " << i;
+      predicted_sets.insert(fmt::format("{}", fmt::join(set, ",")));
+      // bertft's loss on its own logits against the gold labels: HF's BCEWithLogitsLoss.
+      tasks::Batch batch;
+      batch.labels = torch::zeros({1, 3});
+      for (const auto& label : gold[i]["labels"])
+        batch.labels[0][std::find(names.begin(), names.end(), label.get<std::string>()) -
+                        names.begin()] = 1.0f;
+      const auto logits = torch::tensor(ours[i]["logits"].get<std::vector<float>>()).view({1, 3});
+      EXPECT_NEAR(adapter.loss(logits, batch).item<double>(), hf["loss"].get<double>(), 1e-5)
+          << "input " << i;
+    }
+    // One set everywhere would say little about the head.
+    EXPECT_GE(predicted_sets.size(), 3u) << fmt::format("{}", fmt::join(predicted_sets, " | "));
+    return;
+  }
   if (c.checker == "regression") {
     // hf_export_check.py compares labels; a regression's single output is compared here.
     const auto report = testing::run_hf_script(
@@ -275,6 +361,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "{type: sequence_classification, max_seq_length: 128}", 128},
         HeadCase{"stsb", "regression", "BertForSequenceClassification",
                  "{type: sequence_classification, max_seq_length: 128}", 128, 40},
+        HeadCase{"multilabel", "multi_label", "BertForSequenceClassification",
+                 "{type: sequence_classification, multi_label: true, max_seq_length: 32}", 32, 30},
         HeadCase{"conll", "tokcls", "BertForTokenClassification",
                  "{type: token_classification, max_seq_length: 128, document_context: false}", 128},
         HeadCase{"squad", "qa", "BertForQuestionAnswering",

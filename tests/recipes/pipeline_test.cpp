@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -664,22 +665,36 @@ TEST_F(PipelineTest, RawTextNeedsAModelThatTakesIt) {
   EXPECT_EQ(none.code, 2) << none.output;
 }
 
-// An HF multi-label classifier (problem_type multi_label_classification: a sigmoid per label) is
-// refused naming its config.json: read as one softmax its scores were wrong without a word.
-TEST_F(PipelineTest, MultiLabelClassifiersAreRefused) {
+// An HF multi-label classifier (problem_type multi_label_classification, no bertft_task.yaml)
+// is read as one: each label scored by its own sigmoid, as HF's text-classification pipeline
+// scores such a model, the labels over 0.5 given; read as one softmax its scores were wrong.
+TEST_F(PipelineTest, MultiLabelClassifiersScoreEachLabelWithASigmoid) {
   BERTFT_REQUIRE_PATH(testing::hf_fixture_dir() / "models" / "seqcls3" / "model.safetensors");
   const auto model = model_with_vocab("seqcls3", dir_.path() / "m");
   auto config = json::parse(read_file(model / "config.json"));
   config["problem_type"] = "multi_label_classification";
   testing::write_bytes(model / "config.json", config.dump());
-  const auto run = testing::run_bertft("predict --model " + model.string() + " --text 'w7 w9'",
-                                       dir_.path() / "multi.log");
-  EXPECT_EQ(run.code, 2) << run.output;
-  EXPECT_NE(run.output.find((model / "config.json").string() +
-                            ": problem_type multi_label_classification is not supported"),
-            std::string::npos)
-      << run.output;
-  EXPECT_EQ(run.output.find("\"label\""), std::string::npos) << run.output;
+  const auto run = testing::run_bertft(
+      "predict --model " + model.string() + " --text 'w7 w9' --logits", dir_.path() / "multi.log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto lines = testing::json_lines(run.output);
+  ASSERT_EQ(lines.size(), 1u) << run.output;
+  const auto& out = lines[0];
+  EXPECT_FALSE(out.contains("label")) << out.dump();
+  const auto names = config["id2label"];
+  ASSERT_EQ(out["logits"].size(), names.size()) << out.dump();
+  ASSERT_EQ(out["scores"].size(), names.size()) << out.dump();
+  json over = json::array();
+  double sum = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto name = names[std::to_string(i)].get<std::string>();
+    const double p = 1 / (1 + std::exp(-out["logits"][i].get<double>()));
+    EXPECT_NEAR(out["scores"][name].get<double>(), p, 1e-6) << name;
+    if (p > 0.5) over.push_back(name);
+    sum += p;
+  }
+  EXPECT_EQ(out["labels"], over);
+  EXPECT_GT(std::abs(sum - 1), 1e-3) << "the scores of one softmax";
 }
 
 // Raw text that is not UTF-8 (from an option or a stdin line) is a data error naming where it

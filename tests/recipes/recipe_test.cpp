@@ -409,7 +409,7 @@ TEST_F(RecipeTest, RecipeKeysListsKeysTheParserAcceptsWithTheirDefaults) {
 }
 
 // The recipes shipped in recipes/ validate (model from BERTFT_MODEL; data files not needed)
-// and use the paper's settings.
+// and use the paper's settings (the BERT paper's twelve tasks, and GoEmotions' multi-label).
 TEST_F(RecipeTest, ShippedRecipesValidate) {
   ::setenv("BERTFT_MODEL", (dir_.path() / "model").c_str(), 1);
   const fs::path root = fs::path(BERTFT_SOURCE_DIR) / "recipes";
@@ -428,11 +428,12 @@ TEST_F(RecipeTest, ShippedRecipesValidate) {
   };
   walk(root);
   ::unsetenv("BERTFT_MODEL");
-  EXPECT_EQ(trials.size(), 12u);
+  EXPECT_EQ(trials.size(), 13u);
   EXPECT_EQ(trials.at("glue/mrpc.yaml"), 18u * 3);  // lr 3 x epochs 3 x batch 2, 3 seeds
   EXPECT_EQ(trials.at("glue/mnli.yaml"), 18u);
   EXPECT_EQ(trials.at("squad/v1.yaml"), 1u);
   EXPECT_EQ(trials.at("ner/conll03.yaml"), 18u);
+  EXPECT_EQ(trials.at("multilabel/goemotions.yaml"), 18u);
 }
 
 TEST(Leaderboard, MeanAndSampleStdOverSeedsBestSettingAndFailures) {

@@ -1,7 +1,12 @@
 """What the HF-side test scripts beside this file share (run with the HF reference kit's
 interpreter, never on a user's path)."""
+import importlib
 import json
+import os
+import sys
+import types
 
+import transformers
 from transformers import AutoTokenizer
 
 
@@ -18,3 +23,13 @@ def load_tokenizer(model_dir):
         except (ImportError, ValueError):  # ValueError: "cannot be instantiated" (no backend)
             continue
     return None
+
+
+def pipeline_module(name):
+    """transformers.pipelines.<name> (token_classification, text_classification) without
+    transformers.pipelines' __init__, which imports every pipeline and fails without the
+    `tokenizers` package."""
+    package = types.ModuleType("transformers.pipelines")
+    package.__path__ = [os.path.join(os.path.dirname(transformers.__file__), "pipelines")]
+    sys.modules.setdefault("transformers.pipelines", package)
+    return importlib.import_module("transformers.pipelines." + name)

@@ -24,22 +24,10 @@ import sys
 from types import SimpleNamespace
 
 import torch
-import transformers
 from transformers import AutoModelForTokenClassification
 
-from hf_kit import load_tokenizer, read_jsonl
+from hf_kit import load_tokenizer, pipeline_module, read_jsonl
 
-
-def pipeline_module():
-    """transformers.pipelines.token_classification without transformers.pipelines' __init__,
-    which imports every pipeline and fails without the `tokenizers` package."""
-    import importlib
-    import os
-    import types
-    package = types.ModuleType("transformers.pipelines")
-    package.__path__ = [os.path.join(os.path.dirname(transformers.__file__), "pipelines")]
-    sys.modules.setdefault("transformers.pipelines", package)
-    return importlib.import_module("transformers.pipelines.token_classification")
 
 # HF's clean_up_tokenization, which the WordPiece decoder (cleanup: true) applies token by token.
 CLEANUP = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
@@ -104,7 +92,7 @@ def main():
     else:
         tok._tokenizer = SimpleNamespace(model=SimpleNamespace(continuing_subword_prefix="##"))
         tok.convert_tokens_to_string = wordpiece_decoder
-    ner = pipeline_module()
+    ner = pipeline_module("token_classification")
     try:
         pipe = ner.TokenClassificationPipeline(model=model, tokenizer=tok, framework="pt")
     except TypeError:  # transformers 5 (PyTorch only) takes no `framework`, and puts the

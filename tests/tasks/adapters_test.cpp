@@ -336,6 +336,7 @@ void expect_cache_round_trip(const TaskAdapter& adapter, const FeatureSet& featu
     ASSERT_EQ(a.token_type_ids, b.token_type_ids);
     ASSERT_EQ(a.token_labels, b.token_labels);
     ASSERT_EQ(a.label, b.label);
+    ASSERT_EQ(a.label_set, b.label_set);
     ASSERT_EQ(a.target, b.target);
     ASSERT_EQ(a.start_position, b.start_position);
     ASSERT_EQ(a.end_position, b.end_position);
@@ -533,6 +534,125 @@ TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {
   EXPECT_EQ(tagged->unscored,
             (dir.path() / "tags.txt").string() +
                 ":4 (word 1): label 'B-PERSON' is not one of the model's labels (O, B-PER, I-PER)");
+}
+
+// Multi-label classification (HF's problem_type multi_label_classification): label lists from
+// JSON lines (names or ids) or separated cells, multi-hot targets, HF's BCEWithLogitsLoss,
+// sigmoid predictions over the threshold and the set metrics, exported as HF marks it.
+TEST_F(RealDataTest, MultiLabelSetsTrainPredictAndScore) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path() / "train.jsonl",
+                       "{\"text\": \"a match report\", \"labels\": [\"sport\", \"news\"]}\n"
+                       "{\"text\": \"nothing at all\", \"labels\": []}\n"
+                       "{\"text\": \"the evening paper\", \"labels\": [\"news\"]}\n"
+                       "{\"text\": \"a dance final\", \"labels\": [\"arts\", \"sport\", "
+                       "\"sport\"]}\n");
+  auto adapter = make_task("sequence_classification", "{multi_label: true, max_seq_length: 16}");
+  EXPECT_FALSE(adapter->supports_label_smoothing());
+  const auto train = adapter->read(spec_of(dir.path() / "train.jsonl"));
+  adapter->fit_labels(*train);
+  EXPECT_EQ(adapter->labels(), (std::vector<std::string>{"arts", "news", "sport"}));
+  EXPECT_EQ(adapter->main_metric(), "micro_f1");
+  const auto features = adapter->featurize(train, cased_tokenizer(), true);
+  ASSERT_EQ(features->features.size(), 4u);
+  EXPECT_EQ(features->features[0].label_set, (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(features->features[1].label_set.empty());
+  EXPECT_EQ(features->features[3].label_set, (std::vector<int64_t>{0, 2}));  // the repeat once
+  expect_cache_round_trip(*adapter, *features);
+  const auto batch = adapter->collate(*features, {0, 1, 2, 3});
+  const auto multi_hot =
+      torch::tensor({0.f, 1.f, 1.f, 0.f, 0.f, 0.f, 0.f, 1.f, 0.f, 1.f, 0.f, 1.f}).view({4, 3});
+  EXPECT_TRUE(torch::equal(batch.labels, multi_hot)) << batch.labels;
+
+  // The loss is HF's BCEWithLogitsLoss: the mean over every (example, label) of the binary
+  // cross-entropy of a sigmoid.
+  const auto logits =
+      torch::tensor({2.f, -1.f, 0.5f, -3.f, 0.f, 1.f, 0.2f, 4.f, -2.f, 1.f, -0.5f, 3.f})
+          .view({4, 3});
+  const auto p = torch::sigmoid(logits);
+  const auto expected = -(multi_hot * p.log() + (1 - multi_hot) * (1 - p).log()).mean();
+  EXPECT_NEAR(adapter->loss(logits, batch).item<double>(), expected.item<double>(), 1e-6);
+
+  // Predictions: each label whose sigmoid exceeds 0.5, every probability; the set metrics.
+  std::vector<torch::Tensor> outputs;
+  for (int64_t i = 0; i < 4; ++i) outputs.push_back(logits[i]);
+  const auto ev = adapter->evaluate(*features, outputs);
+  EXPECT_EQ(ev.predictions[0]["labels"], nlohmann::json({"arts", "sport"}));
+  EXPECT_EQ(ev.predictions[1]["labels"], nlohmann::json({"sport"}));
+  EXPECT_EQ(ev.predictions[2]["labels"], nlohmann::json({"arts", "news"}));
+  EXPECT_EQ(ev.predictions[3]["labels"], nlohmann::json({"arts", "sport"}));
+  EXPECT_NEAR(ev.predictions[0]["probabilities"]["news"].get<double>(), p[0][1].item<double>(),
+              1e-7);
+  // Gold {news, sport} {} {news} {arts, sport}: TP 4, FP 3, FN 1.
+  EXPECT_NEAR(ev.metrics.at("micro_f1"), 8.0 / 12.0, 1e-12);
+  EXPECT_DOUBLE_EQ(ev.metrics.at("accuracy"), 0.25);
+  // Per label: arts TP 1 FP 2, news TP 1 FN 1, sport TP 2 FP 1.
+  EXPECT_NEAR(ev.metrics.at("macro_f1"), (0.5 + 2.0 / 3.0 + 0.8) / 3.0, 1e-12);
+  const auto files = adapter->prediction_files(*features, outputs, false);
+  ASSERT_EQ(files.size(), 1u);  // no GLUE submission file
+  const auto raised = make_task("sequence_classification", "{multi_label: true, threshold: 0.9}");
+  raised->set_labels(adapter->labels());
+  EXPECT_EQ(raised->predict(*features, outputs)[1]["labels"], nlohmann::json::array());
+  EXPECT_EQ(raised->predict(*features, outputs)[2]["labels"], nlohmann::json({"news"}));
+
+  BertConfig config;
+  adapter->configure_export(config);
+  EXPECT_EQ(config.problem_type().value_or(""), "multi_label_classification");
+  const auto* info = TaskRegistry::global().find("sequence_classification");
+  ASSERT_NE(info, nullptr);
+  EXPECT_TRUE(info->options_from_config(config)["multi_label"].as<bool>());
+
+  // A cell of names joined by label_separator; ids of named labels in a JSON list.
+  testing::write_bytes(dir.path() / "dev.tsv", "text\tlabel\none\tsport | news\ntwo\t\n");
+  const auto piped = make_task("sequence_classification",
+                               "{multi_label: true, label_separator: '|', labels: [arts, news, "
+                               "sport]}");
+  const auto cells =
+      piped->featurize(piped->read(spec_of(dir.path() / "dev.tsv")), cased_tokenizer(), false);
+  EXPECT_EQ(cells->features[0].label_set, (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(cells->features[1].label_set.empty());
+  EXPECT_TRUE(cells->labelled);
+  testing::write_bytes(dir.path() / "ids.jsonl", "{\"text\": \"x\", \"labels\": [2, 0]}\n");
+  const auto ids =
+      piped->featurize(piped->read(spec_of(dir.path() / "ids.jsonl")), cased_tokenizer(), false);
+  EXPECT_EQ(ids->features[0].label_set, (std::vector<int64_t>{0, 2}));
+
+  // Bad lists and unknown labels name their line; a single-label task given lists says how.
+  testing::write_bytes(dir.path() / "bad.jsonl", "{\"text\": \"x\", \"labels\": [1.5]}\n");
+  const auto bad = testing::error_message([&] {
+    adapter->featurize(adapter->read(spec_of(dir.path() / "bad.jsonl")), cased_tokenizer(), false);
+  });
+  EXPECT_NE(bad.find((dir.path() / "bad.jsonl").string() +
+                     ":1: the label list [1.5] holds 1.5; expected label names"),
+            std::string::npos)
+      << bad;
+  testing::write_bytes(dir.path() / "new.jsonl", "{\"text\": \"x\", \"labels\": [\"food\"]}\n");
+  const auto unseen = adapter->read(spec_of(dir.path() / "new.jsonl"));
+  const auto unknown =
+      testing::error_message([&] { adapter->featurize(unseen, cased_tokenizer(), false); });
+  EXPECT_NE(unknown.find(":1: label 'food' was not seen in training"), std::string::npos)
+      << unknown;
+  adapter->set_unknown_labels_unscored(true);
+  EXPECT_FALSE(adapter->featurize(unseen, cased_tokenizer(), false)->labelled);
+  const auto single = make_task("sequence_classification", "{}");
+  const auto lists = testing::error_message(
+      [&] { single->fit_labels(*single->read(spec_of(dir.path() / "train.jsonl"))); });
+  EXPECT_NE(lists.find((dir.path() / "train.jsonl").string() +
+                       ":1: the label is a list ([\"sport\",\"news\"]); several labels per "
+                       "example need task.multi_label: true"),
+            std::string::npos)
+      << lists;
+  for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
+           {"{multi_label: true, num_labels: 1}", "task.num_labels: 1 is regression"},
+           {"{multi_label: true, threshold: 1.5}", "task.threshold: must be in (0, 1)"},
+           {"{multi_label: true, label_separator: ''}", "task.label_separator: is empty"},
+           {"{multi_label: true, main_metric: mcc}",
+            "unknown metric 'mcc'; expected one of: "
+            "micro_f1, macro_f1, accuracy"}}) {
+    const auto error =
+        testing::error_message([&] { make_task("sequence_classification", options); });
+    EXPECT_NE(error.find(message), std::string::npos) << options << ": " << error;
+  }
 }
 
 // Integer tags (HF datasets' JSON export of CoNLL-2003 writes ner_tags as ClassLabel ids) are

@@ -45,6 +45,25 @@ TEST(ClassificationMetrics, HandComputedBinaryF1AndMcc) {
 
 // Which way each metric improves, as best-checkpoint keeping, early stopping and the leaderboard
 // read it: losses and the squared error go down, every other score up; an unknown name goes up.
+// Multi-label sets as scikit-learn reads indicator matrices, worked by hand: gold {0,1} {1} {2}
+// {}, predicted {0} {1,2} {2} {1}: TP 3, FP 2, FN 1 pooled; per label F1 1, 1/2, 2/3 and 0
+// for a fourth label never gold nor predicted (sklearn's zero_division counts it 0).
+TEST(ClassificationMetrics, MultiLabelSetsAsIndicatorMatrices) {
+  const LabelSets gold = {{0, 1}, {1}, {2}, {}}, predicted = {{0}, {1, 2}, {2}, {1}};
+  EXPECT_NEAR(f1_micro(predicted, gold), 6.0 / 9.0, 1e-12);
+  EXPECT_NEAR(f1_macro(predicted, gold, 3), (1.0 + 0.5 + 2.0 / 3.0) / 3.0, 1e-12);
+  EXPECT_NEAR(f1_macro(predicted, gold, 4), (1.0 + 0.5 + 2.0 / 3.0) / 4.0, 1e-12);
+  EXPECT_DOUBLE_EQ(subset_accuracy(predicted, gold), 0.25);
+  EXPECT_DOUBLE_EQ(subset_accuracy(gold, gold), 1.0);
+  EXPECT_DOUBLE_EQ(f1_micro(gold, gold), 1.0);
+  // Nothing gold and nothing predicted: every score 0, as sklearn's zero_division.
+  const LabelSets none = {{}, {}};
+  EXPECT_DOUBLE_EQ(f1_micro(none, none), 0.0);
+  EXPECT_DOUBLE_EQ(f1_macro(none, none, 2), 0.0);
+  EXPECT_THROW(f1_micro(predicted, none), std::invalid_argument);
+  EXPECT_THROW(f1_macro(predicted, gold, 2), std::invalid_argument);  // label 2 of 2
+}
+
 TEST(MetricInfo, LossesAndErrorsAreMinimisedEveryScoreMaximised) {
   for (const auto& m : metric_table()) {
     const bool lower_is_better =

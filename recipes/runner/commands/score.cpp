@@ -32,6 +32,11 @@ CommandRun setup_score(CLI::App& app, const GlobalOptions&) {
   app.add_flag("--strict", r.strict, "Count only well-formed entities (seqeval strict mode)");
   app.add_flag("--regression", r.regression, "Scores, not labels: Pearson and Spearman");
   app.add_option("--positive-label", r.positive_label, "Positive class of binary F1 (default 1)");
+  app.add_flag("--multi-label", r.multi_label,
+               "Several labels per example (implied by predictions with \"labels\" lists): "
+               "micro and macro F1, exact-set accuracy");
+  app.add_option("--label-separator", r.label_separator,
+                 "--multi-label: what joins a TSV/CSV label cell's labels (default ,)");
   return [o] { return run_score(*o); };
 }
 

@@ -36,17 +36,18 @@ bool is_one_of(const std::vector<std::string>& names, const std::string& key) {
 }
 
 /// The (text, pair) of a JSON line, by the readers' field names (data::text_a_names(), ...);
-/// any other field than an id or a label is an error, not ignored.
+/// any other field than an id or a label (or labels) is an error, not ignored.
 std::pair<std::string, std::optional<std::string>> text_fields(const json& j,
                                                                const std::string& where) {
   std::optional<std::string> text, pair;
   for (const auto& [key, value] : j.items()) {
     const bool a = is_one_of(data::text_a_names(), key), b = is_one_of(data::text_b_names(), key);
     if (!a && !b) {
-      if (is_one_of(data::id_names(), key) || key == "label") continue;
-      throw DataError(fmt::format("{}: unknown field '{}' (text: {}; pair: {}; also id, label)",
-                                  where, key, fmt::join(data::text_a_names(), " | "),
-                                  fmt::join(data::text_b_names(), " | ")));
+      if (is_one_of(data::id_names(), key) || is_one_of(data::label_names(), key)) continue;
+      throw DataError(fmt::format(
+          "{}: unknown field '{}' (text: {}; pair: {}; also {}, {})", where, key,
+          fmt::join(data::text_a_names(), " | "), fmt::join(data::text_b_names(), " | "),
+          fmt::join(data::id_names(), ", "), fmt::join(data::label_names(), ", ")));
     }
     if (value.is_null()) continue;
     if (!value.is_string()) throw DataError(fmt::format("{}: \"{}\" must be a string", where, key));
