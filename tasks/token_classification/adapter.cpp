@@ -36,7 +36,8 @@ TaskInfo TokenClassificationAdapter::info() {
   info.metrics = {"f1", "precision", "recall", "accuracy"};
   info.score_formats =
       "conlleval input: one token per line, gold and predicted tags as the last two columns "
-      "(--data: CoNLL, optional check)";
+      "(--data: CoNLL or JSON lines, optional check); or predict's JSON lines (tokens, "
+      "ner_tags) with --data's gold tags";
   info.score = &score;
   return info;
 }

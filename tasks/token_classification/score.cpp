@@ -1,4 +1,5 @@
-// `bertft score --task token_classification`: conlleval's input (token ... gold predicted).
+// `bertft score --task token_classification`: conlleval's input (token ... gold predicted), or
+// JSON lines of predicted tags with the gold data.
 #include <fmt/format.h>
 
 #include "bert/common/error.h"
@@ -9,10 +10,20 @@
 
 namespace bert::tasks {
 
-ScoreReport TokenClassificationAdapter::score(const ScoreRequest& request) {
-  // One token per line, gold and predicted tags as the last two columns.
-  const auto file = data::read_text_file(request.predictions);
-  std::vector<std::vector<std::string>> words(1), gold(1), predicted(1);
+namespace {
+
+using Sentences = std::vector<std::vector<std::string>>;
+
+/// CoNLL columns (conlleval's input): one token per line, gold and predicted tags the last two
+/// columns; with --data, the file must follow the dataset word by word.
+void read_column_predictions(const ScoreRequest& request,
+                             const data::TextFile& file,
+                             Sentences& words,
+                             Sentences& gold,
+                             Sentences& predicted) {
+  words.resize(1);
+  gold.resize(1);
+  predicted.resize(1);
   for (const auto& line : data::split_lines(file.text)) {
     const auto fields = data::split_fields(line.text);
     if (fields.empty() || fields[0] == "-DOCSTART-") {
@@ -36,16 +47,60 @@ ScoreReport TokenClassificationAdapter::score(const ScoreRequest& request) {
     gold.pop_back();
     predicted.pop_back();
   }
-  if (!request.data.empty()) {  // the prediction file must follow the dataset word by word
-    const auto sentences = data::read_tagged(score_data_spec(request));
-    if (sentences.size() != words.size())
-      throw DataError(fmt::format("{}: {} sentences, but {} has {}", request.predictions.string(),
-                                  words.size(), request.data.string(), sentences.size()));
-    for (size_t s = 0; s < sentences.size(); ++s)
-      if (sentences[s].words != words[s])
-        throw DataError(fmt::format("{}: sentence {} does not match {} ({})",
-                                    request.predictions.string(), s + 1, request.data.string(),
-                                    sentences[s].where));
+  if (request.data.empty()) return;
+  const auto sentences = data::read_tagged(score_data_spec(request));
+  if (sentences.size() != words.size())
+    throw DataError(fmt::format("{}: {} sentences, but {} has {}", request.predictions.string(),
+                                words.size(), request.data.string(), sentences.size()));
+  for (size_t s = 0; s < sentences.size(); ++s)
+    if (sentences[s].words != words[s])
+      throw DataError(fmt::format("{}: sentence {} does not match {} ({})",
+                                  request.predictions.string(), s + 1, request.data.string(),
+                                  sentences[s].where));
+}
+
+/// JSON lines (`predict --out x.jsonl`: a sentence a line, its tokens and predicted ner_tags, as
+/// the data reader takes them) against the gold tags of --data, sentence by sentence.
+void read_json_lines_predictions(const ScoreRequest& request,
+                                 Sentences& words,
+                                 Sentences& gold,
+                                 Sentences& predicted) {
+  if (request.data.empty())
+    throw ConfigError(
+        fmt::format("score: {} holds JSON lines, predicted tags without the gold ones; give --data",
+                    request.predictions.string()));
+  data::DataSpec spec;
+  spec.path = request.predictions;
+  spec.format = data::DataFormat::kJsonl;
+  const auto predictions = data::read_tagged(spec);
+  const auto sentences = data::read_tagged(score_data_spec(request));
+  if (predictions.size() != sentences.size())
+    throw DataError(fmt::format("{}: {} sentences, but {} has {}", request.predictions.string(),
+                                predictions.size(), request.data.string(), sentences.size()));
+  for (size_t s = 0; s < sentences.size(); ++s) {
+    if (predictions[s].words != sentences[s].words)
+      throw DataError(fmt::format("{}: sentence {} does not match {} ({})", predictions[s].where,
+                                  s + 1, request.data.string(), sentences[s].where));
+    if (sentences[s].tags.empty() && !sentences[s].words.empty())
+      throw DataError(fmt::format("{}: the sentence has no gold tags", sentences[s].where));
+    if (predictions[s].tags.empty() && !predictions[s].words.empty())
+      throw DataError(fmt::format("{}: the sentence has no tags", predictions[s].where));
+    words.push_back(sentences[s].words);
+    gold.push_back(sentences[s].tags);
+    predicted.push_back(predictions[s].tags);
+  }
+}
+
+}  // namespace
+
+ScoreReport TokenClassificationAdapter::score(const ScoreRequest& request) {
+  const auto file = data::read_text_file(request.predictions);
+  Sentences words, gold, predicted;
+  const auto first = file.text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && file.text[first] == '{') {
+    read_json_lines_predictions(request, words, gold, predicted);
+  } else {
+    read_column_predictions(request, file, words, gold, predicted);
   }
   const auto scheme = parse_enum<metrics::TagScheme>(request.tag_scheme);
   if (!scheme)

@@ -294,6 +294,63 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
   EXPECT_NE(last_log_.find("processed "), std::string::npos) << last_log_;
   const auto scored = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_NEAR(scored["f1"].get<double>(), gold["f1"].get<double>(), 1e-12) << last_log_;
+  // The same sentences as JSON lines (run_ner.py's tokens + ner_tags), predicted into a .jsonl:
+  // JSON lines the reader takes back, the tags as in the columns; score them against the data.
+  std::string jsonl;
+  std::vector<std::vector<std::string>> column_tags(1);
+  json tokens = json::array(), tags = json::array();
+  std::istringstream conll_lines(text.substr(0, cut + 2));
+  std::istringstream predicted_lines(read_file(predicted));
+  for (std::string line, predicted_line; std::getline(conll_lines, line);) {
+    std::vector<std::string> fields;
+    std::istringstream split(line);
+    for (std::string f; split >> f;) fields.push_back(f);
+    if (fields.empty() || fields[0] == "-DOCSTART-") {
+      if (tokens.empty()) continue;
+      jsonl += json{{"tokens", tokens}, {"ner_tags", tags}}.dump() + "\n";
+      tokens = json::array();
+      tags = json::array();
+      continue;
+    }
+    tokens.push_back(fields.front());
+    tags.push_back(fields.back());
+  }
+  for (std::string line; std::getline(predicted_lines, line);) {
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos) {
+      if (!column_tags.back().empty()) column_tags.emplace_back();
+    } else {
+      column_tags.back().push_back(line.substr(space + 1));
+    }
+  }
+  if (column_tags.back().empty()) column_tags.pop_back();
+  const auto small_jsonl = dir_.path() / "small.jsonl", predicted_jsonl = dir_.path() / "p.jsonl";
+  testing::write_bytes(small_jsonl, jsonl);
+  ASSERT_EQ(bertft("predict --model " + (dir_.path() / "ner").string() + " --data " +
+                   small_jsonl.string() + " --out " + predicted_jsonl.string()),
+            0)
+      << last_log_;
+  const auto lines = testing::json_lines(read_file(predicted_jsonl));
+  const auto inputs = testing::json_lines(jsonl);
+  ASSERT_EQ(lines.size(), column_tags.size());
+  ASSERT_EQ(lines.size(), inputs.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["id"], std::to_string(i)) << lines[i].dump();  // the reader's, by line
+    EXPECT_EQ(lines[i]["tokens"], inputs[i]["tokens"]) << i;
+    EXPECT_EQ(lines[i]["ner_tags"].get<std::vector<std::string>>(), column_tags[i]) << i;
+  }
+  ASSERT_EQ(bertft("score --task token_classification --data " + small_jsonl.string() +
+                   " --predictions " + predicted_jsonl.string()),
+            0)
+      << last_log_;
+  const auto from_jsonl = json::parse(last_log_.substr(last_log_.find('{')));
+  EXPECT_NEAR(from_jsonl["f1"].get<double>(), gold["f1"].get<double>(), 1e-12) << last_log_;
+  EXPECT_EQ(bertft("score --task token_classification --predictions " + predicted_jsonl.string()),
+            2);
+  EXPECT_NE(last_log_.find(predicted_jsonl.string() +
+                           " holds JSON lines, predicted tags without the gold ones; give --data"),
+            std::string::npos)
+      << last_log_;
   EXPECT_EQ(bertft("predict --logits --model " + (dir_.path() / "ner").string() + " --data " +
                    (dir_.path() / "small.conll").string()),
             2);
