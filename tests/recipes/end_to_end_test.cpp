@@ -345,6 +345,19 @@ TEST_F(EndToEndTest, ConllFailingTrialIsRecordedAndTheRestExports) {
       << last_log_;
   const auto from_jsonl = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_NEAR(from_jsonl["f1"].get<double>(), gold["f1"].get<double>(), 1e-12) << last_log_;
+  // Predictions of other sentences are refused, naming the line.
+  auto other = inputs;
+  other[1]["tokens"][0] = "Elsewhere";
+  std::string other_lines;
+  for (const auto& line : other) other_lines += line.dump() + "\n";
+  testing::write_bytes(dir_.path() / "other.jsonl", other_lines);
+  EXPECT_EQ(
+      bertft("score --task token_classification --data " + (dir_.path() / "other.jsonl").string() +
+             " --predictions " + predicted_jsonl.string()),
+      1);
+  EXPECT_NE(last_log_.find(predicted_jsonl.string() + ":2: sentence 2 does not match"),
+            std::string::npos)
+      << last_log_;
   EXPECT_EQ(bertft("score --task token_classification --predictions " + predicted_jsonl.string()),
             2);
   EXPECT_NE(last_log_.find(predicted_jsonl.string() +
