@@ -33,3 +33,21 @@ def pipeline_module(name):
     package.__path__ = [os.path.join(os.path.dirname(transformers.__file__), "pipelines")]
     sys.modules.setdefault("transformers.pipelines", package)
     return importlib.import_module("transformers.pipelines." + name)
+
+
+def load_sequence_classifier(model_dir):
+    """MODEL_DIR's config, tokenizer and AutoModelForSequenceClassification (eval mode, one
+    thread), and the start of a report: model and tokenizer classes, loading_info, problem_type."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+    torch.set_num_threads(1)
+    config = AutoConfig.from_pretrained(model_dir)
+    tok = load_tokenizer(model_dir)
+    if tok is None:
+        sys.exit("no HF tokenizer for " + model_dir)
+    model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True)
+    model.eval()
+    report = {"model_class": type(model).__name__, "tokenizer_class": type(tok).__name__,
+              "loading_info": {key: sorted(str(v) for v in value) for key, value in info.items()},
+              "problem_type": config.problem_type}
+    return config, tok, model, report

@@ -12,23 +12,13 @@ import json
 import sys
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification
-
-from hf_kit import load_tokenizer, read_jsonl
+from hf_kit import load_sequence_classifier, read_jsonl
 
 
 def main():
     model_dir, texts, tokens = sys.argv[1], read_jsonl(sys.argv[2]), read_jsonl(sys.argv[3])
-    torch.set_num_threads(1)
-    config = AutoConfig.from_pretrained(model_dir)
-    tok = load_tokenizer(model_dir)
-    if tok is None:
-        sys.exit("no HF tokenizer for " + model_dir)
-    model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True)
-    model.eval()
-    report = {"model_class": type(model).__name__, "tokenizer_class": type(tok).__name__,
-              "loading_info": {key: sorted(str(v) for v in value) for key, value in info.items()},
-              "problem_type": config.problem_type, "num_labels": config.num_labels, "results": []}
+    config, tok, model, report = load_sequence_classifier(model_dir)
+    report.update({"num_labels": config.num_labels, "results": []})
     with torch.no_grad():
         for text, ours in zip(texts, tokens):
             ids = ours["ids"]
