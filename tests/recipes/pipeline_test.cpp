@@ -695,6 +695,13 @@ TEST_F(PipelineTest, MultiLabelClassifiersScoreEachLabelWithASigmoid) {
   }
   EXPECT_EQ(out["labels"], over);
   EXPECT_GT(std::abs(sum - 1), 1e-3) << "the scores of one softmax";
+  const auto inspected =
+      testing::run_bertft("inspect " + model.string(), dir_.path() / "inspect.log");
+  EXPECT_EQ(inspected.code, 0) << inspected.output;
+  EXPECT_NE(inspected.output.find(
+                "loaded as  BertForSequenceClassification (multi_label_classification)"),
+            std::string::npos)
+      << inspected.output;
 }
 
 // Raw text that is not UTF-8 (from an option or a stdin line) is a data error naming where it

@@ -40,6 +40,7 @@ int run_inspect(const std::string& model_dir, bool strict) {
   // task's model too; BERT's pre-training checkpoints are read as BertForPreTraining below).
   if (task && (task->name != "pretraining" || config.family() != ModelFamily::kBert)) {
     architecture = config.architectures().front();
+    if (const auto problem = config.problem_type()) architecture += " (" + *problem + ")";
     const auto adapter = task_of_model_dir(dir, config);
     auto model = adapter->build_model(config);
     options.tied_aliases = BertForPreTrainingImpl::tied_aliases();
