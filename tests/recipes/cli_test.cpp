@@ -277,7 +277,15 @@ TEST_F(CliTest, ScoreTakesThePositiveLabelAndRegressionFromItsOptions) {
   const auto plain = bertft("score --task sequence_classification --data " + gold.string() +
                             " --predictions " + predicted.string() + " --multi-label");
   EXPECT_EQ(plain.code, 1) << plain.output;  // 3 lines for 4 examples: the blank one is skipped
-  testing::write_bytes(predicted, "a\n[]\nb;c\nc\n");
+  // Labels joined in a string, the empty set an empty one: nothing says multi-label but the flag.
+  testing::write_bytes(predicted, R"({"id": "0", "label": "a"})"
+                                  "\n"
+                                  R"({"id": "1", "label": ""})"
+                                  "\n"
+                                  R"({"id": "2", "label": "b;c"})"
+                                  "\n"
+                                  R"({"id": "3", "label": "c"})"
+                                  "\n");
   expect_sets(score(" --multi-label --label-separator ';'"));
   // --help names what each task's scorer reads, and only the tasks that have one.
   const auto help = bertft("score --help").output;

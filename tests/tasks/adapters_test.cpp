@@ -612,6 +612,14 @@ TEST_F(RealDataTest, MultiLabelSetsTrainPredictAndScore) {
   EXPECT_EQ(cells->features[0].label_set, (std::vector<int64_t>{1, 2}));
   EXPECT_TRUE(cells->features[1].label_set.empty());
   EXPECT_TRUE(cells->labelled);
+  testing::write_bytes(dir.path() / "wide.tsv", "text\tlabel\none\tarts::sport::news\n");
+  const auto wide = make_task("sequence_classification",
+                              "{multi_label: true, label_separator: '::', labels: [arts, news, "
+                              "sport]}");
+  EXPECT_EQ(wide->featurize(wide->read(spec_of(dir.path() / "wide.tsv")), cased_tokenizer(), false)
+                ->features[0]
+                .label_set,
+            (std::vector<int64_t>{0, 1, 2}));
   testing::write_bytes(dir.path() / "ids.jsonl", "{\"text\": \"x\", \"labels\": [2, 0]}\n");
   const auto ids =
       piped->featurize(piped->read(spec_of(dir.path() / "ids.jsonl")), cased_tokenizer(), false);
