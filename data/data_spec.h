@@ -32,7 +32,8 @@ struct DataSpec {
   std::string glue_task;
   /// Generic formats: whether the first row names the columns.
   bool header = true;
-  /// Role -> column name (or 0-based number). Roles: text_a, text_b, label, id (classification);
+  /// Role -> column name (or 0-based number). Roles: text_a, text_b, label, id (classification;
+  /// labels: "a,b,c", a multi-label set as one 0/1 column per label, instead of label);
   /// context, prefix, endings (comma-separated), label, id (multiple choice); token, tag (CoNLL,
   /// numbers; tag defaults to the last column).
   std::map<std::string, std::string> columns;

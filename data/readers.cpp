@@ -9,6 +9,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/strings.h"
 #include "bert/tokenizer/unicode.h"
 #include "data/glue.h"
 #include "data/table.h"
@@ -85,6 +86,39 @@ std::vector<TextExample> read_glue(const DataSpec& spec) {
   return out;
 }
 
+/// The columns a comma-separated list names (roles endings, labels); DataError for one the
+/// table lacks.
+std::vector<int> listed_columns(const Table& table, const std::string& list) {
+  std::vector<int> columns;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    columns.push_back(table.column(list.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return columns;
+}
+
+/// A multi-label example's labels from one 0/1 column per label (role labels: "a,b,c", as HF's
+/// multi-label tutorial data comes): the names of the columns set, as a JSON list. A cell other
+/// than 0 / 1 / true / false is a DataError naming the row and the column.
+std::string label_set_of_columns(const Table& table, size_t row, const std::vector<int>& columns) {
+  nlohmann::json set = nlohmann::json::array();
+  for (const int c : columns) {
+    const auto& cell = table.at(row, c);
+    const auto value = parse_double(cell);
+    if (cell == "true" || (value && *value == 1)) {
+      set.push_back(table.header[static_cast<size_t>(c)]);
+    } else if (!(cell == "false" || (value && *value == 0))) {
+      throw DataError(
+          fmt::format("{}: column '{}' holds '{}'; a label column holds 0 or 1 "
+                      "(true or false)",
+                      table.where(row), table.header[static_cast<size_t>(c)], cell));
+    }
+  }
+  return set.dump();
+}
+
 }  // namespace
 
 DataFormat resolve_format(const DataSpec& spec, DataFormat task_default) {
@@ -119,7 +153,12 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
   if (format == DataFormat::kGlue) {
     out = read_glue(spec);
   } else {
-    check_column_roles(spec, {"text_a", "text_b", "label", "id"});
+    check_column_roles(spec, {"text_a", "text_b", "label", "labels", "id"});
+    if (spec.columns.count("label") && spec.columns.count("labels"))
+      throw ConfigError(fmt::format(
+          "{}: columns: label names the label column, labels the 0/1 columns of a multi-label "
+          "set; give one",
+          spec.path.string()));
     const auto table =
         read_table(spec.path, generic_table_format(spec, format), spec.header, spec.skip_malformed);
     const int a = resolve_column(spec, table, "text_a", text_a_names());
@@ -129,11 +168,16 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
                       "the command line --column text_a=<column>)",
                       spec.path.string(), fmt::join(text_a_names(), " | ")));
     const int b = resolve_column(spec, table, "text_b", text_b_names());
-    const int l = resolve_column(spec, table, "label", label_names());
+    const auto multi_hot = spec.columns.find("labels");
+    const auto label_columns = multi_hot == spec.columns.end()
+                                   ? std::vector<int>()
+                                   : listed_columns(table, multi_hot->second);
+    const int l = label_columns.empty() ? resolve_column(spec, table, "label", label_names()) : -1;
     const int i = resolve_column(spec, table, "id", id_names());
     if (generic_table_format(spec, format) == TableFormat::kJsonl)  // a field nobody reads
       for (int c = 0; c < static_cast<int>(table.header.size()); ++c)
-        if (c != a && c != b && c != l && c != i)
+        if (c != a && c != b && c != l && c != i &&
+            std::find(label_columns.begin(), label_columns.end(), c) == label_columns.end())
           throw DataError(fmt::format(
               "{}: unknown field '{}' (text: {}; pair: {}; label: {}; id: {}); map it with "
               "columns: {{text_b: {}}} (on the command line --column text_b={}) or remove it",
@@ -146,6 +190,7 @@ std::vector<TextExample> read_text_examples(const DataSpec& spec) {
       e.text_a = table.at(r, a);
       if (b >= 0 && table.rows[r][b]) e.text_b = *table.rows[r][b];  // JSONL may omit it per row
       if (l >= 0 && table.rows[r][l]) e.label = *table.rows[r][l];
+      if (!label_columns.empty()) e.label = label_set_of_columns(table, r, label_columns);
       e.where = table.where(r);
       out.push_back(std::move(e));
     }
@@ -171,12 +216,7 @@ std::vector<ChoiceExample> read_choice_examples(const DataSpec& spec) {
   const int video = table.column("video-id", false), fold = table.column("fold-ind", false);
   std::vector<int> endings;
   if (const auto it = spec.columns.find("endings"); it != spec.columns.end()) {
-    size_t start = 0;
-    while (start <= it->second.size()) {
-      const size_t comma = std::min(it->second.find(',', start), it->second.size());
-      endings.push_back(table.column(it->second.substr(start, comma - start)));
-      start = comma + 1;
-    }
+    endings = listed_columns(table, it->second);
   } else {
     for (int k = 0;; ++k) {
       const int c = table.column("ending" + std::to_string(k), false);

@@ -10,9 +10,10 @@ namespace bert::data {
 
 /// Text / text-pair examples from GLUE TSV (format glue, or auto when the directory is a GLUE
 /// task) or generic TSV/CSV/JSONL with spec.columns (defaults: text_a = text|sentence|sentence1,
-/// text_b = text_b|sentence2, label = label|labels (a JSONL list: its JSON text), id = id|idx). A
-/// file without a label column gives unlabelled examples (GLUE test files). Throws DataError
-/// (file:line) / ConfigError.
+/// text_b = text_b|sentence2, label = label|labels (a JSONL list: its JSON text), id = id|idx;
+/// role labels "a,b,c": 0/1 columns, the label the JSON list of those set). A file without a
+/// label column gives unlabelled examples (GLUE test files). Throws DataError (file:line) /
+/// ConfigError.
 std::vector<TextExample> read_text_examples(const DataSpec& spec);
 
 /// Multiple-choice examples from SWAG CSV (sent1 = context; each choice = sent2 + " " +

@@ -479,13 +479,14 @@ std::vector<std::string> SequenceClassificationAdapter::split_label_set(
     if (!list.is_array())
       throw DataError(fmt::format("{}: the label '{}' is not a JSON list", where, label));
     for (const auto& item : list) {
-      if (item.is_string()) {
+      if (item.is_string() && !item.get<std::string>().empty()) {
         add(item.get<std::string>());
       } else if (item.is_number_integer()) {
         add(item.dump());  // an id (HF datasets' Sequence(ClassLabel)), matched in featurize()
       } else {
         throw DataError(fmt::format(
-            "{}: the label list {} holds {}; expected label names (strings) or ids (integers)",
+            "{}: the label list {} holds {}; expected label names (non-empty strings) or ids "
+            "(integers)",
             where, label, item.dump()));
       }
     }

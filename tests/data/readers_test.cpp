@@ -325,6 +325,54 @@ TEST_F(MalformedInputTest, CsvQuotingAndJsonl) {
             std::string::npos);
 }
 
+// Multi-label sets: a list under "label" or "labels" (kept as its JSON text), or one 0/1 column
+// per label (role labels, as the columns of HF's multi-label tutorial data): the names of the
+// columns set.
+TEST_F(MalformedInputTest, MultiLabelListsAndOneColumnPerLabel) {
+  const auto lists =
+      read_text_examples(spec_of(write("l.jsonl", R"({"text": "a", "labels": ["x", "y"]})"
+                                                  "\n"
+                                                  R"({"text": "b", "labels": [3]})"
+                                                  "\n")));
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(lists[0].label.value(), R"(["x","y"])");
+  EXPECT_EQ(lists[1].label.value(), "[3]");
+  DataSpec csv =
+      spec_of(write("h.csv", "Tweet,anger,joy,fear\ngrr,1,0,1\nyay,0,1.0,0\nmeh,0,0,0\n"));
+  csv.columns = {{"text_a", "Tweet"}, {"labels", "anger,joy,fear"}};
+  const auto hot = read_text_examples(csv);
+  ASSERT_EQ(hot.size(), 3u);
+  EXPECT_EQ(hot[0].label.value(), R"(["anger","fear"])");
+  EXPECT_EQ(hot[1].label.value(), R"(["joy"])");
+  EXPECT_EQ(hot[2].label.value(), "[]");
+  // JSON lines with booleans; the label columns are not unknown fields, another one is.
+  DataSpec json = spec_of(write("h.jsonl", R"({"ID": "t1", "Tweet": "grr", "anger": true, )"
+                                           R"("joy": false})"
+                                           "\n"));
+  json.columns = {{"text_a", "Tweet"}, {"id", "ID"}, {"labels", "anger,joy"}};
+  const auto booleans = read_text_examples(json);
+  ASSERT_EQ(booleans.size(), 1u);
+  EXPECT_EQ(booleans[0].id, "t1");
+  EXPECT_EQ(booleans[0].label.value(), R"(["anger"])");
+  json.columns["labels"] = "anger";
+  EXPECT_NE(testing::error_message([&] { read_text_examples(json); }).find("unknown field 'joy'"),
+            std::string::npos);
+  // A cell that is not 0 or 1, a column the file lacks, and both roles at once.
+  csv.path = write("bad.csv", "Tweet,anger,joy,fear\ngrr,1,0,1\nyay,0,2,0\n");
+  EXPECT_NE(testing::error_message([&] { read_text_examples(csv); })
+                .find(csv.path.string() +
+                      ":3: column 'joy' holds '2'; a label column holds 0 or 1 (true or false)"),
+            std::string::npos);
+  csv.columns["labels"] = "anger,surprise";
+  EXPECT_NE(testing::error_message([&] { read_text_examples(csv); }).find("no column 'surprise'"),
+            std::string::npos);
+  csv.columns["label"] = "anger";
+  EXPECT_NE(testing::error_message([&] { read_text_examples(csv); })
+                .find("columns: label names the label column, labels the 0/1 columns of a "
+                      "multi-label set; give one"),
+            std::string::npos);
+}
+
 TEST_F(MalformedInputTest, SwagCsvBuildsChoicesLikeRunSwag) {
   const auto path = write(
       "val.csv",

@@ -634,6 +634,15 @@ TEST_F(RealDataTest, MultiLabelSetsTrainPredictAndScore) {
                      ":1: the label list [1.5] holds 1.5; expected label names"),
             std::string::npos)
       << bad;
+  testing::write_bytes(dir.path() / "empty.jsonl", R"({"text": "x", "labels": ["news", ""]})");
+  const auto empty = testing::error_message([&] {
+    adapter->featurize(adapter->read(spec_of(dir.path() / "empty.jsonl")), cased_tokenizer(),
+                       false);
+  });
+  EXPECT_NE(empty.find(":1: the label list [\"news\",\"\"] holds \"\"; expected label names "
+                       "(non-empty strings)"),
+            std::string::npos)
+      << empty;
   testing::write_bytes(dir.path() / "new.jsonl", "{\"text\": \"x\", \"labels\": [\"food\"]}\n");
   const auto unseen = adapter->read(spec_of(dir.path() / "new.jsonl"));
   const auto unknown =
