@@ -558,7 +558,8 @@ TEST_F(PipelineTest, DataColumnsAreNamedOnTheCommandLine) {
            {"--column text_a=first --column text_a=second", 2,
             "--column 'text_a=second': role 'text_a' given twice"},
            {"--column sentence=first", 2,
-            "named.csv: columns: unknown role 'sentence' (valid: text_a, text_b, label, id)"}}) {
+            "named.csv: columns: unknown role 'sentence' (valid: text_a, text_b, label, labels, "
+            "id)"}}) {
     const auto run = testing::run_bertft("predict --model " + model + " --data " +
                                              (dir_.path() / "named.csv").string() + " " + options,
                                          dir_.path() / "bad.log");
