@@ -458,8 +458,8 @@ Evaluation SequenceClassificationAdapter::evaluate(
 
 std::string SequenceClassificationAdapter::main_metric() const {
   if (!options_.main_metric.empty()) return options_.main_metric;
+  if (multi_label()) return "micro_f1";  // also on a GLUE file: its metrics are single-label
   if (glue_ && !glue_->metrics.empty()) return glue_->metrics.front();
-  if (multi_label()) return "micro_f1";
   return regression() ? "spearman" : "accuracy";
 }
 
@@ -475,10 +475,8 @@ std::vector<std::string> SequenceClassificationAdapter::split_label_set(
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
   };
   if (trimmed(label).substr(0, 1) == "[") {
-    const auto list = data::parse_json(trimmed(label), where);
-    if (!list.is_array())
-      throw DataError(fmt::format("{}: the label '{}' is not a JSON list", where, label));
-    for (const auto& item : list) {
+    // Valid JSON that starts with '[' is a list.
+    for (const auto& item : data::parse_json(trimmed(label), where)) {
       if (item.is_string() && !item.get<std::string>().empty()) {
         add(item.get<std::string>());
       } else if (item.is_number_integer()) {

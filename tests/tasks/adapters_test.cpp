@@ -595,6 +595,13 @@ TEST_F(RealDataTest, MultiLabelSetsTrainPredictAndScore) {
   EXPECT_EQ(raised->predict(*features, outputs)[1]["labels"], nlohmann::json::array());
   EXPECT_EQ(raised->predict(*features, outputs)[2]["labels"], nlohmann::json({"news"}));
 
+  // A GLUE file's official metric is single-label: a multi-label task keeps its own.
+  if (fs::exists(data_dir() / "glue" / "SST-2" / "dev.tsv")) {
+    auto glue = make_task("sequence_classification", "{multi_label: true}");
+    glue->read(spec_of(data_dir() / "glue" / "SST-2" / "dev.tsv"));
+    EXPECT_EQ(glue->main_metric(), "micro_f1");
+  }
+
   BertConfig config;
   adapter->configure_export(config);
   EXPECT_EQ(config.problem_type().value_or(""), "multi_label_classification");
