@@ -356,6 +356,20 @@ TEST_F(EmbedTest, NpyIndexesPoolTheirQueriesAsTheirVectors) {
             std::string::npos)
       << unknown.output;
   expect_first(search("--pooling mean", npy));
+  // Nor its length: queries are cut at --max-seq-length (default 128) as its texts were.
+  const auto cut =
+      testing::run_bertft("embed --model " + fixture_dir().string() + " --data " +
+                              (dir_.path() / "texts.txt").string() +
+                              " --pooling mean --max-seq-length 4 --out " + npy.string(),
+                          dir_.path() / "embed.log");
+  ASSERT_EQ(cut.code, 0) << cut.output;
+  expect_first(search("", npy));  // the record says 4
+  fs::remove(npy.string() + ".info.json");
+  const auto longer = search("--pooling mean", npy);
+  ASSERT_EQ(longer.code, 0) << longer.output;
+  EXPECT_LT(testing::json_lines(longer.output)[0]["hits"][0]["score"].get<double>(), 1 - 1e-3)
+      << longer.output;
+  expect_first(search("--pooling mean --max-seq-length 4", npy));
 }
 
 // Encoders without a pooler (ELECTRA, DistilBERT) embed too: a pooler is built only where the

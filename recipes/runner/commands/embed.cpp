@@ -76,7 +76,7 @@ int run_embed(const EmbedCommand& o) {
 
 struct SimilarCommand {
   std::string index, model, query, queries, pooling, device = "cpu";
-  int64_t top_k = 10;
+  int64_t top_k = 10, max_seq_length = 0;
 };
 
 int run_similar(const SimilarCommand& o) {
@@ -125,7 +125,10 @@ int run_similar(const SimilarCommand& o) {
                       ".info.json bertft embed writes beside it): pass --pooling cls | mean | max");
   EmbedOptions options;
   options.pooling = parse_pooling(pooling);
-  options.max_seq_length = index.info.value("max_seq_length", int64_t{128});
+  // --max-seq-length, else the index's own (embed records it), else embed's default.
+  options.max_seq_length = o.max_seq_length > 0
+                               ? o.max_seq_length
+                               : index.info.value("max_seq_length", EmbedOptions{}.max_seq_length);
   const SentenceEncoder encoder(model, device, precision);
   if (encoder.hidden_size() != index.vectors.size(1))
     throw ConfigError(fmt::format("{}: vectors of width {} but {} encodes {}", o.index,
@@ -189,6 +192,9 @@ CommandRun setup_similar(CLI::App& app, const GlobalOptions&) {
                  "its .info.json (default: the index's own)")
       ->check(CLI::IsMember({"cls", "mean", "max"}));
   app.add_option("--top-k", o->top_k, "Hits per query")->check(positive());
+  app.add_option("--max-seq-length", o->max_seq_length,
+                 "Tokens per query, [CLS] and [SEP] included (default: the index's, else 128)")
+      ->check(positive());
   app.add_option("--device", o->device, "cpu | cuda | cuda:N");
   return [o] { return run_similar(*o); };
 }
