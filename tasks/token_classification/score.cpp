@@ -2,6 +2,8 @@
 // JSON lines of predicted tags with the gold data.
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "bert/common/error.h"
 #include "data/readers.h"
 #include "data/text_file.h"
@@ -13,6 +15,22 @@ namespace bert::tasks {
 namespace {
 
 using Sentences = std::vector<std::vector<std::string>>;
+
+/// --data's sentences, checked to hold `words` sentence by sentence; `where(s)` names the
+/// prediction file's sentence s in a message.
+std::vector<data::TaggedSentence> aligned_data(const ScoreRequest& request,
+                                               const Sentences& words,
+                                               const std::function<std::string(size_t)>& where) {
+  auto sentences = data::read_tagged(score_data_spec(request));
+  if (sentences.size() != words.size())
+    throw DataError(fmt::format("{}: {} sentences, but {} has {}", request.predictions.string(),
+                                words.size(), request.data.string(), sentences.size()));
+  for (size_t s = 0; s < sentences.size(); ++s)
+    if (sentences[s].words != words[s])
+      throw DataError(fmt::format("{}: sentence {} does not match {} ({})", where(s), s + 1,
+                                  request.data.string(), sentences[s].where));
+  return sentences;
+}
 
 /// CoNLL columns (conlleval's input): one token per line, gold and predicted tags the last two
 /// columns; with --data, the file must follow the dataset word by word.
@@ -47,20 +65,13 @@ void read_column_predictions(const ScoreRequest& request,
     gold.pop_back();
     predicted.pop_back();
   }
-  if (request.data.empty()) return;
-  const auto sentences = data::read_tagged(score_data_spec(request));
-  if (sentences.size() != words.size())
-    throw DataError(fmt::format("{}: {} sentences, but {} has {}", request.predictions.string(),
-                                words.size(), request.data.string(), sentences.size()));
-  for (size_t s = 0; s < sentences.size(); ++s)
-    if (sentences[s].words != words[s])
-      throw DataError(fmt::format("{}: sentence {} does not match {} ({})",
-                                  request.predictions.string(), s + 1, request.data.string(),
-                                  sentences[s].where));
+  if (!request.data.empty())
+    aligned_data(request, words, [&](size_t) { return request.predictions.string(); });
 }
 
 /// JSON lines (`predict --out x.jsonl`: a sentence a line, its tokens and predicted ner_tags, as
-/// the data reader takes them) against the gold tags of --data, sentence by sentence.
+/// the data reader takes them) against the gold tags of --data, sentence by sentence. The
+/// readers give no sentence without words.
 void read_json_lines_predictions(const ScoreRequest& request,
                                  Sentences& words,
                                  Sentences& gold,
@@ -73,21 +84,15 @@ void read_json_lines_predictions(const ScoreRequest& request,
   spec.path = request.predictions;
   spec.format = data::DataFormat::kJsonl;
   const auto predictions = data::read_tagged(spec);
-  const auto sentences = data::read_tagged(score_data_spec(request));
-  if (predictions.size() != sentences.size())
-    throw DataError(fmt::format("{}: {} sentences, but {} has {}", request.predictions.string(),
-                                predictions.size(), request.data.string(), sentences.size()));
-  for (size_t s = 0; s < sentences.size(); ++s) {
-    if (predictions[s].words != sentences[s].words)
-      throw DataError(fmt::format("{}: sentence {} does not match {} ({})", predictions[s].where,
-                                  s + 1, request.data.string(), sentences[s].where));
-    if (sentences[s].tags.empty() && !sentences[s].words.empty())
-      throw DataError(fmt::format("{}: the sentence has no gold tags", sentences[s].where));
-    if (predictions[s].tags.empty() && !predictions[s].words.empty())
-      throw DataError(fmt::format("{}: the sentence has no tags", predictions[s].where));
-    words.push_back(sentences[s].words);
-    gold.push_back(sentences[s].tags);
-    predicted.push_back(predictions[s].tags);
+  for (const auto& p : predictions) {
+    if (p.tags.empty()) throw DataError(fmt::format("{}: the sentence has no tags", p.where));
+    words.push_back(p.words);
+    predicted.push_back(p.tags);
+  }
+  for (const auto& s :
+       aligned_data(request, words, [&](size_t s) { return predictions[s].where; })) {
+    if (s.tags.empty()) throw DataError(fmt::format("{}: the sentence has no gold tags", s.where));
+    gold.push_back(s.tags);
   }
 }
 
