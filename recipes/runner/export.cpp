@@ -255,9 +255,9 @@ void predict_split(const fs::path& model_dir,
   auto m = load_finetuned(model_dir);
   m.adapter->set_unknown_labels_unscored(true);  // gold labels only score the predictions
   const auto [features, outputs] = predict_spec(m, spec, o);
-  auto files = m.adapter->prediction_files(*features, outputs, o.logits);
   const auto extension = fs::path(out).extension();
-  if (m.adapter->type() == "token_classification" &&
+  std::vector<std::pair<std::string, std::string>> files;
+  if (m.adapter->type() == "token_classification" && !o.logits &&
       (extension == ".jsonl" || extension == ".json")) {
     // Tags into a JSON-lines file: as the data reader takes them (run_ner.py's tokens and
     // ner_tags, the predicted tags), not the CoNLL columns a .txt gets.
@@ -265,6 +265,8 @@ void predict_split(const fs::path& model_dir,
     for (const auto& p : m.adapter->predict(*features, outputs))
       lines += json{{"id", p["id"]}, {"tokens", p["words"]}, {"ner_tags", p["tags"]}}.dump() + "\n";
     files = {{"", lines}};
+  } else {  // (--logits: the tagger's prediction_files refuses it)
+    files = m.adapter->prediction_files(*features, outputs, o.logits);
   }
   const auto file_path = [&](const std::string& suffix) {
     const fs::path main = out;
