@@ -463,6 +463,10 @@ std::string SequenceClassificationAdapter::main_metric() const {
   return regression() ? "spearman" : "accuracy";
 }
 
+bool SequenceClassificationAdapter::is_label_list(const std::string& label) {
+  return trimmed(label).substr(0, 1) == "[";
+}
+
 std::string SequenceClassificationAdapter::label_name(const std::string& label) const {
   if (labels_.find(label)) return label;
   return labels_.name_of_id(label).value_or(label);
@@ -474,7 +478,7 @@ std::vector<std::string> SequenceClassificationAdapter::split_label_set(
   const auto add = [&](std::string name) {
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
   };
-  if (trimmed(label).substr(0, 1) == "[") {
+  if (is_label_list(label)) {
     // Valid JSON that starts with '[' is a list.
     for (const auto& item : data::parse_json(trimmed(label), where)) {
       if (item.is_string() && !item.get<std::string>().empty()) {

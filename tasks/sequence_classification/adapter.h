@@ -109,6 +109,9 @@ class SequenceClassificationAdapter final : public TaskAdapter {
   bool regression() const { return options_.num_labels == 1; }
   bool multi_label() const { return options_.multi_label; }
 
+  /// Whether a multi-label example's `label` is written as a JSON list (its first character
+  /// past spaces is '['), not as names joined by label_separator.
+  static bool is_label_list(const std::string& label);
   /// A multi-label example's labels as written (`label`: a JSON list, or names joined by
   /// label_separator), in order, without repeats; DataError naming `where` for a malformed list.
   std::vector<std::string> split_label_set(const std::string& label,

@@ -29,10 +29,7 @@ ScoreReport SequenceClassificationAdapter::score(const ScoreRequest& request) {
   out["examples"] = examples.size();
   // Multi-label: asked for, or predicted as lists (predict's "labels").
   const bool multi_label =
-      request.multi_label || std::any_of(predicted.begin(), predicted.end(), [](const auto& p) {
-        return p.find_first_not_of(" \t") != std::string::npos &&
-               p[p.find_first_not_of(" \t")] == '[';
-      });
+      request.multi_label || std::any_of(predicted.begin(), predicted.end(), is_label_list);
   if (multi_label && !regression) {
     SequenceClassificationOptions options;
     options.multi_label = true;
