@@ -33,7 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.header = (data[0] & 0x10) == 0;
   spec.skip_malformed = (data[0] & 0x20) != 0;
   if (data[0] & 0x40) spec.limit = data[0] & 7;
-  if (data[0] & 0x80) spec.columns = {{"token", "words"}, {"tag", "labels"}};
+  if (data[0] & 0x80)  // mapped fields; for text examples, a multi-label set of 0/1 columns
+    spec.columns = kFormat == "tagged_jsonl"
+                       ? std::map<std::string, std::string>{{"token", "words"}, {"tag", "labels"}}
+                       : std::map<std::string, std::string>{{"text_a", "0"}, {"labels", "1,2"}};
   try {
     if (kFormat == "tagged_jsonl") {
       (void)bert::data::read_tagged(spec);
