@@ -479,6 +479,16 @@ std::vector<TaggedSentence> read_tagged_jsonl(const DataSpec& spec) {
             fmt::format("{}: {} words but {} tags", where, s.words.size(), s.tags.size()));
     }
     if (s.words.empty()) continue;  // no word: no sentence, as a blank line in CoNLL
+    // Tags on some lines only would make a dev file silently unscored (or a training file fail
+    // far from the cause): every sentence has them or none does, as CoNLL's fixed columns.
+    if (!out.empty() && out.front().tags.empty() != s.tags.empty()) {
+      const auto& first = out.front();
+      throw DataError(fmt::format(
+          "{}: this sentence has {} but the first one ({}) has {}; every line has tags or none "
+          "does",
+          where, s.tags.empty() ? "no tags" : "tags", first.where,
+          first.tags.empty() ? "none" : "them"));
+    }
     out.push_back(std::move(s));
   }
   apply_limit(out, spec.limit);

@@ -432,26 +432,30 @@ TEST_F(MalformedInputTest, TaggedJsonLines) {
                        R"({"words": ["Peter"], "tags": [3], "id": 7})"
                        "\n"
                        R"({"tokens": []})"
-                       "\n"
-                       R"({"tokens": ["untagged"]})"
                        "\n");
   const auto sentences = read_tagged(spec_of(path));
-  ASSERT_EQ(sentences.size(), 3u);
+  ASSERT_EQ(sentences.size(), 2u);
   EXPECT_EQ(sentences[0].id, "a");
   EXPECT_EQ(sentences[0].words, (std::vector<std::string>{"EU", "rejects"}));
   EXPECT_EQ(sentences[0].tags, (std::vector<std::string>{"B-ORG", "O"}));
   EXPECT_EQ(sentences[1].id, "7");
   EXPECT_EQ(sentences[1].tags, (std::vector<std::string>{"3"}));  // an id: the adapter maps it
   EXPECT_EQ(sentences[1].where, path.string() + ":3");
-  EXPECT_TRUE(sentences[2].tags.empty());
-  EXPECT_EQ(sentences[2].document, 0);
+  EXPECT_EQ(sentences[1].document, 0);
+  // Untagged text, to predict: no line has tags (null is none).
+  const auto untagged = read_tagged(spec_of(write("u.jsonl", R"({"tokens": ["raw"]})"
+                                                             "\n"
+                                                             R"({"tokens": ["x"], "tags": null})"
+                                                             "\n")));
+  ASSERT_EQ(untagged.size(), 2u);
+  EXPECT_TRUE(untagged[0].tags.empty() && untagged[1].tags.empty());
   // .json too (HF's datasets reads JSON lines there); format jsonl for any name; CoNLL for
   // format conll or tsv; another format is refused.
   const auto json_name = write("n.json", read_file(path));
-  EXPECT_EQ(read_tagged(spec_of(json_name)).size(), 3u);
+  EXPECT_EQ(read_tagged(spec_of(json_name)).size(), 2u);
   auto as_jsonl = spec_of(write("n.txt", read_file(path)));
   as_jsonl.format = DataFormat::kJsonl;
-  EXPECT_EQ(read_tagged(as_jsonl).size(), 3u);
+  EXPECT_EQ(read_tagged(as_jsonl).size(), 2u);
   auto conll = spec_of(write("c.tsv", "EU\tB-ORG\n"));
   EXPECT_EQ(read_tagged(conll)[0].tags, (std::vector<std::string>{"B-ORG"}));
   conll.format = DataFormat::kTsv;  // CoNLL columns with tabs
@@ -467,6 +471,7 @@ TEST_F(MalformedInputTest, TaggedJsonLines) {
   mapped.columns = {{"token", "w"}, {"tag", "t"}};
   EXPECT_EQ(read_tagged(mapped)[0].tags, (std::vector<std::string>{"B-ORG"}));
   // Each problem names the file and line.
+  const auto bad_name = (dir_.path() / "bad.jsonl").string();
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {R"({"tokens": ["EU"], "ner_tags": ["O"], "lemma": ["eu"]})",
             ":1: unknown field 'lemma' (words: tokens | words; tags: ner_tags | tags; id); map it "
@@ -476,7 +481,13 @@ TEST_F(MalformedInputTest, TaggedJsonLines) {
            {R"({"tokens": ["EU"], "ner_tags": [1.5]})",
             ":1: tag 1 is neither a name nor an integer: 1.5"},
            {R"({"ner_tags": ["O"]})", R"(:1: no words (a list under "tokens" or "words"))"},
-           {R"(["EU"])", ":1: expected a JSON object per line"}}) {
+           {R"(["EU"])", ":1: expected a JSON object per line"},
+           // Tags on some lines only: a dev file would go unscored without a word.
+           {"{\"tokens\": [\"EU\"], \"ner_tags\": [\"O\"]}\n\n{\"tokens\": [\"x\"]}",
+            ":3: this sentence has no tags but the first one (" + bad_name + ":1) has them; every "
+            "line has tags or none does"},
+           {"{\"tokens\": [\"x\"]}\n{\"words\": [\"EU\"], \"tags\": [1]}",
+            ":2: this sentence has tags but the first one (" + bad_name + ":1) has none"}}) {
     const auto bad = write("bad.jsonl", text + "\n");
     EXPECT_NE(
         testing::error_message([&] { read_tagged(spec_of(bad)); }).find(bad.string() + message),
