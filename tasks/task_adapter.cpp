@@ -129,11 +129,19 @@ std::optional<int64_t> TaskAdapter::gold_label_id(const LabelMap& labels,
   return std::nullopt;
 }
 
+void TaskAdapter::note_unlabelled(FeatureSet& set,
+                                  const std::string& where,
+                                  const std::string& id) {
+  set.labelled = false;
+  if (set.num_unlabelled++ == 0) set.first_unlabelled = fmt::format("{}: example '{}'", where, id);
+}
+
 Evaluation TaskAdapter::start_evaluation(const FeatureSet& features,
                                          nlohmann::json predictions) const {
-  TORCH_CHECK(features.labelled, type(), ": cannot evaluate ",
-              features.examples ? features.examples->source : "",
-              ": some examples have no gold label");
+  TORCH_CHECK(
+      features.labelled, type(), ": cannot evaluate ",
+      features.examples ? features.examples->source : "", ": some examples have no gold label",
+      features.first_unlabelled.empty() ? "" : " (first: " + features.first_unlabelled + ")");
   Evaluation ev;
   ev.predictions = std::move(predictions);
   ev.main_metric = main_metric();

@@ -76,6 +76,10 @@ class FeatureSet {
   /// Why labelled examples were left unscored (labelled false): with unknown labels unscored,
   /// the first gold label the model does not have, as "<where>: label 'x' is not ...".
   std::string unscored;
+  /// Examples without a gold label (each makes labelled false), and the first of them as
+  /// "<where>: example '<id>'" (not kept by the feature cache).
+  int64_t num_unlabelled = 0;
+  std::string first_unlabelled;
 
   /// Number of features and the length of feature `i` (what batching needs). A derived set
   /// that keeps its features outside memory (pre-training shards) overrides both.
@@ -224,6 +228,9 @@ class TaskAdapter {
                                        const std::string& label,
                                        const std::string& where,
                                        FeatureSet& set) const;
+  /// Marks `set` unlabelled for an example without a gold label, counting it and keeping the
+  /// first one's place for the messages.
+  static void note_unlabelled(FeatureSet& set, const std::string& where, const std::string& id);
   /// The common start of evaluate(): checks that `features` are labelled and returns an
   /// Evaluation holding `predictions` (what predict() gives) and the main metric's name.
   Evaluation start_evaluation(const FeatureSet& features, nlohmann::json predictions) const;

@@ -291,6 +291,12 @@ void predict_split(const fs::path& model_dir,
   if (!features->unscored.empty())
     log::warn("[predict] {}: the predictions are not scored against the file's labels",
               features->unscored);
+  const auto num_examples = static_cast<int64_t>(features->examples->size());
+  if (features->num_unlabelled > 0 && features->num_unlabelled < num_examples)
+    log::warn(
+        "[predict] {} of {} examples have no gold label (the first: {}): the predictions are "
+        "not scored against the others' labels",
+        features->num_unlabelled, num_examples, features->first_unlabelled);
   if (features->labelled) {
     const auto ev = m.adapter->evaluate(*features, outputs);
     log::info("[predict] gold labels found: {}", json(ev.metrics).dump());
@@ -628,10 +634,18 @@ int run_eval(const std::string& model_dir,
   auto m = load_finetuned(model_dir);
   const auto examples = m.adapter->read(spec);
   const auto features = m.adapter->featurize(examples, *m.tokenizer, false);
-  if (!features->labelled)
+  if (!features->labelled) {
+    const auto some = features->num_unlabelled < static_cast<int64_t>(examples->size());
+    if (features->num_unlabelled > 0 && some)
+      throw DataError(fmt::format(
+          "{}: data.{}: {} of its {} examples have no gold label (the first: {}); label them or "
+          "leave them out",
+          spec.path.string(), split, features->num_unlabelled, examples->size(),
+          features->first_unlabelled));
     throw DataError(fmt::format(
         "{}: data.{} has no labels to evaluate against; `bertft predict` writes predictions",
         spec.path.string(), split));
+  }
   const tasks::Trainer trainer(recipe.training);
   auto ev = trainer.evaluate(*m.adapter, m.model, *features);
   if (m.adapter->type() == "pretraining" && !m.next_sentence_head) {

@@ -105,6 +105,24 @@ std::optional<std::string> max_length_problem(const Recipe& recipe,
       config.positions_after_padding() ? " less pad_token_id + 1" : "", config_file.string());
 }
 
+/// data.dev is scored at every evaluation, so each of its examples needs a gold label: said
+/// here, before training, rather than by the first evaluation an epoch later. A set from the
+/// feature cache lacks the first unlabelled example's place; it is featurized again to name it.
+void check_dev_labelled(const Recipe& recipe,
+                        const std::shared_ptr<const tasks::ExampleSet>& examples,
+                        const tasks::FeatureSet& dev,
+                        const tok::Tokenizer& tokenizer) {
+  if (dev.labelled || examples->size() == 0) return;
+  const auto named = dev.first_unlabelled.empty()
+                         ? recipe.adapter->featurize(examples, tokenizer, false)
+                         : nullptr;
+  const auto& set = named ? *named : dev;
+  throw DataError(fmt::format(
+      "{}: data.dev is scored at each evaluation, but {} of its {} examples have no gold label "
+      "(the first: {}); label them or leave them out",
+      recipe.data.dev.path.string(), set.num_unlabelled, examples->size(), set.first_unlabelled));
+}
+
 }  // namespace
 
 PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
@@ -126,6 +144,7 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
   if (cache_dir.empty() || !p.adapter->cacheable_features()) {
     p.train = p.adapter->featurize(train_examples, *p.tokenizer, true);
     p.dev = p.adapter->featurize(dev_examples, *p.tokenizer, false);
+    check_dev_labelled(recipe, dev_examples, *p.dev, *p.tokenizer);
     return p;
   }
   YAML::Emitter options;
@@ -137,6 +156,7 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
                                     common + "|train|" + spec_fingerprint(recipe.data.train));
   p.dev = tasks::cached_featurize(*p.adapter, dev_examples, *p.tokenizer, false, cache_dir,
                                   common + "|eval|" + spec_fingerprint(recipe.data.dev));
+  check_dev_labelled(recipe, dev_examples, *p.dev, *p.tokenizer);
   return p;
 }
 
@@ -184,7 +204,10 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   if (!train_ok || !tokenizer || !try_step(problems, [&] { adapter.fit_labels(*train); }))
     return problems;
   try_step(problems, [&] { adapter.featurize(train, *tokenizer, true); });
-  if (dev_ok) try_step(problems, [&] { adapter.featurize(dev, *tokenizer, false); });
+  if (dev_ok)
+    try_step(problems, [&] {
+      check_dev_labelled(recipe, dev, *adapter.featurize(dev, *tokenizer, false), *tokenizer);
+    });
   return problems;
 }
 

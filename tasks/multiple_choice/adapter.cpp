@@ -71,7 +71,7 @@ std::shared_ptr<FeatureSet> MultipleChoiceAdapter::featurize(
     } else {
       if (training)
         throw DataError(fmt::format("{}: training example '{}' has no label", e.where, e.id));
-      set->labelled = false;
+      note_unlabelled(*set, e.where, e.id);
     }
     bool cut = false;
     for (const auto& choice : e.choices) {

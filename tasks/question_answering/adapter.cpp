@@ -138,7 +138,7 @@ std::shared_ptr<FeatureSet> QuestionAnsweringAdapter::featurize(
             fmt::format("{}: training question has no answer and is not marked "
                         "is_impossible",
                         e.where));
-      set->labelled = false;
+      note_unlabelled(*set, e.where, e.id);
     }
     if (e.is_impossible && training && !v2())
       throw DataError(fmt::format(

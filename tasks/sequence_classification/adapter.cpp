@@ -245,7 +245,7 @@ std::shared_ptr<FeatureSet> SequenceClassificationAdapter::featurize(
     } else {
       if (training)
         throw DataError(fmt::format("{}: training example '{}' has no label", e.where, e.id));
-      set->labelled = false;
+      note_unlabelled(*set, e.where, e.id);
     }
     if (options_.long_inputs == LongInputs::kTruncate) {
       const auto enc = e.text_b ? tokenizer.encode(e.text_a, *e.text_b, encode)

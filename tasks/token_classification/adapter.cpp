@@ -132,7 +132,7 @@ std::shared_ptr<FeatureSet> TokenClassificationAdapter::featurize(
     const bool tagged = !s.tags.empty();
     if (!tagged) {
       if (training) throw DataError(fmt::format("{}: training sentence has no tags", s.where));
-      set->labelled = false;
+      note_unlabelled(*set, s.where, s.id);
     }
     const auto tags = tagged ? training_tags(s) : std::vector<std::string>();
     auto& t = sentences[i];

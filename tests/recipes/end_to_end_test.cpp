@@ -555,6 +555,20 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
   const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
   EXPECT_EQ(eval["split"], "test");
   EXPECT_TRUE(eval["metrics"].contains("mse")) << eval.dump();
+  // A test file with a score on some lines only: refused, the count and the first line named.
+  const auto partial = dir_.path() / "partial_test.jsonl";
+  testing::write_bytes(partial,
+                       "{\"sentence1\": \"A dog runs.\", \"sentence2\": \"A dog ran.\", "
+                       "\"label\": 4.5}\n{\"sentence1\": \"A cat.\", \"sentence2\": \"Rain.\"}\n");
+  EXPECT_NE(bertft("eval --split test --model " + (runs / "best_model").string() + " --recipe " +
+                   path.string() + " --set data.test=" + partial.string()),
+            0);
+  EXPECT_NE(last_log_.find(partial.string() +
+                           ": data.test: 1 of its 2 examples have no gold "
+                           "label (the first: " +
+                           partial.string() + ":2: example '1'); label them or leave them out"),
+            std::string::npos)
+      << last_log_;
   // score reads the test predictions as scores (STS-B is regression): eval's correlations.
   const auto dev = read_file(stsb / "dev.tsv");
   size_t cut = 0;
@@ -690,6 +704,31 @@ TEST_F(EndToEndTest, ValidateAndSweepReportEveryDataAndModelProblemBeforeTrainin
   sweep_recipe("dev.tsv");
   EXPECT_EQ(bertft("train " + no_test.string()), 2) << last_log_;
   EXPECT_NE(last_log_.find("holds a different recipe"), std::string::npos) << last_log_;
+
+  // A dev file whose JSON lines omit the label on one line: data.dev is scored at each
+  // evaluation, so validate and train say so before a step, naming the line (it failed at the
+  // first evaluation, an epoch later); train again, the dev features now from the cache, too.
+  const auto partial_dev = d / "dev_partial.jsonl";
+  testing::write_bytes(partial_dev,
+                       "{\"sentence\": \"It rained.\", \"label\": \"1\"}\n"
+                       "{\"sentence\": \"It snowed.\"}\n"
+                       "{\"sentence\": \"It hailed.\"}\n");
+  const auto partial = recipe("partial_dev",
+                              "task: {type: sequence_classification, max_seq_length: 32}\n"
+                              "data:\n  train: " +
+                                  (d / "train.tsv").string() + "\n  dev: " + partial_dev.string() +
+                                  "\ntraining: {epochs: 1, batch_size: 2}\n");
+  const auto unlabelled = partial_dev.string() +
+                          ": data.dev is scored at each evaluation, but 2 of its 3 examples have "
+                          "no gold label (the first: " +
+                          partial_dev.string() + ":2: example '1'); label them or leave them out";
+  ASSERT_EQ(bertft("validate " + partial.string()), 1) << last_log_;
+  EXPECT_NE(last_log_.find(unlabelled), std::string::npos) << last_log_;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    ASSERT_EQ(bertft("train " + partial.string()), 1) << last_log_;
+    EXPECT_NE(last_log_.find(unlabelled), std::string::npos) << attempt << "\n" << last_log_;
+    EXPECT_EQ(last_log_.find("[train]"), std::string::npos) << attempt << "\n" << last_log_;
+  }
 
   // A model whose config does not match its weights, read from the safetensors header only.
   const auto model = d / "mismatched";

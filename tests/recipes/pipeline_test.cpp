@@ -133,6 +133,25 @@ TEST_F(PipelineTest, ClassificationOnRawTextMatchesTheDataPath) {
   ASSERT_EQ(foreign.code, 0) << foreign.output;
   EXPECT_EQ(read_file(dir_.path() / "labelled_out.jsonl"),
             read_file(dir_.path() / "foreign.jsonl"));
+  // A label on some lines only: the same predictions, unscored, the count and first line said.
+  testing::write_bytes(dir_.path() / "partial.jsonl",
+                       R"({"text": "w7 w9 W11 w40", "text_pair": "w12 w13", "label": "LABEL_1"})"
+                       "\n"
+                       R"({"text": "w50 w60"})"
+                       "\n");
+  const auto partial = testing::run_bertft(
+      "predict --logits --model " + model + " --data " + (dir_.path() / "partial.jsonl").string() +
+          " --out " + (dir_.path() / "partial_out.jsonl").string(),
+      dir_.path() / "partial.log");
+  ASSERT_EQ(partial.code, 0) << partial.output;
+  EXPECT_NE(partial.output.find("1 of 2 examples have no gold label (the first: " +
+                                (dir_.path() / "partial.jsonl").string() +
+                                ":2: example '1'): the predictions are not scored"),
+            std::string::npos)
+      << partial.output;
+  EXPECT_EQ(partial.output.find("gold labels found"), std::string::npos) << partial.output;
+  EXPECT_EQ(foreign.output.find("have no gold label"), std::string::npos) << foreign.output;
+  EXPECT_EQ(read_file(dir_.path() / "partial_out.jsonl"), read_file(dir_.path() / "foreign.jsonl"));
 
   const std::string pair = " --text 'w7 w9 W11 w40' --text-pair 'w12 w13'";
   const auto got = predict("--model " + model + pair, "one");

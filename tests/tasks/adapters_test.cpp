@@ -534,6 +534,14 @@ TEST_F(RealDataTest, UnseenLabelAtEvaluationIsAnErrorWithItsName) {
   EXPECT_EQ(tagged->unscored,
             (dir.path() / "tags.txt").string() +
                 ":4 (word 1): label 'B-PERSON' is not one of the model's labels (O, B-PER, I-PER)");
+  EXPECT_EQ(tagged->num_unlabelled, 0);  // tagged, only not scorable
+  // Untagged sentences (words alone): each counted, the first named.
+  testing::write_bytes(dir.path() / "words.txt", "Ann\nsat\n\nBob\n");
+  conll.path = dir.path() / "words.txt";
+  const auto words = tagger->featurize(tagger->read(conll), cased_tokenizer(), false);
+  EXPECT_FALSE(words->labelled);
+  EXPECT_EQ(words->num_unlabelled, 2);
+  EXPECT_EQ(words->first_unlabelled, conll.path.string() + ":1: example '0'");
 }
 
 // Multi-label classification (HF's problem_type multi_label_classification): label lists from
@@ -852,6 +860,16 @@ TEST_F(RealDataTest, SquadPostProcessingPicksTheBestValidSpanAndNullAnswers) {
   EXPECT_DOUBLE_EQ(ev.metrics.at("exact"), 100.0);
   EXPECT_DOUBLE_EQ(ev.metrics.at("best_f1"), 100.0);
   EXPECT_EQ(adapter->main_metric(), "best_f1");
+  // A question neither answered nor marked is_impossible leaves the set unlabelled, counted and
+  // its place kept for the messages (data.dev's check, predict's warning).
+  auto unanswered = std::make_shared<Examples<data::QaExample>>(
+      dynamic_cast<const Examples<data::QaExample>&>(*examples));
+  unanswered->items[1].is_impossible = false;
+  const auto unlabelled = adapter->featurize(unanswered, cased_tokenizer(), false);
+  EXPECT_FALSE(unlabelled->labelled);
+  EXPECT_EQ(unlabelled->num_unlabelled, 1);
+  EXPECT_EQ(unlabelled->first_unlabelled, unanswered->items[1].where + ": example 'q2'");
+  EXPECT_EQ(features->num_unlabelled, 0);
 }
 
 // run_qa's post-processing rules one at a time, on hand-set logits (0 elsewhere): a span scores
@@ -1070,7 +1088,10 @@ TEST_F(RealDataTest, MultipleChoiceFeaturesAndModel) {
   given->items[1].label.reset();
   given->items[1].where = "given:2";
   EXPECT_TRUE(adapter->featurize(examples, cased_tokenizer(), false)->labelled);
-  EXPECT_FALSE(adapter->featurize(given, cased_tokenizer(), false)->labelled);
+  const auto unlabelled_set = adapter->featurize(given, cased_tokenizer(), false);
+  EXPECT_FALSE(unlabelled_set->labelled);
+  EXPECT_EQ(unlabelled_set->num_unlabelled, 1);
+  EXPECT_EQ(unlabelled_set->first_unlabelled, "given:2: example '" + given->items[1].id + "'");
   const auto unlabelled =
       testing::error_message([&] { adapter->featurize(given, cased_tokenizer(), true); });
   EXPECT_NE(unlabelled.find("given:2: training example '"), std::string::npos) << unlabelled;
