@@ -117,6 +117,7 @@ void check_dev_labelled(const Recipe& recipe,
                          ? recipe.adapter->featurize(examples, tokenizer, false)
                          : nullptr;
   const auto& set = named ? *named : dev;
+  if (set.num_unlabelled == 0) return;  // no example lacks a label: nothing to name here
   throw DataError(fmt::format(
       "{}: data.dev is scored at each evaluation, but {} of its {} examples have no gold label "
       "(the first: {}); label them or leave them out",
