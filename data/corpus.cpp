@@ -16,24 +16,23 @@ std::vector<RawDocument> read_corpus(const std::filesystem::path& path) {
     if (!current.sentences.empty()) documents.push_back(std::move(current));
     current = RawDocument{};
   };
-  for (const auto& line : split_lines(file.text)) {
-    const auto where = fmt::format("{}:{}", file.name, line.number);
-    if (jsonl) {
-      if (is_blank(line.text)) continue;
-      const auto j = parse_json(line.text, where);
-      if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+  if (jsonl) {  // a document per line, its text's lines the sentences
+    for_each_json_line(file, [&](nlohmann::json&& j, const Line&, const std::string& where) {
+      if (!j.contains("text") || !j["text"].is_string())
         throw DataError(where + ": a corpus JSON line needs a string \"text\"");
       current.where = where;
       for (const auto& sentence : split_lines(j["text"].get<std::string>()))
         if (!is_blank(sentence.text)) current.sentences.emplace_back(sentence.text);
       flush();
-      continue;
-    }
+    });
+    return documents;
+  }
+  for (const auto& line : split_lines(file.text)) {  // a sentence per line, documents by blanks
     if (is_blank(line.text)) {
       flush();
       continue;
     }
-    if (current.sentences.empty()) current.where = where;
+    if (current.sentences.empty()) current.where = fmt::format("{}:{}", file.name, line.number);
     current.sentences.emplace_back(line.text);
   }
   flush();

@@ -428,11 +428,7 @@ std::vector<TaggedSentence> read_tagged_jsonl(const DataSpec& spec) {
     return "";
   };
   std::vector<TaggedSentence> out;
-  for (const auto& line : split_lines(file.text)) {
-    if (is_blank(line.text)) continue;
-    const auto where = fmt::format("{}:{}", file.name, line.number);
-    const json j = parse_json(line.text, where);
-    if (!j.is_object()) throw DataError(where + ": expected a JSON object per line");
+  for_each_json_line(file, [&](json&& j, const Line&, const std::string& where) {
     const auto tokens_key = key_of(j, "token", {"tokens", "words"});
     const auto tags_key = key_of(j, "tag", {"ner_tags", "tags"});
     const auto id_key = key_of(j, "id", {"id"});
@@ -478,7 +474,7 @@ std::vector<TaggedSentence> read_tagged_jsonl(const DataSpec& spec) {
         throw DataError(
             fmt::format("{}: {} words but {} tags", where, s.words.size(), s.tags.size()));
     }
-    if (s.words.empty()) continue;  // no word: no sentence, as a blank line in CoNLL
+    if (s.words.empty()) return;  // no word: no sentence, as a blank line in CoNLL
     // Tags on some lines only would make a dev file silently unscored (or a training file fail
     // far from the cause): every sentence has them or none does, as CoNLL's fixed columns.
     if (!out.empty() && out.front().tags.empty() != s.tags.empty()) {
@@ -490,7 +486,7 @@ std::vector<TaggedSentence> read_tagged_jsonl(const DataSpec& spec) {
           first.tags.empty() ? "none" : "them"));
     }
     out.push_back(std::move(s));
-  }
+  });
   apply_limit(out, spec.limit);
   return out;
 }

@@ -92,18 +92,14 @@ Table read_jsonl(const TextFile& file) {
   Table table;
   table.file = file.name;
   std::vector<json> objects;
-  for (const auto& l : split_lines(file.text)) {
-    if (is_blank(l.text)) continue;
-    json j = parse_json(l.text, fmt::format("{}:{}", file.name, l.number));
-    if (!j.is_object())
-      throw DataError(fmt::format("{}:{}: expected a JSON object per line", file.name, l.number));
+  for_each_json_line(file, [&](json&& j, const Line& l, const std::string&) {
     for (const auto& [key, value] : j.items()) {
       if (std::find(table.header.begin(), table.header.end(), key) == table.header.end())
         table.header.push_back(key);
     }
     objects.push_back(std::move(j));
     table.lines.push_back(l.number);
-  }
+  });
   if (objects.empty())
     throw DataError(fmt::format("{}: the file is empty (no JSON lines)", file.name));
   for (size_t r = 0; r < objects.size(); ++r) {

@@ -119,6 +119,19 @@ nlohmann::json parse_json(std::string_view text, const std::string& where) {
   }
 }
 
+void for_each_json_line(
+    const TextFile& file,
+    const std::function<void(nlohmann::json&& object, const Line& line, const std::string& where)>&
+        fn) {
+  for (const auto& line : split_lines(file.text)) {
+    if (is_blank(line.text)) continue;
+    const auto where = fmt::format("{}:{}", file.name, line.number);
+    auto object = parse_json(line.text, where);
+    if (!object.is_object()) throw DataError(where + ": expected a JSON object per line");
+    fn(std::move(object), line, where);
+  }
+}
+
 nlohmann::json read_json_file(const std::filesystem::path& path) {
   const auto file = read_text_file(path);
   try {

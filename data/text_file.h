@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -61,6 +62,14 @@ std::vector<std::string_view> split_fields(std::string_view line);
 
 /// Parses JSON text; DataError "<where>: not valid JSON: ..." otherwise.
 nlohmann::json parse_json(std::string_view text, const std::string& where);
+
+/// JSON lines: calls `fn(object, line, where)` for the JSON object on each non-blank line of
+/// `file` in order, `where` being "<file>:<line>"; a line that is not JSON or not an object is
+/// a DataError naming it. One line parsed at a time (a corpus may be larger than memory twice).
+void for_each_json_line(
+    const TextFile& file,
+    const std::function<void(nlohmann::json&& object, const Line& line, const std::string& where)>&
+        fn);
 
 /// Reads and parses a whole JSON file; a syntax error is a DataError naming file and line.
 nlohmann::json read_json_file(const std::filesystem::path& path);

@@ -102,6 +102,9 @@ TEST(Corpus, BlankLinesSeparateDocumentsAndJsonlHoldsOnePerLine) {
   EXPECT_NE(message.find("c.jsonl:4: a corpus JSON line needs a string \"text\""),
             std::string::npos)
       << message;
+  testing::write_bytes(dir.path() / "list.jsonl", "{\"text\": \"A.\"}\n[\"B.\"]\n");
+  const auto list = testing::error_message([&] { data::read_corpus(dir.path() / "list.jsonl"); });
+  EXPECT_NE(list.find("list.jsonl:2: expected a JSON object per line"), std::string::npos) << list;
 }
 
 // The instance statistics the issue specifies: IsNext 50% +- 2, masked 15% +- 0.5, of which
