@@ -618,7 +618,23 @@ int run_eval(const std::string& model_dir,
   const auto recipe = load_recipe(recipe_file, overrides);
   if (split == "test" && !recipe.data.test)
     throw ConfigError(recipe_file + ": --split test: the recipe has no data.test");
-  const auto& spec = split == "test" ? *recipe.data.test : recipe.data.dev;
+  // dev, test, or a name of data.extra_dev.
+  const data::DataSpec* chosen = split == "dev"    ? &recipe.data.dev
+                                 : split == "test" ? &*recipe.data.test
+                                                   : nullptr;
+  std::string key = "data." + split;
+  std::vector<std::string> names = {"dev", "test"};
+  for (const auto& [name, extra] : recipe.data.extra_dev) {
+    names.push_back(name);
+    if (!chosen && name == split) {
+      chosen = &extra;
+      key = "data.extra_dev." + name;
+    }
+  }
+  if (!chosen)
+    throw ConfigError(fmt::format("{}: --split {}: not dev, test or a name of data.extra_dev ({})",
+                                  recipe_file, split, fmt::join(names, ", ")));
+  const auto& spec = *chosen;
   {  // The model's head decides what is evaluated: another task's would misread the data.
     const auto dir = PretrainedDir::find(model_dir);
     const auto config = read_model_config(dir);
@@ -638,13 +654,13 @@ int run_eval(const std::string& model_dir,
     const auto some = features->num_unlabelled < static_cast<int64_t>(examples->size());
     if (features->num_unlabelled > 0 && some)
       throw DataError(fmt::format(
-          "{}: data.{}: {} of its {} examples have no gold label (the first: {}); label them or "
+          "{}: {}: {} of its {} examples have no gold label (the first: {}); label them or "
           "leave them out",
-          spec.path.string(), split, features->num_unlabelled, examples->size(),
+          spec.path.string(), key, features->num_unlabelled, examples->size(),
           features->first_unlabelled));
-    throw DataError(fmt::format(
-        "{}: data.{} has no labels to evaluate against; `bertft predict` writes predictions",
-        spec.path.string(), split));
+    throw DataError(
+        fmt::format("{}: {} has no labels to evaluate against; `bertft predict` writes predictions",
+                    spec.path.string(), key));
   }
   const tasks::Trainer trainer(recipe.training);
   auto ev = trainer.evaluate(*m.adapter, m.model, *features);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <set>
@@ -81,6 +82,33 @@ void read_split(const YamlReader& data,
                            reader.where(reader.node().IsScalar() ? "" : "path"),
                            spec.path.string()));
   out = std::move(spec);
+}
+
+/// data.extra_dev: a mapping of name -> split, each read as data.<split> is.
+void read_extra_dev(const YamlReader& data,
+                    bool check_files,
+                    std::vector<std::pair<std::string, data::DataSpec>>& out,
+                    ErrorList& errors) {
+  const auto extra = data.child("extra_dev");
+  if (!extra.defined()) return;
+  if (!extra.node().IsMap()) {
+    errors.add(extra.where() +
+               ": expected a mapping of name: split (e.g. mm: {path: dev_mismatched.tsv})");
+    return;
+  }
+  for (const auto& name : extra.keys()) {
+    const bool word = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (!word) {
+      errors.add(extra.where(name) +
+                 ": a name of lower-case letters, digits and '_' (it ends the metrics' names)");
+      continue;
+    }
+    std::optional<data::DataSpec> spec;
+    read_split(extra, name, true, check_files, spec, errors);
+    if (spec) out.emplace_back(name, std::move(*spec));
+  }
 }
 
 void read_sweep(const YamlReader& reader,
@@ -291,6 +319,7 @@ Recipe parse_recipe(YAML::Node root,
   read_split(data, "train", true, check_files, train, errors);
   read_split(data, "dev", true, check_files, dev, errors);
   read_split(data, "test", false, check_files, recipe.data.test, errors);
+  read_extra_dev(data, check_files, recipe.data.extra_dev, errors);
   if (data.defined()) data.reject_unknown_keys(errors);
   if (train) recipe.data.train = *train;
   if (dev) recipe.data.dev = *dev;
@@ -370,6 +399,8 @@ YAML::Node with_expanded_paths(const Recipe& recipe) {
     replace_path(root["data"], "train", recipe.data.train.path);
     replace_path(root["data"], "dev", recipe.data.dev.path);
     if (recipe.data.test) replace_path(root["data"], "test", recipe.data.test->path);
+    for (const auto& [name, spec] : recipe.data.extra_dev)
+      replace_path(root["data"]["extra_dev"], name, spec.path);
   }
   return root;
 }
@@ -446,6 +477,10 @@ std::vector<KeyDoc> recipe_key_docs(const std::string& task) {
       " (<split>: train and dev, required; test, optional, for `eval --split test` and "
       "sweep.predict_test; `train: FILE` is short for {path: FILE})";
   add(std::move(split_docs));
+  add({{"data.extra_dev.<name>", "split", "",
+        "More labelled dev sets (as data.<split>), each evaluated with a trial's best weights "
+        "at its end, not used to select them; metrics <metric>_<name> in result.json and the "
+        "leaderboard (MNLI: mm: dev_mismatched.tsv gives accuracy_mm, as HF's run_glue)"}});
   add(describe_struct<tasks::TrainerOptions>("training"));
   add({{"sweep.grid", "mapping of key: [values]", "",
         "Values to try; a training key or a dotted recipe path (task.max_seq_length); at most "

@@ -36,6 +36,10 @@ struct ModelSection {
 struct DataSection {
   data::DataSpec train, dev;
   std::optional<data::DataSpec> test;  ///< predicted by the exported model when given
+  /// data.extra_dev: more labelled sets by name (MNLI's mismatched dev), each evaluated with a
+  /// trial's best weights at its end, not used to select them; their metrics are named
+  /// <metric>_<name>, as HF's run_glue names MNLI's mismatched ones (accuracy_mm).
+  std::vector<std::pair<std::string, data::DataSpec>> extra_dev;
 };
 
 /// `sweep:` — the grid and seeds. Each grid key is a training key ("learning_rate") or a dotted

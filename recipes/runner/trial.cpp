@@ -109,6 +109,8 @@ std::optional<std::string> max_length_problem(const Recipe& recipe,
 /// here, before training, rather than by the first evaluation an epoch later. A set from the
 /// feature cache lacks the first unlabelled example's place; it is featurized again to name it.
 void check_dev_labelled(const Recipe& recipe,
+                        const std::string& split,
+                        const data::DataSpec& spec,
                         const std::shared_ptr<const tasks::ExampleSet>& examples,
                         const tasks::FeatureSet& dev,
                         const tok::Tokenizer& tokenizer) {
@@ -119,9 +121,10 @@ void check_dev_labelled(const Recipe& recipe,
   const auto& set = named ? *named : dev;
   if (set.num_unlabelled == 0) return;  // no example lacks a label: nothing to name here
   throw DataError(fmt::format(
-      "{}: data.dev is scored at each evaluation, but {} of its {} examples have no gold label "
-      "(the first: {}); label them or leave them out",
-      recipe.data.dev.path.string(), set.num_unlabelled, examples->size(), set.first_unlabelled));
+      "{}: data.{} is scored at {}, but {} of its {} examples have no gold label (the first: "
+      "{}); label them or leave them out",
+      spec.path.string(), split, split == "dev" ? "each evaluation" : "the end of each trial",
+      set.num_unlabelled, examples->size(), set.first_unlabelled));
 }
 
 }  // namespace
@@ -141,23 +144,35 @@ PreparedTask prepare_task(const Recipe& recipe, const fs::path& cache_dir) {
         recipe.file.string(), recipe.task_type));
   const auto train_examples = p.adapter->read(recipe.data.train);
   const auto dev_examples = p.adapter->read(recipe.data.dev);
+  std::vector<std::shared_ptr<const tasks::ExampleSet>> extra_examples;
+  for (const auto& [name, spec] : recipe.data.extra_dev)
+    extra_examples.push_back(p.adapter->read(spec));
   p.adapter->fit_labels(*train_examples);
-  if (cache_dir.empty() || !p.adapter->cacheable_features()) {
-    p.train = p.adapter->featurize(train_examples, *p.tokenizer, true);
-    p.dev = p.adapter->featurize(dev_examples, *p.tokenizer, false);
-    check_dev_labelled(recipe, dev_examples, *p.dev, *p.tokenizer);
-    return p;
+  const bool cached = !cache_dir.empty() && p.adapter->cacheable_features();
+  std::string common;
+  if (cached) {
+    YAML::Emitter options;
+    options << p.adapter->options();
+    common =
+        fmt::format("bertft-features-v3|{}|{}|labels={}|{}", recipe.task_type, options.c_str(),
+                    fmt::join(p.adapter->labels(), "\x1f"), tokenizer_fingerprint(p.dir, p.config));
   }
-  YAML::Emitter options;
-  options << p.adapter->options();
-  const std::string common =
-      fmt::format("bertft-features-v3|{}|{}|labels={}|{}", recipe.task_type, options.c_str(),
-                  fmt::join(p.adapter->labels(), "\x1f"), tokenizer_fingerprint(p.dir, p.config));
-  p.train = tasks::cached_featurize(*p.adapter, train_examples, *p.tokenizer, true, cache_dir,
-                                    common + "|train|" + spec_fingerprint(recipe.data.train));
-  p.dev = tasks::cached_featurize(*p.adapter, dev_examples, *p.tokenizer, false, cache_dir,
-                                  common + "|eval|" + spec_fingerprint(recipe.data.dev));
-  check_dev_labelled(recipe, dev_examples, *p.dev, *p.tokenizer);
+  const auto featurize = [&](const std::shared_ptr<const tasks::ExampleSet>& examples,
+                             const data::DataSpec& spec, bool training) {
+    if (!cached) return p.adapter->featurize(examples, *p.tokenizer, training);
+    return tasks::cached_featurize(
+        *p.adapter, examples, *p.tokenizer, training, cache_dir,
+        common + (training ? "|train|" : "|eval|") + spec_fingerprint(spec));
+  };
+  p.train = featurize(train_examples, recipe.data.train, true);
+  p.dev = featurize(dev_examples, recipe.data.dev, false);
+  check_dev_labelled(recipe, "dev", recipe.data.dev, dev_examples, *p.dev, *p.tokenizer);
+  for (size_t i = 0; i < extra_examples.size(); ++i) {
+    const auto& [name, spec] = recipe.data.extra_dev[i];
+    p.extra_dev.emplace_back(name, featurize(extra_examples[i], spec, false));
+    check_dev_labelled(recipe, "extra_dev." + name, spec, extra_examples[i],
+                       *p.extra_dev.back().second, *p.tokenizer);
+  }
   return p;
 }
 
@@ -202,13 +217,25 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   const bool train_ok = try_step(problems, [&] { train = adapter.read(recipe.data.train); });
   const bool dev_ok = try_step(problems, [&] { dev = adapter.read(recipe.data.dev); });
   if (recipe.data.test) try_step(problems, [&] { adapter.read(*recipe.data.test); });
+  std::vector<std::shared_ptr<const tasks::ExampleSet>> extra(recipe.data.extra_dev.size());
+  for (size_t i = 0; i < extra.size(); ++i)
+    try_step(problems, [&] { extra[i] = adapter.read(recipe.data.extra_dev[i].second); });
   if (!train_ok || !tokenizer || !try_step(problems, [&] { adapter.fit_labels(*train); }))
     return problems;
   try_step(problems, [&] { adapter.featurize(train, *tokenizer, true); });
   if (dev_ok)
     try_step(problems, [&] {
-      check_dev_labelled(recipe, dev, *adapter.featurize(dev, *tokenizer, false), *tokenizer);
+      check_dev_labelled(recipe, "dev", recipe.data.dev, dev,
+                         *adapter.featurize(dev, *tokenizer, false), *tokenizer);
     });
+  for (size_t i = 0; i < extra.size(); ++i) {
+    if (!extra[i]) continue;  // its reading failed, said above
+    const auto& [name, spec] = recipe.data.extra_dev[i];
+    try_step(problems, [&, &name = name, &spec = spec] {
+      check_dev_labelled(recipe, "extra_dev." + name, spec, extra[i],
+                         *adapter.featurize(extra[i], *tokenizer, false), *tokenizer);
+    });
+  }
   return problems;
 }
 
@@ -283,12 +310,22 @@ ExitCode run_trial(const Recipe& recipe,
     const auto result = trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(),
                                     dir.training().root());
     if (result.interrupted) return stopped_code();
+    // data.extra_dev: the best weights (the model's now) on each set, every rank taking part.
+    std::map<std::string, double> extra_metrics;
+    for (const auto& [name, features] : prepared.extra_dev) {
+      const auto ev = trainer.evaluate(*prepared.adapter, model, *features);
+      for (const auto& [metric, value] : ev.metrics) extra_metrics[metric + "_" + name] = value;
+      if (lead)
+        log::info("[trial] {}: data.extra_dev.{}: {} {:.4f}", trial_name, name, ev.main_metric,
+                  ev.main());
+    }
     if (!lead) return ExitCode::kOk;
     record.status = TrialStatus::kDone;
     record.main_metric = result.best.main_metric;
     record.goal = result.goal;
     record.main = result.best.main();
     record.metrics = result.best.metrics;
+    record.metrics.insert(extra_metrics.begin(), extra_metrics.end());
     record.best_step = result.best_step;
     record.steps = result.steps;
     record.stopped_early = result.stopped_early;

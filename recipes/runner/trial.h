@@ -25,12 +25,15 @@ struct PreparedTask {
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::shared_ptr<tasks::TaskAdapter> adapter;  ///< the recipe's own (Recipe::adapter)
   std::shared_ptr<tasks::FeatureSet> train, dev;
+  /// data.extra_dev's sets by name, in the recipe's order.
+  std::vector<std::pair<std::string, std::shared_ptr<tasks::FeatureSet>>> extra_dev;
 };
 
 /// Reads the recipe's checkpoint, tokenizer and data into the recipe's adapter (built once, when
 /// the recipe was parsed; call this once per recipe) and featurises train and dev, through the
 /// feature cache in `cache_dir` when it is not empty (the key covers the data bytes, the
-/// tokenizer files, the task options and labels, the split's role and the data spec).
+/// tokenizer files, the task options and labels, the split's role and the data spec), and so
+/// data.extra_dev's sets. A dev set with an unlabelled example is a DataError naming it.
 PreparedTask prepare_task(const Recipe& recipe, const std::filesystem::path& cache_dir);
 
 /// Runs `step`, true if it returns; an exception it throws becomes problems instead (a

@@ -438,9 +438,6 @@ TEST_F(CliTest, ABadOptionValueIsAUsageErrorNamingTheOptionAndValue) {
               (dir_.path() / "vocab").string() + " --min-frequency -3",
           "--min-frequency: must be a number >= 0, got '-3'");
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "vocab"));
-  // eval scores dev or the labelled test split, nothing else (not train).
-  refused("eval --model " + dir_.path().string() + " --recipe x.yaml --split train",
-          "--split: train not in {dev,test}");
 }
 
 // `leaderboard` on a sweep with no finished trial writes the board and exits 1 with nothing

@@ -590,6 +590,97 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
 
 // Ctrl-C (SIGINT) and SIGTERM: the run finishes its step, writes a checkpoint, says so and exits
 // 130 / 143; rerunning resumes from that checkpoint.
+// data.extra_dev (as HF's run_glue scores MNLI's mismatched dev beside the matched one): each
+// set is evaluated with a trial's best weights at its end, not used to select them; result.json
+// and the leaderboard carry its metrics as <metric>_<name>, and `eval --split <name>` on the
+// export gives the best trial's figure. A bad name, a missing file and a set labelled on some
+// lines only are refused before any trial.
+TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
+  const auto sst2 = data_dir() / "glue" / "SST-2";
+  BERTFT_REQUIRE_PATH(sst2 / "dev.tsv");
+  const auto d = dir_.path();
+  // Another labelled set: 48 dev sentences after the 32 that data.dev keeps.
+  const auto dev_lines = read_file(sst2 / "dev.tsv");
+  size_t from = 0;
+  for (int line = 0; line < 33; ++line) from = dev_lines.find('\n', from) + 1;  // header + 32
+  size_t to = from;
+  for (int line = 0; line < 48; ++line) to = dev_lines.find('\n', to) + 1;
+  fs::create_directories(d / "SST-2");
+  const auto other = d / "SST-2" / "dev_other.tsv";
+  testing::write_bytes(other, "sentence\tlabel\n" + dev_lines.substr(from, to - from));
+  const auto body = [&](const std::string& extra) {
+    return "task: {type: sequence_classification, max_seq_length: 32}\n" +
+           data_section(sst2 / "train.tsv", 64, sst2 / "dev.tsv", 32) + "  extra_dev:\n" + extra +
+           "training: {epochs: 1, batch_size: 16}\n"
+           "sweep: {grid: {learning_rate: [1.0e-3, 1.0e-4]}}\n";
+  };
+  const auto path = recipe("extra", body("    other: {path: " + other.string() + "}\n"));
+  ASSERT_EQ(bertft("sweep " + path.string()), 0) << last_log_;
+  const auto runs = d / "runs" / "extra";
+  const auto board = json::parse(read_file(runs / "leaderboard.json"));
+  const auto trial = runs / "trials" / board["best"]["trial"].get<std::string>();
+  const auto trial_log = read_file(trial / "train.log");
+  EXPECT_NE(trial_log.find(": data.extra_dev.other: accuracy "), std::string::npos) << trial_log;
+  ASSERT_EQ(board["settings"].size(), 2u);
+  for (const auto& setting : board["settings"]) {
+    EXPECT_TRUE(setting["metrics_mean"].contains("accuracy_other")) << setting.dump();
+    EXPECT_TRUE(setting["metrics_mean"].contains("accuracy")) << setting.dump();
+  }
+  EXPECT_NE(read_file(runs / "leaderboard.md").find("accuracy_other"), std::string::npos);
+  const auto best = json::parse(read_file(trial / "result.json"));
+  EXPECT_EQ(best["main_metric"], "accuracy");  // selection stays on data.dev
+  ASSERT_EQ(bertft("eval --split other --model " + (runs / "best_model").string() + " --recipe " +
+                   path.string()),
+            0)
+      << last_log_;
+  const auto eval = json::parse(last_log_.substr(last_log_.find('{')));
+  EXPECT_EQ(eval["split"], "other");
+  EXPECT_EQ(eval["data"], other.string());
+  for (const auto& [metric, value] : eval["metrics"].items())
+    EXPECT_NEAR(value.get<double>(), best["metrics"]["" + metric + "_other"].get<double>(), 1e-9)
+        << metric;
+  // The dev metrics are not the other set's (48 other sentences).
+  ASSERT_EQ(bertft("eval --model " + (runs / "best_model").string() + " --recipe " + path.string()),
+            0)
+      << last_log_;
+  const auto on_dev = json::parse(last_log_.substr(last_log_.find('{')));
+  EXPECT_NEAR(on_dev["metrics"]["accuracy"].get<double>(),
+              best["metrics"]["accuracy"].get<double>(), 1e-9);
+  EXPECT_EQ(bertft("eval --split train --model " + (runs / "best_model").string() + " --recipe " +
+                   path.string()),
+            2);
+  EXPECT_NE(last_log_.find(path.string() +
+                           ": --split train: not dev, test or a name of data.extra_dev (dev, "
+                           "test, other)"),
+            std::string::npos)
+      << last_log_;
+
+  // Refused before any trial: a name that cannot end a metric's, a file that is not there, and
+  // (when the recipe parses) a set with an unlabelled line.
+  const auto bad =
+      recipe("extra_bad", body("    Other: {path: " + other.string() +
+                               "}\n    gone: {path: " + (d / "no.tsv").string() + "}\n"));
+  ASSERT_EQ(bertft("validate " + bad.string()), 2) << last_log_;
+  for (const auto& expected :
+       {std::string(": a name of lower-case letters, digits and '_' (it ends the metrics' names)"),
+        "data.extra_dev.gone.path: no such file: " + (d / "no.tsv").string()})
+    EXPECT_NE(last_log_.find(expected), std::string::npos) << expected << "\n" << last_log_;
+  const auto partial = d / "partial.jsonl";
+  testing::write_bytes(partial,
+                       "{\"sentence\": \"a fine film .\", \"label\": \"1\"}\n"
+                       "{\"sentence\": \"a dull one .\"}\n");
+  const auto unlabelled = recipe("extra_partial", body("    part: " + partial.string() + "\n"));
+  const auto said = partial.string() +
+                    ": data.extra_dev.part is scored at the end of each trial, but 1 of its 2 "
+                    "examples have no gold label (the first: " +
+                    partial.string() + ":2: example '1')";
+  ASSERT_EQ(bertft("validate " + unlabelled.string()), 1) << last_log_;
+  EXPECT_NE(last_log_.find(said), std::string::npos) << last_log_;
+  ASSERT_EQ(bertft("sweep " + unlabelled.string()), 1) << last_log_;
+  EXPECT_NE(last_log_.find(said), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find("[sweep] no trial was started"), std::string::npos) << last_log_;
+}
+
 TEST_F(EndToEndTest, SigintAndSigtermCheckpointAndExit130And143) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
   const auto mrpc = data_dir() / "glue" / "MRPC";

@@ -414,6 +414,7 @@ TEST_F(RecipeTest, ShippedRecipesValidate) {
   ::setenv("BERTFT_MODEL", (dir_.path() / "model").c_str(), 1);
   const fs::path root = fs::path(BERTFT_SOURCE_DIR) / "recipes";
   std::map<std::string, size_t> trials;
+  std::map<std::string, std::vector<std::string>> extra_dev;
   // Walked with directory_iterator: a pip LibTorch exports its own recursive_directory_iterator
   // (bert::remove_tree's comment), and this test also runs against one on a GPU machine.
   const std::function<void(const fs::path&)> walk = [&](const fs::path& dir) {
@@ -422,7 +423,10 @@ TEST_F(RecipeTest, ShippedRecipesValidate) {
         walk(entry.path());
       } else if (entry.path().extension() == ".yaml") {
         const auto recipe = load_recipe(entry.path(), {}, /*check_files=*/false);
-        trials[fs::relative(entry.path(), root).string()] = expand_sweep(recipe, false).size();
+        const auto name = fs::relative(entry.path(), root).string();
+        trials[name] = expand_sweep(recipe, false).size();
+        for (const auto& [set, spec] : recipe.data.extra_dev)
+          extra_dev[name].push_back(set + ": " + spec.path.filename().string());
       }
     }
   };
@@ -431,6 +435,9 @@ TEST_F(RecipeTest, ShippedRecipesValidate) {
   EXPECT_EQ(trials.size(), 13u);
   EXPECT_EQ(trials.at("glue/mrpc.yaml"), 18u * 3);  // lr 3 x epochs 3 x batch 2, 3 seeds
   EXPECT_EQ(trials.at("glue/mnli.yaml"), 18u);
+  // MNLI's mismatched dev scored beside the matched one, as HF's run_glue does.
+  EXPECT_EQ(extra_dev, (std::map<std::string, std::vector<std::string>>{
+                           {"glue/mnli.yaml", {"mm: dev_mismatched.tsv"}}}));
   EXPECT_EQ(trials.at("squad/v1.yaml"), 1u);
   EXPECT_EQ(trials.at("ner/conll03.yaml"), 18u);
   EXPECT_EQ(trials.at("multilabel/goemotions.yaml"), 18u);

@@ -16,8 +16,8 @@ CommandRun setup_eval(CLI::App& app, const GlobalOptions&) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--recipe", a->recipe, "Recipe YAML")->required();
   app.add_option("--set", a->overrides, "Override a recipe key: key=value (dotted key)");
-  app.add_option("--split", a->split, "dev | test (the recipe's data.test, labelled)")
-      ->check(CLI::IsMember({"dev", "test"}));
+  app.add_option("--split", a->split,
+                 "dev | test (the recipe's data.test, labelled) | a name of its data.extra_dev");
   return [a] { return run_eval(a->model, a->recipe, a->overrides, a->split); };
 }
 
