@@ -679,6 +679,8 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
   ASSERT_EQ(bertft("sweep " + unlabelled.string()), 1) << last_log_;
   EXPECT_NE(last_log_.find(said), std::string::npos) << last_log_;
   EXPECT_NE(last_log_.find("[sweep] no trial was started"), std::string::npos) << last_log_;
+  ASSERT_EQ(bertft("train " + unlabelled.string()), 1) << last_log_;
+  EXPECT_NE(last_log_.find(said), std::string::npos) << last_log_;
 }
 
 TEST_F(EndToEndTest, SigintAndSigtermCheckpointAndExit130And143) {

@@ -282,10 +282,34 @@ TEST_F(RecipeTest, AKeyGivenTwiceInAMappingNamesBothLines) {
   EXPECT_NO_THROW(YamlReader::load_string("a: &x {k: 1}\nb: *x\nc: [*x, *x]\n", "--set"));
 }
 
+// data.extra_dev is a mapping of name -> split, each split as data.<split> is read.
+TEST_F(RecipeTest, ExtraDevIsAMappingOfNamedSplits) {
+  const auto with = [&](const std::string& extra) {
+    auto text = good();
+    text.replace(text.find("training:"), 0, "  extra_dev:" + extra);
+    return problems_of([&] { load_recipe(write(text), {}, /*check_files=*/false); });
+  };
+  const auto scalar = with(" dev.tsv\n");
+  EXPECT_NE(scalar.find("recipe.yaml:9:14: data.extra_dev: expected a mapping of name: split "
+                        "(e.g. mm: {path: dev_mismatched.tsv})"),
+            std::string::npos)
+      << scalar;
+  const auto no_path = with("\n    mm: {limit: 3}\n");
+  EXPECT_NE(no_path.find("data.extra_dev.mm: `path` is missing"), std::string::npos) << no_path;
+  const auto unknown = with("\n    mm: {path: a.tsv, colums: {}}\n");
+  EXPECT_NE(unknown.find("data.extra_dev.mm: unknown key 'colums' (did you mean 'columns'?)"),
+            std::string::npos)
+      << unknown;
+  EXPECT_EQ(with("\n    mm: a.tsv\n    hans_2: {path: b.tsv, limit: 3}\n"), "(no error)");
+}
+
 // A run keeps its recipe with the variables' values: exporting it later needs no environment.
 TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
   auto text = good();
   text.replace(text.find("pretrained: ") + 12, dir_.path().string().size(), "${BERTFT_TEST_KEEP}");
+  text.replace(text.find("training:"), 0,
+               "  extra_dev:\n    mm: {path: \"${BERTFT_TEST_KEEP}/mm.tsv\"}\n"
+               "    short: ${BERTFT_TEST_KEEP}/short.tsv\n");
   ::setenv("BERTFT_TEST_KEEP", dir_.path().c_str(), 1);
   const auto recipe = load_recipe(write(text), {}, /*check_files=*/false);
   ASSERT_TRUE(keep_resolved_recipe(dir_.path() / "run", recipe));
@@ -293,6 +317,11 @@ TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
   const auto kept = load_recipe(dir_.path() / "run" / "recipe.yaml", {}, /*check_files=*/false);
   EXPECT_EQ(kept.model.pretrained, dir_.path() / "model");
   EXPECT_EQ(kept.data.train.path, recipe.data.train.path);
+  ASSERT_EQ(kept.data.extra_dev.size(), 2u);  // in the recipe's order, each by its name
+  EXPECT_EQ(kept.data.extra_dev[0].first, "mm");
+  EXPECT_EQ(kept.data.extra_dev[0].second.path, dir_.path() / "mm.tsv");
+  EXPECT_EQ(kept.data.extra_dev[1].first, "short");
+  EXPECT_EQ(kept.data.extra_dev[1].second.path, dir_.path() / "short.tsv");
   EXPECT_TRUE(keep_resolved_recipe(dir_.path() / "run", recipe));  // the same recipe again
   // Another value (the same model, reached by another path) is another recipe.
   ::setenv("BERTFT_TEST_KEEP", (dir_.path() / ".").c_str(), 1);
