@@ -85,8 +85,13 @@ TrialEnd report_trial_end(const TrialDir& trial, const Trial& t, int status) {
   const auto exit = child_exit(status);
   const auto done = [&](const std::optional<TrialResult>& result) {
     if (!result || !result->done()) return false;
-    log::info("[sweep] {}: done, {} {:.4f} ({:.0f}s)", t.name, result->main_metric, result->score(),
-              result->seconds);
+    std::string extra;  // data.extra_dev's main metric beside dev's
+    for (const auto& [name, spec] : t.recipe.data.extra_dev)
+      if (const auto it = result->metrics.find(result->main_metric + "_" + name);
+          it != result->metrics.end())
+        extra += fmt::format(", {} {:.4f}", it->first, it->second);
+    log::info("[sweep] {}: done, {} {:.4f}{} ({:.0f}s)", t.name, result->main_metric,
+              result->score(), extra, result->seconds);
     return true;
   };
   if (done(TrialResult::read(trial))) return TrialEnd::kDone;  // by this child, or another process

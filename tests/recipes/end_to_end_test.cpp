@@ -3,6 +3,7 @@
 // equal an uninterrupted run's), the leaderboard, a failing trial recorded while the sweep
 // goes on, and exported models that reload with identical outputs.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -619,6 +620,13 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
   const auto runs = d / "runs" / "extra";
   const auto board = json::parse(read_file(runs / "leaderboard.json"));
   const auto trial = runs / "trials" / board["best"]["trial"].get<std::string>();
+  EXPECT_NE(
+      last_log_.find(", accuracy_other " +
+                     fmt::format("{:.4f}", json::parse(read_file(
+                                               trial / "result.json"))["metrics"]["accuracy_other"]
+                                               .get<double>())),
+      std::string::npos)
+      << last_log_;  // each trial's line gives the other set's accuracy beside dev's
   const auto trial_log = read_file(trial / "train.log");
   EXPECT_NE(trial_log.find(": data.extra_dev.other: accuracy "), std::string::npos) << trial_log;
   ASSERT_EQ(board["settings"].size(), 2u);
