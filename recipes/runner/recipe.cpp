@@ -84,16 +84,19 @@ void read_split(const YamlReader& data,
   out = std::move(spec);
 }
 
-/// data.extra_dev: a mapping of name -> split, each read as data.<split> is.
-void read_extra_dev(const YamlReader& data,
-                    bool check_files,
-                    std::vector<std::pair<std::string, data::DataSpec>>& out,
-                    ErrorList& errors) {
-  const auto extra = data.child("extra_dev");
+/// data.extra_dev / data.extra_test (`key`): a mapping of name -> split, each read as
+/// data.<split> is; `example` is a file name for the message on another shape.
+void read_named_splits(const YamlReader& data,
+                       const std::string& key,
+                       const std::string& example,
+                       bool check_files,
+                       std::vector<std::pair<std::string, data::DataSpec>>& out,
+                       ErrorList& errors) {
+  const auto extra = data.child(key);
   if (!extra.defined()) return;
   if (!extra.node().IsMap()) {
-    errors.add(extra.where() +
-               ": expected a mapping of name: split (e.g. mm: {path: dev_mismatched.tsv})");
+    errors.add(extra.where() + ": expected a mapping of name: split (e.g. mm: {path: " + example +
+               "})");
     return;
   }
   for (const auto& name : extra.keys()) {
@@ -102,7 +105,8 @@ void read_extra_dev(const YamlReader& data,
     });
     if (!word) {
       errors.add(extra.where(name) +
-                 ": a name of lower-case letters, digits and '_' (it ends the metrics' names)");
+                 ": a name of lower-case letters, digits and '_' (it ends the names of " +
+                 (key == "extra_dev" ? "metrics" : "prediction files") + ")");
       continue;
     }
     std::optional<data::DataSpec> spec;
@@ -319,7 +323,10 @@ Recipe parse_recipe(YAML::Node root,
   read_split(data, "train", true, check_files, train, errors);
   read_split(data, "dev", true, check_files, dev, errors);
   read_split(data, "test", false, check_files, recipe.data.test, errors);
-  read_extra_dev(data, check_files, recipe.data.extra_dev, errors);
+  read_named_splits(data, "extra_dev", "dev_mismatched.tsv", check_files, recipe.data.extra_dev,
+                    errors);
+  read_named_splits(data, "extra_test", "test_mismatched.tsv", check_files, recipe.data.extra_test,
+                    errors);
   if (data.defined()) data.reject_unknown_keys(errors);
   if (train) recipe.data.train = *train;
   if (dev) recipe.data.dev = *dev;
@@ -401,6 +408,8 @@ YAML::Node with_expanded_paths(const Recipe& recipe) {
     if (recipe.data.test) replace_path(root["data"], "test", recipe.data.test->path);
     for (const auto& [name, spec] : recipe.data.extra_dev)
       replace_path(root["data"]["extra_dev"], name, spec.path);
+    for (const auto& [name, spec] : recipe.data.extra_test)
+      replace_path(root["data"]["extra_test"], name, spec.path);
   }
   return root;
 }
@@ -480,7 +489,10 @@ std::vector<KeyDoc> recipe_key_docs(const std::string& task) {
   add({{"data.extra_dev.<name>", "split", "",
         "More labelled dev sets (as data.<split>), each evaluated with a trial's best weights "
         "at its end, not used to select them; metrics <metric>_<name> in result.json and the "
-        "leaderboard (MNLI: mm: dev_mismatched.tsv gives accuracy_mm, as HF's run_glue)"}});
+        "leaderboard (MNLI: mm: dev_mismatched.tsv gives accuracy_mm, as HF's run_glue)"},
+       {"data.extra_test.<name>", "split", "",
+        "More test sets (as data.<split>) that sweep.predict_test predicts beside data.test, "
+        "into test_predictions_<name>.* (MNLI: mm: test_mismatched.tsv, GLUE's MNLI-mm)"}});
   add(describe_struct<tasks::TrainerOptions>("training"));
   add({{"sweep.grid", "mapping of key: [values]", "",
         "Values to try; a training key or a dotted recipe path (task.max_seq_length); at most "

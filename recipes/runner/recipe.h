@@ -40,6 +40,9 @@ struct DataSection {
   /// trial's best weights at its end, not used to select them; their metrics are named
   /// <metric>_<name>, as HF's run_glue names MNLI's mismatched ones (accuracy_mm).
   std::vector<std::pair<std::string, data::DataSpec>> extra_dev;
+  /// data.extra_test: more test sets by name (MNLI's mismatched test), predicted beside
+  /// data.test by sweep.predict_test into test_predictions_<name>.*.
+  std::vector<std::pair<std::string, data::DataSpec>> extra_test;
 };
 
 /// `sweep:` — the grid and seeds. Each grid key is a training key ("learning_rate") or a dotted

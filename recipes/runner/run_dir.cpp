@@ -117,8 +117,8 @@ TrialDir SweepDir::train_run() const {
 fs::path SweepDir::best_model() const {
   return root_ / "best_model";
 }
-fs::path SweepDir::test_predictions(const std::string& extension) const {
-  return root_ / ("test_predictions" + extension);
+fs::path SweepDir::test_predictions(const std::string& extension, const std::string& name) const {
+  return root_ / ("test_predictions" + (name.empty() ? "" : "_" + name) + extension);
 }
 fs::path SweepDir::leaderboard(const std::string& extension) const {
   return root_ / ("leaderboard." + extension);

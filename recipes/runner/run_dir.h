@@ -64,8 +64,10 @@ class SweepDir {
   std::filesystem::path cache() const;       ///< cache/: tokenised features shared by the trials
   TrialDir train_run() const;                ///< train/: `bertft train`'s default --out
   std::filesystem::path best_model() const;  ///< best_model/: the exported best trial
-  /// test_predictions<extension>: best_model's predictions of data.test (sweep.predict_test).
-  std::filesystem::path test_predictions(const std::string& extension) const;
+  /// test_predictions<extension>: best_model's predictions of data.test (sweep.predict_test);
+  /// with a `name`, test_predictions_<name><extension>: data.extra_test's set of that name.
+  std::filesystem::path test_predictions(const std::string& extension,
+                                         const std::string& name = "") const;
   /// leaderboard.<extension> for md, csv, json, svg.
   std::filesystem::path leaderboard(const std::string& extension) const;
   /// True when `dir` holds a sweep (its plan or leaderboard), not a single trial.

@@ -343,16 +343,19 @@ int run_sweep(const Recipe& recipe, const SweepOptions& options) {
   if (board.value("complete", false) && recipe.output.export_best && board.contains("best")) {
     // Another sweep on this directory may complete at the same time: the exports take turns,
     // and each one's predictions read the model it exported.
-    export_model(
-        dir.trial(board["best"]["trial"].get<std::string>()).root(), dir.best_model(), [&] {
-          if (!recipe.sweep.predict_test || !recipe.data.test) return;
-          PredictOptions predict;
-          predict.batch_size = recipe.training.eval_batch_size;
-          predict.device = recipe.training.device;
-          predict_split(dir.best_model(), *recipe.data.test,
-                        dir.test_predictions(prediction_extension(recipe.task_type)).string(),
-                        predict);
-        });
+    export_model(dir.trial(board["best"]["trial"].get<std::string>()).root(), dir.best_model(),
+                 [&] {
+                   if (!recipe.sweep.predict_test || !recipe.data.test) return;
+                   PredictOptions predict;
+                   predict.batch_size = recipe.training.eval_batch_size;
+                   predict.device = recipe.training.device;
+                   const auto extension = prediction_extension(recipe.task_type);
+                   predict_split(dir.best_model(), *recipe.data.test,
+                                 dir.test_predictions(extension).string(), predict);
+                   for (const auto& [name, spec] : recipe.data.extra_test)
+                     predict_split(dir.best_model(), spec,
+                                   dir.test_predictions(extension, name).string(), predict);
+                 });
   } else if (!board.value("complete", false)) {
     log::info("[sweep] {} of {} trials done; the best model is exported when all are",
               board.value("done", 0), board["trials"].size());

@@ -217,6 +217,8 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   const bool train_ok = try_step(problems, [&] { train = adapter.read(recipe.data.train); });
   const bool dev_ok = try_step(problems, [&] { dev = adapter.read(recipe.data.dev); });
   if (recipe.data.test) try_step(problems, [&] { adapter.read(*recipe.data.test); });
+  for (const auto& [name, spec] : recipe.data.extra_test)
+    try_step(problems, [&, &spec = spec] { adapter.read(spec); });
   std::vector<std::shared_ptr<const tasks::ExampleSet>> extra(recipe.data.extra_dev.size());
   for (size_t i = 0; i < extra.size(); ++i)
     try_step(problems, [&] { extra[i] = adapter.read(recipe.data.extra_dev[i].second); });

@@ -589,8 +589,6 @@ TEST_F(EndToEndTest, StsbSweepSelectingByMseKeepsAndRanksTheLowest) {
         << last_log_ << eval.dump();
 }
 
-// Ctrl-C (SIGINT) and SIGTERM: the run finishes its step, writes a checkpoint, says so and exits
-// 130 / 143; rerunning resumes from that checkpoint.
 // data.extra_dev (as HF's run_glue scores MNLI's mismatched dev beside the matched one): each
 // set is evaluated with a trial's best weights at its end, not used to select them; result.json
 // and the leaderboard carry its metrics as <metric>_<name>, and `eval --split <name>` on the
@@ -609,13 +607,20 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
   fs::create_directories(d / "SST-2");
   const auto other = d / "SST-2" / "dev_other.tsv";
   testing::write_bytes(other, "sentence\tlabel\n" + dev_lines.substr(from, to - from));
-  const auto body = [&](const std::string& extra) {
+  const auto body = [&](const std::string& extra, const std::string& more = "") {
     return "task: {type: sequence_classification, max_seq_length: 32}\n" +
            data_section(sst2 / "train.tsv", 64, sst2 / "dev.tsv", 32) + "  extra_dev:\n" + extra +
+           more +
            "training: {epochs: 1, batch_size: 16}\n"
-           "sweep: {grid: {learning_rate: [1.0e-3, 1.0e-4]}}\n";
+           "sweep: {grid: {learning_rate: [1.0e-3, 1.0e-4]}, predict_test: " +
+           (more.empty() ? "false" : "true") + "}\n";
   };
-  const auto path = recipe("extra", body("    other: {path: " + other.string() + "}\n"));
+  // data.extra_test: predicted beside data.test by sweep.predict_test (GLUE's MNLI-m and -mm).
+  const auto path =
+      recipe("extra", body("    other: {path: " + other.string() + "}\n",
+                           "  test: {path: " + (sst2 / "test.tsv").string() +
+                               ", limit: 10}\n  extra_test:\n    other: {path: " + other.string() +
+                               ", limit: 12}\n"));
   ASSERT_EQ(bertft("sweep " + path.string()), 0) << last_log_;
   const auto runs = d / "runs" / "extra";
   const auto board = json::parse(read_file(runs / "leaderboard.json"));
@@ -627,6 +632,14 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
                                                .get<double>())),
       std::string::npos)
       << last_log_;  // each trial's line gives the other set's accuracy beside dev's
+  for (const auto& [file, lines] :
+       std::vector<std::pair<std::string, int>>{{"test_predictions.jsonl", 10},
+                                                {"test_predictions.glue.tsv", 11},
+                                                {"test_predictions_other.jsonl", 12},
+                                                {"test_predictions_other.glue.tsv", 13}}) {
+    const auto text = read_file(runs / file);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), lines) << file << "\n" << text;
+  }
   const auto trial_log = read_file(trial / "train.log");
   EXPECT_NE(trial_log.find(": data.extra_dev.other: accuracy "), std::string::npos) << trial_log;
   ASSERT_EQ(board["settings"].size(), 2u);
@@ -667,10 +680,14 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
   // (when the recipe parses) a set with an unlabelled line.
   const auto bad =
       recipe("extra_bad", body("    Other: {path: " + other.string() +
-                               "}\n    gone: {path: " + (d / "no.tsv").string() + "}\n"));
+                                   "}\n    gone: {path: " + (d / "no.tsv").string() + "}\n",
+                               "  extra_test:\n    Mm: {path: " + other.string() + "}\n"));
   ASSERT_EQ(bertft("validate " + bad.string()), 2) << last_log_;
   for (const auto& expected :
-       {std::string(": a name of lower-case letters, digits and '_' (it ends the metrics' names)"),
+       {std::string("data.extra_dev.Other: a name of lower-case letters, digits and '_' (it ends "
+                    "the names of metrics)"),
+        std::string("data.extra_test.Mm: a name of lower-case letters, digits and '_' (it ends "
+                    "the names of prediction files)"),
         "data.extra_dev.gone.path: no such file: " + (d / "no.tsv").string()})
     EXPECT_NE(last_log_.find(expected), std::string::npos) << expected << "\n" << last_log_;
   const auto partial = d / "partial.jsonl";
@@ -691,6 +708,8 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
   EXPECT_NE(last_log_.find(said), std::string::npos) << last_log_;
 }
 
+// Ctrl-C (SIGINT) and SIGTERM: the run finishes its step, writes a checkpoint, says so and exits
+// 130 / 143; rerunning resumes from that checkpoint.
 TEST_F(EndToEndTest, SigintAndSigtermCheckpointAndExit130And143) {
   BERTFT_REQUIRE_PATH(data_dir() / "glue" / "MRPC" / "train.tsv");
   const auto mrpc = data_dir() / "glue" / "MRPC";

@@ -309,7 +309,8 @@ TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
   text.replace(text.find("pretrained: ") + 12, dir_.path().string().size(), "${BERTFT_TEST_KEEP}");
   text.replace(text.find("training:"), 0,
                "  extra_dev:\n    mm: {path: \"${BERTFT_TEST_KEEP}/mm.tsv\"}\n"
-               "    short: ${BERTFT_TEST_KEEP}/short.tsv\n");
+               "    short: ${BERTFT_TEST_KEEP}/short.tsv\n"
+               "  extra_test:\n    mm: ${BERTFT_TEST_KEEP}/test_mm.tsv\n");
   ::setenv("BERTFT_TEST_KEEP", dir_.path().c_str(), 1);
   const auto recipe = load_recipe(write(text), {}, /*check_files=*/false);
   ASSERT_TRUE(keep_resolved_recipe(dir_.path() / "run", recipe));
@@ -322,6 +323,8 @@ TEST_F(RecipeTest, KeptRecipeHoldsExpandedPaths) {
   EXPECT_EQ(kept.data.extra_dev[0].second.path, dir_.path() / "mm.tsv");
   EXPECT_EQ(kept.data.extra_dev[1].first, "short");
   EXPECT_EQ(kept.data.extra_dev[1].second.path, dir_.path() / "short.tsv");
+  ASSERT_EQ(kept.data.extra_test.size(), 1u);
+  EXPECT_EQ(kept.data.extra_test[0].second.path, dir_.path() / "test_mm.tsv");
   EXPECT_TRUE(keep_resolved_recipe(dir_.path() / "run", recipe));  // the same recipe again
   // Another value (the same model, reached by another path) is another recipe.
   ::setenv("BERTFT_TEST_KEEP", (dir_.path() / ".").c_str(), 1);
