@@ -694,13 +694,23 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
   testing::write_bytes(partial,
                        "{\"sentence\": \"a fine film .\", \"label\": \"1\"}\n"
                        "{\"sentence\": \"a dull one .\"}\n");
-  const auto unlabelled = recipe("extra_partial", body("    part: " + partial.string() + "\n"));
+  // ... with a malformed extra test set beside it: validate names both.
+  const auto broken = d / "broken_test.tsv";
+  testing::write_bytes(broken, "sentence\tlabel\nfine\t1\none\t0\textra\n");
+  const auto unlabelled =
+      recipe("extra_partial",
+             body("    part: " + partial.string() + "\n",
+                  "  test: {path: " + (sst2 / "test.tsv").string() +
+                      ", limit: 4}\n  extra_test:\n" + "    broken: " + broken.string() + "\n"));
   const auto said = partial.string() +
                     ": data.extra_dev.part is scored at the end of each trial, but 1 of its 2 "
                     "examples have no gold label (the first: " +
                     partial.string() + ":2: example '1')";
   ASSERT_EQ(bertft("validate " + unlabelled.string()), 1) << last_log_;
   EXPECT_NE(last_log_.find(said), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find(broken.string() + ":3: expected 2 fields (as the header), got 3"),
+            std::string::npos)
+      << last_log_;
   ASSERT_EQ(bertft("sweep " + unlabelled.string()), 1) << last_log_;
   EXPECT_NE(last_log_.find(said), std::string::npos) << last_log_;
   EXPECT_NE(last_log_.find("[sweep] no trial was started"), std::string::npos) << last_log_;
