@@ -109,6 +109,11 @@ void read_named_splits(const YamlReader& data,
                  (key == "extra_dev" ? "metrics" : "prediction files") + ")");
       continue;
     }
+    if (key == "extra_dev" && (name == "dev" || name == "test")) {  // eval --split's own names
+      errors.add(extra.where(name) + ": `eval --split " + name + "` means data." + name +
+                 "; give this set another name");
+      continue;
+    }
     std::optional<data::DataSpec> spec;
     read_split(extra, name, true, check_files, spec, errors);
     if (spec) out.emplace_back(name, std::move(*spec));

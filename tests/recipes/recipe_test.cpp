@@ -301,6 +301,11 @@ TEST_F(RecipeTest, ExtraDevIsAMappingOfNamedSplits) {
             std::string::npos)
       << unknown;
   EXPECT_EQ(with("\n    mm: a.tsv\n    hans_2: {path: b.tsv, limit: 3}\n"), "(no error)");
+  const auto reserved = with("\n    test: a.tsv\n");
+  EXPECT_NE(reserved.find("data.extra_dev.test: `eval --split test` means data.test; give this "
+                          "set another name"),
+            std::string::npos)
+      << reserved;
 }
 
 // A run keeps its recipe with the variables' values: exporting it later needs no environment.
