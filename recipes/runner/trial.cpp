@@ -21,6 +21,7 @@
 #include "bert/tokenizer/factory.h"
 #include "tasks/common/feature_cache.h"
 #include "tasks/registry.h"
+#include "tasks/training/callbacks.h"
 #include "tasks/training/trainer.h"
 
 namespace bert::recipes {
@@ -312,14 +313,20 @@ ExitCode run_trial(const Recipe& recipe,
     const auto result = trainer.fit(*prepared.adapter, model, *prepared.train, prepared.dev.get(),
                                     dir.training().root());
     if (result.interrupted) return stopped_code();
-    // data.extra_dev: the best weights (the model's now) on each set, every rank taking part.
+    // data.extra_dev: the best weights (the model's now) on each set, every rank taking part;
+    // a line each in metrics.jsonl (split extra_dev.<name>), their metrics in result.json.
     std::map<std::string, double> extra_metrics;
     for (const auto& [name, features] : prepared.extra_dev) {
       const auto ev = trainer.evaluate(*prepared.adapter, model, *features);
       for (const auto& [metric, value] : ev.metrics) extra_metrics[metric + "_" + name] = value;
-      if (lead)
-        log::info("[trial] {}: data.extra_dev.{}: {} {:.4f}", trial_name, name, ev.main_metric,
-                  ev.main());
+      if (!lead) continue;
+      log::info("[trial] {}: data.extra_dev.{}: {} {:.4f}", trial_name, name, ev.main_metric,
+                ev.main());
+      tasks::MetricsLog(dir.training().metrics_log())
+          .append({{"step", result.steps},
+                   {"split", "extra_dev." + name},
+                   {"best_step", result.best_step},
+                   {"metrics", nlohmann::json(ev.metrics)}});
     }
     if (!lead) return ExitCode::kOk;
     record.status = TrialStatus::kDone;

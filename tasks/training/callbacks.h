@@ -43,9 +43,10 @@ class MetricsLog final : public TrainerCallback {
                    const Evaluation& evaluation,
                    bool improved,
                    TrainControl& control) override;
+  /// Appends `record` as one line (a run's own records after fit(): data.extra_dev's).
+  void append(const nlohmann::json& record) const;
 
  private:
-  void append(const nlohmann::json& record) const;
   std::filesystem::path path_;
 };
 

@@ -642,6 +642,14 @@ TEST_F(EndToEndTest, ExtraDevSetsAreScoredWithTheBestWeightsAndRanked) {
   }
   const auto trial_log = read_file(trial / "train.log");
   EXPECT_NE(trial_log.find(": data.extra_dev.other: accuracy "), std::string::npos) << trial_log;
+  // metrics.jsonl ends with the other set's record: the best weights' metrics, unsuffixed.
+  const auto metrics_log = read_file(trial / "metrics.jsonl");
+  const auto last_line =
+      json::parse(metrics_log.substr(metrics_log.rfind('\n', metrics_log.size() - 2) + 1));
+  EXPECT_EQ(last_line["split"], "extra_dev.other") << metrics_log;
+  EXPECT_DOUBLE_EQ(
+      last_line["metrics"]["accuracy"].get<double>(),
+      json::parse(read_file(trial / "result.json"))["metrics"]["accuracy_other"].get<double>());
   ASSERT_EQ(board["settings"].size(), 2u);
   for (const auto& setting : board["settings"]) {
     EXPECT_TRUE(setting["metrics_mean"].contains("accuracy_other")) << setting.dump();
