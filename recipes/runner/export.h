@@ -97,8 +97,9 @@ void predict_split(const std::filesystem::path& model_dir,
 /// The main prediction file's extension for a task: .txt (CoNLL), .json (SQuAD), else .jsonl.
 std::string prediction_extension(const std::string& task_type);
 
-/// `bertft eval`: the model's metrics on a recipe's data.dev (or data.test: `split` "test"),
-/// printed as JSON. A split without labels is a DataError.
+/// `bertft eval`: the model's metrics on a recipe's data.dev (or data.test: `split` "test"; or
+/// the data.extra_dev set of that name), printed as JSON. A split without labels, or with an
+/// example without one (the count and the first named), is a DataError.
 int run_eval(const std::string& model_dir,
              const std::string& recipe,
              const std::vector<std::string>& overrides,
