@@ -485,8 +485,7 @@ TEST_F(MalformedInputTest, TaggedJsonLines) {
            // Tags on some lines only: a dev file would go unscored without a word.
            {"{\"tokens\": [\"EU\"], \"ner_tags\": [\"O\"]}\n\n{\"tokens\": [\"x\"]}",
             ":3: this sentence has no tags but the first one (" + bad_name +
-                ":1) has them; every "
-                "line has tags or none does"},
+                ":1) has them; every line has tags or none does"},
            {"{\"tokens\": [\"x\"]}\n{\"words\": [\"EU\"], \"tags\": [1]}",
             ":2: this sentence has tags but the first one (" + bad_name + ":1) has none"}}) {
     const auto bad = write("bad.jsonl", text + "\n");
