@@ -214,29 +214,26 @@ std::vector<std::string> input_problems(const Recipe& recipe, bool read_data) {
   }
   if (!read_data || !recipe.adapter) return problems;
   auto& adapter = *recipe.adapter;
-  std::shared_ptr<const tasks::ExampleSet> train, dev;
+  std::shared_ptr<const tasks::ExampleSet> train;
   const bool train_ok = try_step(problems, [&] { train = adapter.read(recipe.data.train); });
-  const bool dev_ok = try_step(problems, [&] { dev = adapter.read(recipe.data.dev); });
+  // The scored splits, each needing every gold label: data.dev, then data.extra_dev's sets.
+  std::vector<std::pair<std::string, const data::DataSpec*>> scored = {{"dev", &recipe.data.dev}};
+  for (const auto& [name, spec] : recipe.data.extra_dev)
+    scored.emplace_back("extra_dev." + name, &spec);
+  std::vector<std::shared_ptr<const tasks::ExampleSet>> examples(scored.size());
+  for (size_t i = 0; i < scored.size(); ++i)
+    try_step(problems, [&] { examples[i] = adapter.read(*scored[i].second); });
   if (recipe.data.test) try_step(problems, [&] { adapter.read(*recipe.data.test); });
   for (const auto& [name, spec] : recipe.data.extra_test)
     try_step(problems, [&, &spec = spec] { adapter.read(spec); });
-  std::vector<std::shared_ptr<const tasks::ExampleSet>> extra(recipe.data.extra_dev.size());
-  for (size_t i = 0; i < extra.size(); ++i)
-    try_step(problems, [&] { extra[i] = adapter.read(recipe.data.extra_dev[i].second); });
   if (!train_ok || !tokenizer || !try_step(problems, [&] { adapter.fit_labels(*train); }))
     return problems;
   try_step(problems, [&] { adapter.featurize(train, *tokenizer, true); });
-  if (dev_ok)
+  for (size_t i = 0; i < scored.size(); ++i) {
+    if (!examples[i]) continue;  // its reading failed, said above
     try_step(problems, [&] {
-      check_dev_labelled(recipe, "dev", recipe.data.dev, dev,
-                         *adapter.featurize(dev, *tokenizer, false), *tokenizer);
-    });
-  for (size_t i = 0; i < extra.size(); ++i) {
-    if (!extra[i]) continue;  // its reading failed, said above
-    const auto& [name, spec] = recipe.data.extra_dev[i];
-    try_step(problems, [&, &name = name, &spec = spec] {
-      check_dev_labelled(recipe, "extra_dev." + name, spec, extra[i],
-                         *adapter.featurize(extra[i], *tokenizer, false), *tokenizer);
+      check_dev_labelled(recipe, scored[i].first, *scored[i].second, examples[i],
+                         *adapter.featurize(examples[i], *tokenizer, false), *tokenizer);
     });
   }
   return problems;
