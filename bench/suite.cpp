@@ -391,6 +391,7 @@ struct Suite {
   json results = json::object();
   std::map<std::string, double> ceiling;  // "fp32" / "bf16" -> TFLOP/s
   std::map<bool, std::pair<torch::Tensor, torch::Tensor>> ceiling_operands;  // bf16 -> x, w
+  bert::OneDnnPackedBf16Weight ceiling_packed;  ///< bf16's w packed, where that is the ceiling
   /// Whether this CPU runs bf16 GEMMs clearly faster than fp32 (the probe of precision: auto),
   /// and the probe's words; without it the bf16 rows are skipped (~100x slower on AVX2 only).
   bool bf16_fast = false;
@@ -409,17 +410,24 @@ struct Suite {
 
   std::unique_ptr<bert::tasks::TaskAdapter> adapter() const { return classifier(); }
 
-  /// The gemm section's engine that gave the bf16 ceiling (2 LibTorch's, 3 oneDNN's).
+  /// The gemm section's engine that gave the bf16 ceiling (2 LibTorch's, 3 oneDNN's, 4 oneDNN's
+  /// from a packed weight).
   int bf16_ceiling_kind = 2;
 
   /// x w^T through one of the gemm section's engines: 0 fp32 through LibTorch's (BLAS), 1 fp32
   /// through oneDNN, 2 bf16 through LibTorch's, 3 bf16 through oneDNN as bertft's bf16
-  /// projections call it (the operands bf16 already: no cast is timed).
-  static void ceiling_product(int kind, const torch::Tensor& x, const torch::Tensor& w) {
+  /// projections call it in training, 4 the same from `packed` (w packed) as in inference (the
+  /// operands bf16 already: no cast is timed).
+  static void ceiling_product(int kind,
+                              const torch::Tensor& x,
+                              const torch::Tensor& w,
+                              const bert::OneDnnPackedBf16Weight& packed = {}) {
     if (kind == 1) {
       bert::onednn_linear(x, w, {});
     } else if (kind == 3) {
       bert::onednn_linear_bf16_cast(x, w, {}, /*gelu=*/false);
+    } else if (kind == 4) {
+      bert::onednn_linear_bf16_packed(x, packed, {}, /*gelu=*/false);
     } else {
       torch::linear(x, w);
     }
@@ -428,15 +436,16 @@ struct Suite {
   void gemm() {
     fmt::print(
         "\n== gemm: the ceiling (linear, tokens 1024, TF/s) ==\n{:<28} {:>10} {:>12} {:>13} "
-        "{:>12}\n",
-        "shape", "fp32 BLAS", "fp32 oneDNN", "bf16 LibTorch", "bf16 oneDNN");
+        "{:>12} {:>12}\n",
+        "shape", "fp32 BLAS", "fp32 oneDNN", "bf16 LibTorch", "bf16 oneDNN", "bf16 packed");
     const int64_t T = 1024, H = 768, I = 3072;
     for (const auto& [name, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
              {"qkv/out 768x768", H, H}, {"ffn up 768x3072", H, I}, {"ffn down 3072x768", I, H}}) {
-      double tf[4] = {0, 0, 0, 0};  // fp32 BLAS, fp32 oneDNN, bf16 LibTorch, bf16 oneDNN
-      for (const int kind : {0, 1, 2, 3}) {
-        if (((kind == 1 || kind == 3) && !bert::onednn_built()) || (kind >= 2 && !bf16_fast))
-          continue;
+      // fp32 BLAS, fp32 oneDNN, bf16 LibTorch, bf16 oneDNN, bf16 oneDNN from a packed weight
+      double tf[5] = {0, 0, 0, 0, 0};
+      for (const int kind : {0, 1, 2, 3, 4}) {
+        if ((kind % 2 == 1 || kind == 4) && !bert::onednn_built()) continue;
+        if (kind >= 2 && !bf16_fast) continue;
         // After a multithreaded call OpenBLAS's idle thread yields on the other core for ~0.1 s
         // (its thread timeout), which would halve oneDNN's speed here: let it fall asleep.
         if (kind > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -444,22 +453,29 @@ struct Suite {
         const auto dtype = kind >= 2 ? torch::kBFloat16 : torch::kFloat;
         const auto x = torch::randn({T, k}).to(dtype), w = torch::randn({n, k}).to(dtype);
         torch::NoGradGuard no_grad;
-        const double s = best_time(iters + 5, [&] { ceiling_product(kind, x, w); });
+        // bf16 inference's kept weights where this CPU's kernels take them packed
+        const auto packed = kind == 4 ? bert::onednn_pack_bf16_weight(w.to(torch::kFloat))
+                                      : bert::OneDnnPackedBf16Weight();
+        if (kind == 4 && !packed.defined()) continue;
+        const double s = best_time(iters + 5, [&] { ceiling_product(kind, x, w, packed); });
         tf[kind] = 2.0 * T * k * n / s / 1e12;
         results["gemm"][name][std::array{"fp32_tflops", "fp32_onednn_tflops", "bf16_tflops",
-                                         "bf16_onednn_tflops"}[kind]] = tf[kind];
+                                         "bf16_onednn_tflops", "bf16_packed_tflops"}[kind]] =
+            tf[kind];
       }
       const auto column = [&](int kind) {
-        if ((kind == 1 || kind == 3) && !bert::onednn_built()) return std::string("not built");
-        return kind >= 2 && !bf16_fast ? std::string("skipped") : fmt::format("{:.3f}", tf[kind]);
+        if ((kind % 2 == 1 || kind == 4) && !bert::onednn_built()) return std::string("not built");
+        if (kind >= 2 && !bf16_fast) return std::string("skipped");
+        return kind == 4 && tf[4] == 0 ? std::string("plain") : fmt::format("{:.3f}", tf[kind]);
       };
-      fmt::print("{:<28} {:>10.3f} {:>12} {:>13} {:>12}\n", name, tf[0], column(1), column(2),
-                 column(3));
-      // Each ceiling is the faster engine's: fp32's (bert::Linear's is the rule's, fp32_gemm()),
-      // and bf16's (LibTorch's own, or oneDNN's that bertft's bf16 projections call directly).
+      fmt::print("{:<28} {:>10.3f} {:>12} {:>13} {:>12} {:>12}\n", name, tf[0], column(1),
+                 column(2), column(3), column(4));
+      // Each ceiling is the fastest engine's: fp32's (bert::Linear's is the rule's, fp32_gemm()),
+      // and bf16's (LibTorch's own, or oneDNN's that bertft's bf16 projections call directly,
+      // from a plain weight in training or a packed one in inference).
       if (name == "ffn up 768x3072") {
-        ceiling = {{"fp32", std::max(tf[0], tf[1])}, {"bf16", std::max(tf[2], tf[3])}};
-        bf16_ceiling_kind = tf[3] > tf[2] ? 3 : 2;
+        ceiling = {{"fp32", std::max(tf[0], tf[1])}, {"bf16", std::max({tf[2], tf[3], tf[4]})}};
+        bf16_ceiling_kind = tf[4] > std::max(tf[2], tf[3]) ? 4 : tf[3] > tf[2] ? 3 : 2;
       }
     }
     fmt::print("fp32 engine of this process: {}\n", bert::fp32_gemm().reason);
@@ -520,10 +536,12 @@ struct Suite {
       const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
       x = torch::randn({1024, 768}).to(dtype);
       w = torch::randn({3072, 768}).to(dtype);
+      if (bf16 && bf16_ceiling_kind == 4)
+        ceiling_packed = bert::onednn_pack_bf16_weight(w.to(torch::kFloat));
     }
     const auto once = [&] {
       if (bf16)
-        ceiling_product(bf16_ceiling_kind, x, w);
+        ceiling_product(bf16_ceiling_kind, x, w, ceiling_packed);
       else
         bert::fast_linear(x, w, {});
     };

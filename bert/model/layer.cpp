@@ -38,7 +38,7 @@ torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& hidden) {
     if (use_onednn_linear(hidden, dense_->weight))
       return onednn_linear_gelu(hidden, dense_->weight, dense_->bias);
     if (use_onednn_bf16_linear(hidden, dense_->weight))
-      return onednn_linear_bf16_cast(hidden, dense_->bf16_weight(), dense_->bias, /*gelu=*/true);
+      return dense_->bf16_inference(hidden, /*gelu=*/true);
   }
   torch::Tensor x = dense_(hidden);
   // Without autograd (evaluation, prediction, embedding) the activation overwrites the

@@ -215,6 +215,20 @@ const torch::Tensor& LinearImpl::bf16_weight() {
   return bf16_weight_;
 }
 
+torch::Tensor LinearImpl::bf16_inference(const torch::Tensor& input, bool gelu) {
+  if (packed_version_ < 0 || packed_source_ != weight.data_ptr() ||
+      packed_version_ != weight._version()) {
+    bf16_packed_ = OneDnnPackedBf16Weight();  // the old copy's memory first
+    const torch::NoGradGuard no_grad;
+    bf16_packed_ = onednn_pack_bf16_weight(weight);
+    packed_source_ = weight.data_ptr();
+    packed_version_ = weight._version();
+    if (bf16_packed_.defined()) bf16_weight_ = torch::Tensor();  // one kept cast, not two
+  }
+  if (bf16_packed_.defined()) return onednn_linear_bf16_packed(input, bf16_packed_, bias, gelu);
+  return onednn_linear_bf16_cast(input, bf16_weight(), bias, gelu);
+}
+
 torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
   if (packed_.isNone()) {
     if (linear_needs_autograd(input, weight, bias)) {
@@ -223,7 +237,7 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
         return onednn_linear_bf16(input, weight, bias, bf16_shadow::current(weight));
       bf16_shadow::drop(weight);  // training without bf16 holds no copy
     } else if (use_onednn_bf16_linear(input, weight)) {
-      return onednn_linear_bf16_cast(input, bf16_weight(), bias, /*gelu=*/false);
+      return bf16_inference(input, /*gelu=*/false);
     }
     return fast_linear(input, weight, bias);
   }

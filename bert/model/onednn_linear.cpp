@@ -120,13 +120,12 @@ struct MatmulCall {
   bool accumulate = false;
 };
 
-const Primitive& primitive_for(const MatmulCall& m) {
-  const auto& [a, b, bias, add, c, gelu, accumulate] = m;
-  std::vector<int64_t> key = {gelu, accumulate};
-  for (const auto* t : {&a, &b, &bias, &add, &c}) add_to_key(key, *t);
-  thread_local std::map<std::vector<int64_t>, Primitive> made;
-  if (const auto it = made.find(key); it != made.end()) return it->second;
-  if (made.size() >= 1024) made.clear();  // dynamic padding makes many shapes; keep it bounded
+/// The primitive of `problem` with c += (`accumulate`), `add` added and the GELU applied in the
+/// output pass, its scratchpad the caller's.
+Primitive make_primitive(const dnnl::matmul::desc& problem,
+                         bool accumulate,
+                         const torch::Tensor& add,
+                         bool gelu) {
   dnnl::primitive_attr attr;
   // The scratchpad comes from the caller (LibTorch's allocator): no memory shared between threads.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -135,14 +134,40 @@ const Primitive& primitive_for(const MatmulCall& m) {
   if (add.defined()) ops.append_binary(dnnl::algorithm::binary_add, describe(add));
   if (gelu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
   attr.set_post_ops(ops);
-  const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
-  dnnl::matmul::primitive_desc desc(
-      dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)), attr,
-      detail::onednn_cpu_engine());
+  dnnl::matmul::primitive_desc desc(problem, attr, detail::onednn_cpu_engine());
   const bool reference = std::string(desc.impl_info_str()).rfind("ref", 0) == 0;
-  Primitive p{desc, dnnl::matmul(desc), static_cast<int64_t>(desc.scratchpad_desc().get_size()),
-              reference};
-  return made.emplace(std::move(key), std::move(p)).first->second;
+  return {desc, dnnl::matmul(desc), static_cast<int64_t>(desc.scratchpad_desc().get_size()),
+          reference};
+}
+
+const Primitive& primitive_for(const MatmulCall& m) {
+  const auto& [a, b, bias, add, c, gelu, accumulate] = m;
+  std::vector<int64_t> key = {gelu, accumulate};
+  for (const auto* t : {&a, &b, &bias, &add, &c}) add_to_key(key, *t);
+  thread_local std::map<std::vector<int64_t>, Primitive> made;
+  if (const auto it = made.find(key); it != made.end()) return it->second;
+  if (made.size() >= 1024) made.clear();  // dynamic padding makes many shapes; keep it bounded
+  const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
+  return made
+      .emplace(std::move(key),
+               make_primitive(dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)),
+                              accumulate, add, gelu))
+      .first->second;
+}
+
+/// Runs `p` on this thread's stream with `args` (a scratchpad added where `p` needs one, from
+/// LibTorch's allocator).
+void execute(const Primitive& p, std::unordered_map<int, dnnl::memory> args) {
+  const auto& engine = detail::onednn_cpu_engine();
+  torch::Tensor scratch;
+  if (p.scratchpad_bytes > 0) {
+    scratch = torch::empty({p.scratchpad_bytes}, torch::kByte);
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(p.desc.scratchpad_desc(), engine, scratch.data_ptr()));
+  }
+  thread_local dnnl::stream stream(engine);
+  p.matmul.execute(stream, args);
+  stream.wait();
 }
 
 /// Runs `m` through its (kept) primitive.
@@ -170,15 +195,7 @@ void run_matmul(const MatmulCall& m) {
   if (bias.defined()) args.emplace(DNNL_ARG_BIAS, memory(bias));
   if (add.defined())  // the binary post-op comes after the sum, when there is one
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(accumulate ? 1 : 0) | DNNL_ARG_SRC_1, memory(add));
-  torch::Tensor scratch;
-  if (p.scratchpad_bytes > 0) {
-    scratch = torch::empty({p.scratchpad_bytes}, a.options().dtype(torch::kByte));
-    args.emplace(DNNL_ARG_SCRATCHPAD,
-                 dnnl::memory(p.desc.scratchpad_desc(), engine, scratch.data_ptr()));
-  }
-  thread_local dnnl::stream stream(engine);
-  p.matmul.execute(stream, args);
-  stream.wait();
+  execute(p, std::move(args));
 }
 
 /// Whether matmul_into splits a wide row-major b: a ScopedGemmSplit's choice, else where oneDNN
@@ -656,6 +673,115 @@ torch::Tensor onednn_linear_add(const torch::Tensor& input,
               "onednn_linear_add: inference only (no autograd through the added residual)");
   return gemm(rows_of(input), weight.t(), bias, /*gelu=*/false, c10::nullopt, rows_of(residual))
       .view(sizes);
+}
+
+struct OneDnnPackedBf16Weight::Impl {
+  int64_t out = 0, in = 0;
+  torch::Tensor storage;  ///< the packed bf16 values (bytes)
+#ifdef BERTFT_HAVE_DNNL
+  dnnl::memory::desc layout;  ///< their layout, as the kernels chose it for b [in, out]
+#endif
+};
+
+int64_t OneDnnPackedBf16Weight::out_features() const {
+  return impl_->out;
+}
+int64_t OneDnnPackedBf16Weight::in_features() const {
+  return impl_->in;
+}
+int64_t OneDnnPackedBf16Weight::nbytes() const {
+  return impl_->storage.numel();
+}
+
+OneDnnPackedBf16Weight onednn_pack_bf16_weight(const torch::Tensor& weight) {
+  TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == torch::kFloat &&
+                  weight.dim() == 2 && !(torch::GradMode::is_enabled() && weight.requires_grad()),
+              "onednn_pack_bf16_weight: a float32 CPU weight [out, in] without autograd");
+#ifdef BERTFT_HAVE_DNNL
+  if (weight.numel() == 0 || !onednn_bf16_available() || detail::env_is("BERTFT_BF16_PACK", "off"))
+    return {};
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const int64_t out = weight.size(0), in = weight.size(1);
+  const auto& engine = detail::onednn_cpu_engine();
+  // The layout the kernels take for b [in, out] when free to choose: the same for any number of
+  // rows (1 to 4096 rows of bert-base's shapes).
+  const dnnl::matmul::primitive_desc chosen(
+      dnnl::matmul::desc({{1, in}, dt::bf16, tag::ab}, {{in, out}, dt::bf16, tag::any},
+                         {{1, out}, dt::bf16, tag::ab}),
+      engine);
+  const auto layout = chosen.weights_desc();
+  if (layout == dnnl::memory::desc({in, out}, dt::bf16, dnnl::memory::dims{1, in})) return {};
+  const torch::Tensor w = weight.contiguous();
+  auto impl = std::make_shared<OneDnnPackedBf16Weight::Impl>();
+  impl->out = out;
+  impl->in = in;
+  impl->layout = layout;
+  impl->storage = torch::empty({static_cast<int64_t>(layout.get_size())}, torch::kByte);
+  // weight^T as b [in, out] (a column-major view of the row-major weight), cast and laid out
+  // in one pass.
+  dnnl::memory source({{in, out}, dt::f32, dnnl::memory::dims{1, in}}, engine, w.data_ptr());
+  dnnl::memory packed(layout, engine, impl->storage.data_ptr());
+  dnnl::stream stream(engine);
+  dnnl::reorder(source, packed).execute(stream, source, packed);
+  stream.wait();
+  return OneDnnPackedBf16Weight(std::move(impl));
+#else
+  return {};
+#endif
+}
+
+torch::Tensor onednn_linear_bf16_packed(const torch::Tensor& input,
+                                        const OneDnnPackedBf16Weight& weight,
+                                        const torch::Tensor& bias,
+                                        bool gelu) {
+  TORCH_CHECK(weight.defined(), "onednn_linear_bf16_packed: no packed weight");
+  const int64_t out = weight.out_features(), in = weight.in_features();
+  TORCH_CHECK(input.device().is_cpu() && input.dim() >= 1 && input.size(-1) == in &&
+                  (input.scalar_type() == torch::kFloat || input.scalar_type() == torch::kBFloat16),
+              "onednn_linear_bf16_packed: a float32 or bf16 CPU input [..., ", in, "], got ",
+              input.sizes());
+  TORCH_CHECK(!bias.defined() || (bias.device().is_cpu() && bias.scalar_type() == torch::kFloat &&
+                                  bias.dim() == 1 && bias.size(0) == out),
+              "onednn_linear_bf16_packed: bias must be float32 [", out, "]");
+  TORCH_CHECK(!(torch::GradMode::is_enabled() &&
+                (input.requires_grad() || (bias.defined() && bias.requires_grad()))),
+              "onednn_linear_bf16_packed: inference only (the packed weight carries no gradient)");
+#ifdef BERTFT_HAVE_DNNL
+  const torch::Tensor a = plain(rows_of(input).to(torch::kBFloat16));
+  const torch::Tensor b = bias.defined() ? bias.to(torch::kBFloat16).view({1, out}) : bias;
+  const torch::Tensor c = torch::empty({a.size(0), out}, a.options());
+  if (a.size(0) > 0) {
+    RECORD_FUNCTION("bertft::onednn_matmul_packed", std::vector<c10::IValue>({a}));
+    // Kept per thread as matmul_into's primitives are; the packed layout is this process's
+    // choice for (in, out), so the shapes and the output pass make the key.
+    thread_local std::map<std::vector<int64_t>, Primitive> made;
+    std::vector<int64_t> key = {gelu, in, out, b.defined()};
+    add_to_key(key, a);
+    auto it = made.find(key);
+    if (it == made.end()) {
+      if (made.size() >= 1024) made.clear();
+      const auto bias_md = b.defined() ? describe(b) : dnnl::memory::desc();
+      it = made.emplace(std::move(key),
+                        make_primitive(dnnl::matmul::desc(describe(a), weight.impl().layout,
+                                                          bias_md, describe(c)),
+                                       /*accumulate=*/false, {}, gelu))
+               .first;
+    }
+    const auto& engine = detail::onednn_cpu_engine();
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, dnnl::memory(describe(a), engine, a.data_ptr())},
+        {DNNL_ARG_WEIGHTS,
+         dnnl::memory(weight.impl().layout, engine, weight.impl().storage.data_ptr())},
+        {DNNL_ARG_DST, dnnl::memory(describe(c), engine, c.data_ptr())}};
+    if (b.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(describe(b), engine, b.data_ptr()));
+    execute(it->second, std::move(args));
+  }
+  return c.view(output_sizes(input, out));
+#else
+  (void)gelu;
+  throw std::runtime_error("onednn: this build has no oneDNN (install libdnnl-dev)");
+#endif
 }
 
 }  // namespace bert

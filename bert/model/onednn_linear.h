@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
+#include <utility>
 
 namespace bert {
 
@@ -92,6 +94,41 @@ torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
                                  const torch::Tensor& weight,
                                  const torch::Tensor& bias,
                                  const torch::Tensor& weight_bf16 = {});
+
+/// A float32 weight [out, in] cast to bf16 (rounded as autocast's cast rounds) and laid out as
+/// oneDNN's bf16 matmul kernels for this CPU read their b operand: their blocked layout, made
+/// once by a oneDNN reorder. The kernels otherwise copy a plain b into that layout inside every
+/// product; stand-alone bf16 products of bert-base's shapes ran 1.12-1.20x as fast from the
+/// packed weight (an AMD EPYC with avx512_bf16, 1024 and 4096 rows; bench/RESULTS.md). For
+/// repeated inference (bert::Linear keeps one while its weight is unchanged). Cheap to copy
+/// (the packed data is shared).
+class OneDnnPackedBf16Weight {
+ public:
+  struct Impl;
+  OneDnnPackedBf16Weight() = default;
+  explicit OneDnnPackedBf16Weight(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  bool defined() const { return impl_ != nullptr; }
+  int64_t out_features() const;
+  int64_t in_features() const;
+  /// Bytes the packed copy holds.
+  int64_t nbytes() const;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// `weight` (float32 [out, in], CPU) packed for bf16 inference; undefined where there is nothing
+/// to gain: this CPU's kernels read the plain layout itself, oneDNN has no bf16 products here,
+/// or BERTFT_BF16_PACK=off (for side-by-side measurements).
+OneDnnPackedBf16Weight onednn_pack_bf16_weight(const torch::Tensor& weight);
+
+/// What onednn_linear_bf16_cast computes (no autograd; `gelu` in the output pass; the bias cast
+/// as autocast casts it), from a packed weight.
+torch::Tensor onednn_linear_bf16_packed(const torch::Tensor& input,
+                                        const OneDnnPackedBf16Weight& weight,
+                                        const torch::Tensor& bias,
+                                        bool gelu);
 
 /// Whether a batched matmul a [..., M, K] x b [..., K, N] goes through onednn_matmul: fp32 as
 /// for bert::Linear (CPU, no autocast, at least 2^20 multiply-adds, the engine oneDNN); bf16

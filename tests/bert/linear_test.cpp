@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -806,6 +807,62 @@ TEST(OneDnnLinear, Bf16InferenceKeepsTheWeightCastWhileTheWeightIsUnchanged) {
   EXPECT_EQ(kept_bf16_casts(*model), 0);
   EXPECT_THROW(onednn_linear_bf16_cast(torch::randn({2, 4}), torch::randn({3, 4}), {}, false),
                c10::Error);  // a float32 weight is not a kept cast
+}
+
+// Where this CPU's bf16 kernels take a packed b, bf16 inference keeps each weight packed (and
+// no plain cast beside it): the products are the plain cast's, bit for bit, with and without
+// the GELU, from a float32 or bf16 input, for any number of rows.
+TEST(OneDnnLinear, PackedBf16WeightGivesThePlainCastsProducts) {
+  REQUIRE_ONEDNN_BF16();
+  torch::manual_seed(9);
+  const auto w = torch::randn({200, 96}), b = torch::randn({200});
+  const auto packed = onednn_pack_bf16_weight(w);
+  if (!packed.defined()) GTEST_SKIP() << "this CPU's bf16 kernels read the plain layout";
+  EXPECT_EQ(packed.out_features(), 200);
+  EXPECT_EQ(packed.in_features(), 96);
+  EXPECT_GE(packed.nbytes(), 200 * 96 * 2);
+  const torch::NoGradGuard no_grad;
+  for (const int64_t rows : {1, 17, 300})
+    for (const bool gelu : {false, true})
+      for (const auto type : {torch::kFloat, torch::kBFloat16}) {
+        const auto x = (torch::randn({rows, 3, 96}) * 2).to(type);
+        const auto plain = onednn_linear_bf16_cast(x, w.to(torch::kBFloat16), b, gelu);
+        const auto fast = onednn_linear_bf16_packed(x, packed, b, gelu);
+        ASSERT_EQ(fast.sizes(), plain.sizes());
+        ASSERT_EQ(fast.scalar_type(), torch::kBFloat16);
+        EXPECT_TRUE(torch::equal(fast, plain)) << rows << " rows, gelu " << gelu;
+        EXPECT_TRUE(torch::equal(onednn_linear_bf16_packed(x, packed, {}, gelu),
+                                 onednn_linear_bf16_cast(x, w.to(torch::kBFloat16), {}, gelu)));
+      }
+  EXPECT_EQ(onednn_linear_bf16_packed(torch::randn({0, 96}), packed, b, false).sizes(),
+            torch::IntArrayRef({0, 200}));
+  EXPECT_THROW(onednn_linear_bf16_packed(torch::randn({2, 95}), packed, b, false), c10::Error);
+  {
+    const torch::AutoGradMode grad(true);
+    EXPECT_THROW(
+        onednn_linear_bf16_packed(torch::randn({2, 96}).requires_grad_(), packed, b, false),
+        c10::Error);
+  }
+  ::setenv("BERTFT_BF16_PACK", "off", 1);
+  EXPECT_FALSE(onednn_pack_bf16_weight(w).defined());
+  ::unsetenv("BERTFT_BF16_PACK");
+  // A model's bf16 inference keeps the packed weights, one cast per projection.
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);
+  torch::manual_seed(0);
+  BertModel model(testing::tiny_config());
+  model->eval();
+  {
+    const Bf16Autocast autocast;
+    model->forward(torch::randint(5, 99, {2, 9}, torch::kLong));
+  }
+  int64_t packed_linears = 0;
+  for (const auto& m : model->modules())
+    if (auto* linear = dynamic_cast<LinearImpl*>(m.get())) {
+      packed_linears += linear->keeps_packed_bf16_weight();
+      linear->drop_bf16_weight();
+      EXPECT_FALSE(linear->keeps_bf16_weight());
+    }
+  EXPECT_EQ(packed_linears, 6 * testing::tiny_config().num_hidden_layers());
 }
 
 // bf16 training's shadows (linear.h): a forward under bf16 autocast that records autograd keeps
