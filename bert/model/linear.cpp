@@ -220,7 +220,10 @@ torch::Tensor LinearImpl::bf16_inference(const torch::Tensor& input, bool gelu) 
       packed_version_ != weight._version()) {
     bf16_packed_ = OneDnnPackedBf16Weight();  // the old copy's memory first
     const torch::NoGradGuard no_grad;
-    bf16_packed_ = onednn_pack_bf16_weight(weight);
+    // bf16 training's evaluations take the training copy that matches the weight (bf16_weight):
+    // no second copy of the weights while training.
+    if (!bf16_shadow::find_current(weight).defined())
+      bf16_packed_ = onednn_pack_bf16_weight(weight);
     packed_source_ = weight.data_ptr();
     packed_version_ = weight._version();
     if (bf16_packed_.defined()) bf16_weight_ = torch::Tensor();  // one kept cast, not two

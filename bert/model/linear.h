@@ -35,8 +35,9 @@ class LinearImpl : public torch::nn::LinearImpl {
   /// input x weight^T + bias under CPU bf16 autocast for a forward without autograd through
   /// oneDNN (use_onednn_bf16_linear): from the weight packed for this CPU's bf16 kernels
   /// (onednn_pack_bf16_weight, made from the float32 weight once and kept while the weight is
-  /// the same tensor at the same version; then no plain cast is kept), else from bf16_weight();
-  /// `gelu` applies the exact GELU in the GEMM's output pass.
+  /// the same tensor at the same version; then no plain cast is kept), else from bf16_weight()
+  /// (also where bf16 training keeps a copy that matches the weight: evaluations during
+  /// training make no second copy); `gelu` applies the exact GELU in the GEMM's output pass.
   torch::Tensor bf16_inference(const torch::Tensor& input, bool gelu);
   /// Whether a bf16 cast of the weight (plain or packed) is kept now.
   bool keeps_bf16_weight() const { return bf16_weight_.defined() || bf16_packed_.defined(); }

@@ -863,6 +863,30 @@ TEST(OneDnnLinear, PackedBf16WeightGivesThePlainCastsProducts) {
       EXPECT_FALSE(linear->keeps_bf16_weight());
     }
   EXPECT_EQ(packed_linears, 6 * testing::tiny_config().num_hidden_layers());
+  // bf16 training's evaluations: where the weight's training copy matches it, inference takes
+  // that copy rather than packing a second one.
+  Linear trained(96, 200);
+  {
+    const ScopedBf16Shadows shadows(true);
+    const Bf16Autocast autocast;
+    trained->forward(torch::randn({4, 96}).requires_grad_());
+  }
+  ASSERT_TRUE(bf16_shadow::find_current(trained->weight).defined());
+  const auto evaluate = [&] {
+    const torch::NoGradGuard no_grad;
+    const Bf16Autocast autocast;
+    return trained->forward(torch::randn({4, 96}));
+  };
+  evaluate();
+  EXPECT_TRUE(trained->keeps_bf16_weight());
+  EXPECT_FALSE(trained->keeps_packed_bf16_weight());
+  // Once the weight has moved on without its copy, inference packs it.
+  {
+    const torch::NoGradGuard no_grad;
+    trained->weight.mul_(0.5);
+  }
+  evaluate();
+  EXPECT_TRUE(trained->keeps_packed_bf16_weight());
 }
 
 // bf16 training's shadows (linear.h): a forward under bf16 autocast that records autograd keeps
