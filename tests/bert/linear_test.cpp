@@ -867,6 +867,7 @@ TEST(OneDnnLinear, PackedBf16WeightGivesThePlainCastsProducts) {
   // that copy rather than packing a second one.
   Linear trained(96, 200);
   {
+    const torch::AutoGradMode grad(true);  // a training forward
     const ScopedBf16Shadows shadows(true);
     const Bf16Autocast autocast;
     trained->forward(torch::randn({4, 96}).requires_grad_());
