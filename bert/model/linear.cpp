@@ -201,35 +201,19 @@ void LinearImpl::quantize_int8() {
   packed_ = call("quantized::linear_prepack", {q, b})[0];
 }
 
-const torch::Tensor& LinearImpl::bf16_weight() {
-  if (!bf16_weight_.defined() || bf16_source_ != weight.data_ptr() ||
+torch::Tensor LinearImpl::bf16_inference(const torch::Tensor& input, bool gelu) {
+  if (!keeps_bf16_weight() || bf16_source_ != weight.data_ptr() ||
       bf16_version_ != weight._version()) {
-    bf16_weight_ = torch::Tensor();  // the old cast's memory first
+    drop_bf16_weight();  // the old cast's memory first
     const torch::NoGradGuard no_grad;
-    // A bf16 training step's copy, where it matches the weight (no second copy in evaluation).
-    const torch::Tensor kept = bf16_shadow::find_current(weight);
-    bf16_weight_ = kept.defined() ? kept : weight.to(torch::kBFloat16);
+    bf16_weight_ = bf16_shadow::find_current(weight);
+    if (!bf16_weight_.defined()) bf16_packed_ = onednn_pack_bf16_weight(weight);
+    if (!keeps_bf16_weight()) bf16_weight_ = weight.to(torch::kBFloat16);
     bf16_source_ = weight.data_ptr();
     bf16_version_ = weight._version();
   }
-  return bf16_weight_;
-}
-
-torch::Tensor LinearImpl::bf16_inference(const torch::Tensor& input, bool gelu) {
-  if (packed_version_ < 0 || packed_source_ != weight.data_ptr() ||
-      packed_version_ != weight._version()) {
-    bf16_packed_ = OneDnnPackedBf16Weight();  // the old copy's memory first
-    const torch::NoGradGuard no_grad;
-    // bf16 training's evaluations take the training copy that matches the weight (bf16_weight):
-    // no second copy of the weights while training.
-    if (!bf16_shadow::find_current(weight).defined())
-      bf16_packed_ = onednn_pack_bf16_weight(weight);
-    packed_source_ = weight.data_ptr();
-    packed_version_ = weight._version();
-    if (bf16_packed_.defined()) bf16_weight_ = torch::Tensor();  // one kept cast, not two
-  }
   if (bf16_packed_.defined()) return onednn_linear_bf16_packed(input, bf16_packed_, bias, gelu);
-  return onednn_linear_bf16_cast(input, bf16_weight(), bias, gelu);
+  return onednn_linear_bf16_cast(input, bf16_weight_, bias, gelu);
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& input) {

@@ -25,39 +25,31 @@ class LinearImpl : public torch::nn::LinearImpl {
   void quantize_int8();
   bool is_int8() const { return !packed_.isNone(); }
 
-  /// The weight cast to bf16, for forwards without autograd under CPU bf16 autocast (what
-  /// autocast would cast it to): cast once and kept while the weight is the same tensor at the
-  /// same version, instead of once per batch (bf16 training's copy, see bf16_shadow below, where
-  /// one matches the weight). A forward that records autograd drops it, so that training holds
-  /// no second copy. Forwards update it: one module's bf16 inference is not for concurrent
-  /// threads.
-  const torch::Tensor& bf16_weight();
   /// input x weight^T + bias under CPU bf16 autocast for a forward without autograd through
-  /// oneDNN (use_onednn_bf16_linear): from the weight packed for this CPU's bf16 kernels
-  /// (onednn_pack_bf16_weight, made from the float32 weight once and kept while the weight is
-  /// the same tensor at the same version; then no plain cast is kept), else from bf16_weight()
-  /// (also where bf16 training keeps a copy that matches the weight: evaluations during
-  /// training make no second copy); `gelu` applies the exact GELU in the GEMM's output pass.
+  /// oneDNN (use_onednn_bf16_linear), from the weight in bf16 (what autocast would cast it to)
+  /// kept while the weight is the same tensor at the same version, instead of cast once per
+  /// batch: bf16 training's copy where one matches the weight (see bf16_shadow below: no second
+  /// copy while training), else the weight packed for this CPU's bf16 kernels
+  /// (onednn_pack_bf16_weight), else its plain cast. A forward that records autograd drops it.
+  /// `gelu` applies the exact GELU in the GEMM's output pass. Forwards update the kept weight:
+  /// one module's bf16 inference is not for concurrent threads.
   torch::Tensor bf16_inference(const torch::Tensor& input, bool gelu);
   /// Whether a bf16 cast of the weight (plain or packed) is kept now.
   bool keeps_bf16_weight() const { return bf16_weight_.defined() || bf16_packed_.defined(); }
   /// Whether the kept cast is the packed one.
   bool keeps_packed_bf16_weight() const { return bf16_packed_.defined(); }
-  /// Drops the kept bf16 casts (their memory goes with them).
+  /// Drops the kept bf16 cast (its memory goes with it).
   void drop_bf16_weight() {
     bf16_weight_ = torch::Tensor();
     bf16_packed_ = OneDnnPackedBf16Weight();
-    packed_version_ = -1;
   }
 
  private:
-  c10::IValue packed_;  ///< LinearPackedParamsBase of the quantized engine
-  torch::Tensor bf16_weight_;
-  const void* bf16_source_ = nullptr;  ///< the weight's data the cast was made from
-  int64_t bf16_version_ = -1;          ///< and its version then
-  OneDnnPackedBf16Weight bf16_packed_;
-  const void* packed_source_ = nullptr;  ///< the weight's data packing was tried for
-  int64_t packed_version_ = -1;          ///< and its version then (-1: not tried)
+  c10::IValue packed_;                  ///< LinearPackedParamsBase of the quantized engine
+  torch::Tensor bf16_weight_;           ///< the kept cast when plain (or a training copy)
+  OneDnnPackedBf16Weight bf16_packed_;  ///< or packed
+  const void* bf16_source_ = nullptr;   ///< the weight's data the kept cast was made from
+  int64_t bf16_version_ = -1;           ///< and its version then
 };
 TORCH_MODULE(Linear);
 

@@ -136,7 +136,7 @@ torch::Tensor onednn_linear_bf16_packed(const torch::Tensor& input,
 bool use_onednn_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
 /// What onednn_linear_bf16 computes, without autograd, from a weight already cast to bf16 (a
-/// cast kept for repeated inference: bert::Linear's bf16_weight); `gelu` applies the exact GELU
+/// cast kept for repeated inference: bert::Linear's bf16_inference); `gelu` applies the exact GELU
 /// in the GEMM's output pass, the result bf16 (the GELU of the float32 sum, rounded once;
 /// autocast rounds the projection, then its GELU). The bias (float32 or undefined) is cast as
 /// autocast casts it.
