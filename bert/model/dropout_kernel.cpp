@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "bert/common/target_clones.h"
 
@@ -147,7 +148,104 @@ __attribute__((always_inline)) inline void dropout_loop(
   }
 }
 
+/// The largest lane and the sum of the lanes, each folded as a tree of halves (a fixed order:
+/// the same on every thread; a lane-by-lane loop cost as much as a 128-wide row's exponentials).
+__attribute__((always_inline)) inline float max_of_lanes(F32x16 v) {
+  F32x16 a = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v = a > v ? a : v;
+  a = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v = a > v ? a : v;
+  a = __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v = a > v ? a : v;
+  a = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  v = a > v ? a : v;
+  return v[0];
+}
+__attribute__((always_inline)) inline float sum_of_lanes(F32x16 v) {
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  return v[0];
+}
+
+/// e^v on 16 lanes, in place, for v <= 0 (a score less its row's maximum): 2^n e^r with
+/// n = round(v log2 e) and |r| <= ln 2 / 2 (r = v - n ln 2 in two parts, so that n ln 2's
+/// rounding stays out of r), e^r by its Taylor polynomial to r^7 (truncation below 1.2e-7 r's
+/// size). Lanes below -86.5 give 0: 2^n then stays a normal number (n >= -125), and what is cut
+/// is below 2^-124. NaN stays NaN.
+__attribute__((always_inline)) inline void exp_lanes(F32x16& v) {
+  const F32x16 x = v;
+  // Adding 1.5 * 2^23 rounds x log2 e to an integer, which lands in the low mantissa bits.
+  const F32x16 shifted = x * 1.44269504088896341f + 12582912.0f;
+  const F32x16 n = shifted - 12582912.0f;
+  const F32x16 r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  F32x16 p = r * (1.0f / 5040) + (1.0f / 720);
+  p = p * r + (1.0f / 120);
+  p = p * r + (1.0f / 24);
+  p = p * r + (1.0f / 6);
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const U32x16 two_n = (reinterpret_cast<const U32x16&>(shifted) - 0x4B400000u + 127u) << 23;
+  p *= reinterpret_cast<const F32x16&>(two_n);
+  const U32x16 cut = reinterpret_cast<U32x16>(x < -86.5f);
+  v = reinterpret_cast<F32x16>(reinterpret_cast<const U32x16&>(p) & ~cut);
+}
+
+/// The `count` (< 16) elements from x into 16 lanes, the others `fill`; and back.
+__attribute__((always_inline)) inline void load_part(F32x16& v,
+                                                     const float* x,
+                                                     int64_t count,
+                                                     float fill) {
+  for (int lane = 0; lane < 16; ++lane) v[lane] = lane < count ? x[lane] : fill;
+}
+__attribute__((always_inline)) inline void store_part(float* y, const F32x16& v, int64_t count) {
+  for (int64_t lane = 0; lane < count; ++lane) y[lane] = v[lane];
+}
+
 }  // namespace
+
+BERTFT_CLONES
+void softmax_f32(float* __restrict x, int64_t rows, int64_t cols) {
+  const int64_t whole = cols / 16 * 16, rest = cols - whole;
+  const float lowest = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    F32x16 v, top = lowest - F32x16{};
+    // The maximum: NaN lanes lose every comparison; the row's sum then makes the row NaN.
+    for (int64_t j = 0; j < whole; j += 16) {
+      load_lanes(v, row + j);
+      top = v > top ? v : top;
+    }
+    if (rest > 0) {
+      load_part(v, row + whole, rest, lowest);
+      top = v > top ? v : top;
+    }
+    const float m = max_of_lanes(top);
+    F32x16 sum = {};
+    for (int64_t j = 0; j < whole; j += 16) {
+      load_lanes(v, row + j);
+      v -= m;
+      exp_lanes(v);
+      store_lanes(row + j, v);
+      sum += v;
+    }
+    if (rest > 0) {
+      load_part(v, row + whole, rest, lowest);  // e^-inf: 0, nothing added
+      v -= m;
+      exp_lanes(v);
+      store_part(row + whole, v, rest);
+      sum += v;
+    }
+    const float inverse = 1.0f / sum_of_lanes(sum);
+    for (int64_t j = 0; j < whole; j += 16) {
+      load_lanes(v, row + j);
+      store_lanes(row + j, v * inverse);
+    }
+    for (int64_t j = whole; j < cols; ++j) row[j] *= inverse;
+  }
+}
 
 BERTFT_CLONES
 void dropout_f32(const float* __restrict x,

@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "bert/model/dropout_kernel.h"
+#include "bert/model/onednn_attention.h"
 
 namespace bert {
 namespace {
@@ -144,6 +146,45 @@ TEST(DropoutKernel, SoftmaxGradientThroughTheDropoutIsLibTorchs) {
         }
       }
   }
+}
+
+// The attention's softmax over one head's scores: LibTorch's float32 softmax within 1e-6
+// (relative; both round each score less the row's maximum to float32 first, which alone moves
+// e^ by up to that difference's size times 6e-8), for rows of any length (the 16-lane loop and
+// its tail), masked positions (float32's and bf16's lowest) exactly 0, a fully masked row
+// uniform as HF's; e^ itself within 1e-6 of the exact value down to e^-86, below e^-86.5 cut
+// to 0; NaN where LibTorch's softmax gives NaN.
+TEST(DropoutKernel, SoftmaxIsLibTorchsToWithinAFewRoundings) {
+  torch::manual_seed(9);
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (const int64_t cols : {1, 15, 16, 17, 37, 128, 200}) {
+    SCOPED_TRACE(::testing::Message() << cols << " columns");
+    auto x = torch::randn({6, cols}) * 8;
+    x[1].index_put_({torch::arange(0, cols, 3)}, lowest);
+    x[2].index_put_({torch::arange(cols - 1, cols)}, static_cast<float>(kBf16Lowest));
+    x[3].fill_(lowest);
+    const auto want = torch::softmax(x, 1).to(torch::kDouble);
+    auto have = x.clone();
+    kernels::softmax_f32(have.data_ptr<float>(), have.size(0), cols);
+    const auto excess = (have.to(torch::kDouble) - want).abs() - 1e-6 * want;  // masked: 0 - 0
+    EXPECT_LE(excess.max().item<double>(), 0.0) << have << want;
+    EXPECT_EQ(have.index({torch::indexing::Slice(1, 3)}).eq(0).sum().item<int64_t>(),
+              want.index({torch::indexing::Slice(1, 3)}).eq(0).sum().item<int64_t>());
+    EXPECT_TRUE(have[3].eq(1.0f / static_cast<float>(cols)).all().item<bool>()) << have[3];
+  }
+  auto deep = torch::tensor({0.0f, -20.0f, -86.0f, -86.4f, -86.6f, -87.0f, -200.0f}).view({1, 7});
+  const auto exact = torch::softmax(deep.to(torch::kDouble), 1);
+  kernels::softmax_f32(deep.data_ptr<float>(), 1, 7);
+  for (int64_t j = 0; j < 4; ++j)
+    EXPECT_NEAR(deep[0][j].item<double>(), exact[0][j].item<double>(),
+                1e-6 * exact[0][j].item<double>())
+        << j;
+  for (int64_t j = 4; j < 7; ++j) EXPECT_EQ(deep[0][j].item<float>(), 0.0f) << j;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  auto odd = torch::tensor({0.0f, nan, 1.0f, 2.0f, inf, 1.0f, -inf, -inf, -inf}).view({3, 3});
+  kernels::softmax_f32(odd.data_ptr<float>(), 3, 3);
+  EXPECT_TRUE(odd.isnan().all().item<bool>()) << odd;
+  EXPECT_TRUE(torch::softmax(torch::tensor({0.0f, nan, 1.0f}), 0).isnan().all().item<bool>());
 }
 
 TEST(DropoutKernel, Float32ToBf16IsTheFloat32DropoutRoundedOnce) {
