@@ -187,10 +187,10 @@ __attribute__((always_inline)) inline void exp_lanes(F32x16& v) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const U32x16 two_n = (reinterpret_cast<const U32x16&>(shifted) - 0x4B400000u + 127u) << 23;
-  p *= reinterpret_cast<const F32x16&>(two_n);
+  const U32x16 two_n = (reinterpret_cast<U32x16>(shifted) - 0x4B400000u + 127u) << 23;
+  p *= reinterpret_cast<F32x16>(two_n);
   const U32x16 cut = reinterpret_cast<U32x16>(x < -86.5f);
-  v = reinterpret_cast<F32x16>(reinterpret_cast<const U32x16&>(p) & ~cut);
+  v = reinterpret_cast<F32x16>(reinterpret_cast<U32x16>(p) & ~cut);
 }
 
 /// The `count` (< 16) elements from x into 16 lanes, the others `fill`; and back.
