@@ -206,6 +206,15 @@ __attribute__((always_inline)) inline void store_part(float* y, const F32x16& v,
 
 }  // namespace
 
+bool softmax_f32_vectorised() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");  // the clone the loader picks
+  return avx512;
+#else
+  return false;
+#endif
+}
+
 BERTFT_CLONES
 void softmax_f32(float* __restrict x, int64_t rows, int64_t cols) {
   const int64_t whole = cols / 16 * 16, rest = cols - whole;

@@ -32,8 +32,13 @@ void f32_to_bf16(const float* x, uint16_t* y, int64_t n);
 /// e^ within 1e-7 relative of the exact value, and 0 below e^-86.5, where it is under 2^-124).
 /// A row with a NaN, or with +inf, or only -inf, is NaN, as LibTorch's softmax. One attention
 /// head's probabilities: oneDNN 2.6's softmax took 10 us for 128 x 128 on an AVX-512 core, this
-/// 4 (its row maximum and sum folded in registers; oneDNN's rows are as short).
+/// 4 (its row maximum and sum folded in registers; oneDNN's rows are as short). Correct on any
+/// CPU, fast only where softmax_f32_vectorised().
 void softmax_f32(float* x, int64_t rows, int64_t cols);
+/// Whether softmax_f32 runs its 16-lane code as vector instructions: where the CPU has AVX-512.
+/// GCC 12 lowers a 64-byte vector's float comparisons to one scalar compare a lane in the AVX2
+/// and baseline builds (33 us for 128 x 128 on an AVX2 core, oneDNN's AVX2 softmax 10).
+bool softmax_f32_vectorised();
 
 /// The softmax's gradient over `rows` rows of `cols` (row-major, one attention head's
 /// probabilities): with d the gradient `g` of the softmax's output, first dropped where `mask` is

@@ -68,15 +68,16 @@ RowMask row_mask(const char* who,
 /// k (dS^T q, scaled).
 enum Product { kScores, kScoresMasked, kContext, kGradV, kGradProbs, kGradQ, kGradK, kProducts };
 
-/// The oneDNN primitives of one attention shape, forward (the first three products; the softmax
-/// is kernels::softmax_f32) and, when asked for, backward's products (the softmax's gradient is
-/// kernels::softmax_grad_f32). q, k, v, the context and their gradients are float32
-/// or bf16 (the operands' type); the scores, probabilities and their gradients are float32
-/// (softmax in float32 also in bf16, as a cache-sized buffer costs nothing to keep wide) and enter
-/// a bf16 product rounded to bf16, as autocast's product would take them.
+/// The oneDNN primitives of one attention shape, forward (the first three products, and oneDNN's
+/// softmax where kernels::softmax_f32 is not the faster) and, when asked for, backward's products
+/// (the softmax's gradient is kernels::softmax_grad_f32). q, k, v, the context and their gradients
+/// are float32 or bf16 (the operands' type); the scores, probabilities and their gradients are
+/// float32 (softmax in float32 also in bf16, as a cache-sized buffer costs nothing to keep wide)
+/// and enter a bf16 product rounded to bf16, as autocast's product would take them.
 struct AttentionPrimitives {
   std::array<dnnl::matmul::primitive_desc, kProducts> descs;
   std::array<dnnl::matmul, kProducts> products;
+  dnnl::softmax_forward softmax;  ///< empty where kernels::softmax_f32 runs
   dnnl::memory::desc probs_md, mask_md;
   int64_t scratch_bytes = 0;
   bool reference = false;  ///< a product only oneDNN's reference loop takes
@@ -148,6 +149,11 @@ const AttentionPrimitives& attention_primitives(const torch::Tensor& q,
     p.products[i] = dnnl::matmul(p.descs[i]);
     p.scratch_bytes = std::max<int64_t>(p.scratch_bytes, p.descs[i].scratchpad_desc().get_size());
   }
+  // oneDNN's softmax where bertft's own is not vectorised (no AVX-512), in place.
+  if (!kernels::softmax_f32_vectorised())
+    p.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, p.probs_md, 1),
+        detail::onednn_cpu_engine()));
   return made.emplace(key, std::move(p)).first->second;
 }
 
@@ -187,6 +193,8 @@ class HeadWorker {
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                      dnnl::memory(p_.mask_md, engine_, DNNL_MEMORY_NONE));
     }
+    const dnnl::memory probs(p_.probs_md, engine_, DNNL_MEMORY_NONE);
+    softmax_args_ = {{DNNL_ARG_SRC, probs}, {DNNL_ARG_DST, probs}};  // in place
   }
   ~HeadWorker() { stream_.wait(); }
 
@@ -222,7 +230,12 @@ class HeadWorker {
   /// probs = softmax(scale q k^T (+ mask)) for one head, in `probs`.
   void probabilities(const void* q, const void* k, const float* mask, float* probs) {
     product(mask != nullptr ? kScoresMasked : kScores, q, k, probs, mask);
-    kernels::softmax_f32(probs, rows_, cols_);
+    if (!p_.softmax) {
+      kernels::softmax_f32(probs, rows_, cols_);
+      return;
+    }
+    point(softmax_args_, DNNL_ARG_SRC, probs);  // SRC and DST: one memory object
+    p_.softmax.execute(stream_, softmax_args_);
   }
 
  private:
@@ -236,6 +249,7 @@ class HeadWorker {
   dnnl::stream stream_;
   torch::Tensor scratch_, buffers_, low_;
   std::array<Args, kProducts> product_args_;
+  Args softmax_args_;
   const int64_t rows_ = buffers_.size(1), cols_ = buffers_.size(2);  ///< a head's [seq, kv_seq]
 };
 

@@ -19,8 +19,8 @@ bool use_onednn_attention(const torch::Tensor& q, const torch::Tensor& k_t);
 /// [batch, seq, heads * head_dim]. (Or all three bf16: the context is bf16; see above.) Head by
 /// head, each thread's scores kept in its own cache-sized buffer (never the whole [batch, heads,
 /// seq, kv_seq]), the scale and the mask applied in the first GEMM's output pass (rows without a
-/// masked position skip the add), the softmax kernels::softmax_f32, the context written in
-/// place. Needs onednn_built().
+/// masked position skip the add), the softmax kernels::softmax_f32 (oneDNN's where that is not
+/// vectorised), the context written in place. Needs onednn_built().
 torch::Tensor onednn_attention(const torch::Tensor& q,
                                const torch::Tensor& k,
                                const torch::Tensor& v,
