@@ -171,9 +171,10 @@ __attribute__((always_inline)) inline float sum_of_lanes(F32x16 v) {
 
 /// e^v on 16 lanes, in place, for v <= 0 (a score less its row's maximum): 2^n e^r with
 /// n = round(v log2 e) and |r| <= ln 2 / 2 (r = v - n ln 2 in two parts, so that n ln 2's
-/// rounding stays out of r), e^r by its Taylor polynomial to r^7 (truncation below 1.2e-7 r's
-/// size). Lanes below -86.5 give 0: 2^n then stays a normal number (n >= -125), and what is cut
-/// is below 2^-124. NaN stays NaN.
+/// rounding stays out of r), e^r by its Taylor polynomial to r^7 (the first term left out,
+/// r^8 / 8!, is below 6e-9; measured within 9.7e-8 of e^v over [-87, 0]). Lanes below -86.5
+/// give 0: 2^n then stays a normal number (n >= -125), and what is cut is below 2^-124. NaN
+/// stays NaN.
 __attribute__((always_inline)) inline void exp_lanes(F32x16& v) {
   const F32x16 x = v;
   // Adding 1.5 * 2^23 rounds x log2 e to an integer, which lands in the low mantissa bits.
