@@ -148,25 +148,28 @@ __attribute__((always_inline)) inline void dropout_loop(
   }
 }
 
-/// The largest lane and the sum of the lanes, each folded as a tree of halves (a fixed order:
-/// the same on every thread; a lane-by-lane loop cost as much as a 128-wide row's exponentials).
-__attribute__((always_inline)) inline float max_of_lanes(F32x16 v) {
-  F32x16 a = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v = a > v ? a : v;
-  a = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  v = a > v ? a : v;
-  a = __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  v = a > v ? a : v;
-  a = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  v = a > v ? a : v;
+/// The 16 lanes folded into one by `combine`, as a tree of halves (a fixed order: the same on
+/// every thread; a lane-by-lane loop cost as much as a 128-wide row's exponentials).
+template <class Combine>
+__attribute__((always_inline)) inline float fold_lanes(F32x16 v, Combine combine) {
+  v = combine(v,
+              __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = combine(v,
+              __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = combine(v,
+              __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  v = combine(v,
+              __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
   return v[0];
 }
+/// The largest lane (NaN lanes lose every comparison) and the sum of the lanes.
+__attribute__((always_inline)) inline float max_of_lanes(F32x16 v) {
+  return fold_lanes(
+      v, [](F32x16 a, F32x16 b) __attribute__((always_inline)) { return b > a ? b : a; });
+}
 __attribute__((always_inline)) inline float sum_of_lanes(F32x16 v) {
-  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  return v[0];
+  return fold_lanes(
+      v, [](F32x16 a, F32x16 b) __attribute__((always_inline)) { return a + b; });
 }
 
 /// e^v on 16 lanes, in place, for v <= 0 (a score less its row's maximum): 2^n e^r with
