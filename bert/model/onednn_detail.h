@@ -12,6 +12,11 @@ namespace bert::detail {
 /// side-by-side measurements).
 bool env_is(const char* name, const char* value);
 
+/// Whether ISA `isa` includes `wanted`, both in oneDNN's numbering (dnnl::cpu_isa, where an ISA's
+/// bits are a superset of those of every ISA it includes): all of `wanted`'s bits, not just some
+/// (avx2 shares bits with avx512_core without including it).
+bool isa_includes(unsigned isa, unsigned wanted);
+
 #ifdef BERTFT_HAVE_DNNL
 /// The one oneDNN CPU engine every primitive of this process runs on.
 const dnnl::engine& onednn_cpu_engine();

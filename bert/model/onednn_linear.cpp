@@ -21,6 +21,10 @@ bool env_is(const char* name, const char* value) {
   return env != nullptr && std::string(env) == value;
 }
 
+bool isa_includes(unsigned isa, unsigned wanted) {
+  return (isa & wanted) == wanted;
+}
+
 #ifdef BERTFT_HAVE_DNNL
 const dnnl::engine& onednn_cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -28,8 +32,8 @@ const dnnl::engine& onednn_cpu_engine() {
 }
 
 bool onednn_isa_has(dnnl::cpu_isa wanted) {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+  return isa_includes(static_cast<unsigned>(dnnl::get_effective_cpu_isa()),
+                      static_cast<unsigned>(wanted));
 }
 #endif
 

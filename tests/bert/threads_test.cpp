@@ -20,6 +20,7 @@
 
 #include "bert/common/cpu_allocator.h"
 #include "bert/common/parallel.h"
+#include "bert/model/onednn_detail.h"
 #include "bert/model/onednn_linear.h"
 
 namespace bert {
@@ -175,6 +176,38 @@ TEST(OpenMpWaitPolicy, AnEmptyOneDnnCapGivesWayToTheDnnlOne) {
   }
   const ScopedEnv onednn("ONEDNN_MAX_CPU_ISA", "AVX512_CORE");
   EXPECT_STREQ(onednn_isa_cap(), "AVX512_CORE");
+}
+
+// The switches that keep an old path for side-by-side measurements (BERTFT_BF16_PACK=off and
+// the like) take their one value only: set to anything else, or to nothing, they are off.
+TEST(EnvSwitch, OnlyTheNamedValueTurnsItOn) {
+  const char* name = "BERTFT_TEST_SWITCH";
+  {
+    const ScopedEnv unset(name, nullptr);
+    EXPECT_FALSE(detail::env_is(name, "off"));
+  }
+  for (const char* other : {"", "on", "of", "offf", "OFF"}) {
+    const ScopedEnv set(name, other);
+    EXPECT_FALSE(detail::env_is(name, "off")) << other;
+  }
+  const ScopedEnv off(name, "off");
+  EXPECT_TRUE(detail::env_is(name, "off"));
+}
+
+// oneDNN's ISAs as bit sets (dnnl_cpu_isa_t's values in oneDNN 2.6): one includes another only
+// with all of its bits. avx2 (0x7) shares bits with avx512_core (0x27) and avx2_vnni (0x407) with
+// avx512_core_vnni (0x67); with "some bits" an AVX2 cap would pass for AVX-512 (and the FFN
+// backward's split, the int8 path's choice of 7-bit activations would follow it).
+TEST(OneDnnIsa, AnIsaIncludesAnotherOnlyWithAllOfItsBits) {
+  constexpr unsigned avx2 = 0x7, avx512_core = 0x27, vnni = 0x67, bf16 = 0xe7, avx2_vnni = 0x407;
+  EXPECT_TRUE(detail::isa_includes(avx512_core, avx2));
+  EXPECT_TRUE(detail::isa_includes(bf16, vnni));
+  EXPECT_TRUE(detail::isa_includes(avx2_vnni, avx2));
+  EXPECT_TRUE(detail::isa_includes(avx2, avx2));
+  EXPECT_FALSE(detail::isa_includes(avx2, avx512_core));
+  EXPECT_FALSE(detail::isa_includes(avx512_core, vnni));
+  EXPECT_FALSE(detail::isa_includes(avx2_vnni, vnni));
+  EXPECT_FALSE(detail::isa_includes(bf16, avx2_vnni));
 }
 
 // --threads 0 (and any count below 1) means every core the machine has, never zero threads.
