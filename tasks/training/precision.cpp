@@ -5,8 +5,11 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "bert/common/autocast.h"
 #include "bert/model/onednn_linear.h"
@@ -25,33 +28,49 @@ const std::vector<std::pair<const char*, tasks::Precision>>& EnumNames<tasks::Pr
 namespace bert::tasks {
 namespace {
 
-/// Best time of `runs` runs of a [rows, size] x [size, size] product in `dtype` on `device`, after
-/// one warm-up, through the engine bertft's own projections use for that type (on CPU oneDNN's
-/// matmul where use_onednn_matmul says so, as bert::Linear takes it, else LibTorch's). Timing
-/// LibTorch's fp32 linear instead timed OpenBLAS, which bert::Linear does not use on an AVX-512
-/// CPU: on an Intel one without AMX, bf16 came out 1.3x as fast as that and 0.6x as fast as
+/// One [rows, size] x [size, size] product in `dtype` on `device` (it waits for the result), run
+/// once here (the warm-up), through the engine bertft's own projections use for that type (on CPU
+/// oneDNN's matmul where use_onednn_matmul says so, as bert::Linear takes it, else LibTorch's).
+/// Timing LibTorch's fp32 linear instead timed OpenBLAS, which bert::Linear does not use on an
+/// AVX-512 CPU: on an Intel one without AMX, bf16 came out 1.3x as fast as that and 0.6x as fast as
 /// oneDNN's fp32, so `auto` picked the slower precision.
-double probe_gemm(
-    torch::ScalarType dtype, const torch::Device& device, int64_t rows, int64_t size, int runs) {
-  torch::NoGradGuard no_grad;
+std::function<void()> probe_product(torch::ScalarType dtype,
+                                    const torch::Device& device,
+                                    int64_t rows,
+                                    int64_t size) {
   // Its own generator: the probe must not move the streams that dropout and init draw from.
   auto generator = at::detail::createCPUGenerator(12345);
   const auto x = torch::randn({rows, size}, generator).to(device, dtype);
   const auto w = torch::randn({size, size}, generator).to(device, dtype).t();
   const bool onednn = device.is_cpu() && use_onednn_matmul(x, w);
-  const auto run = [&] {
+  std::function<void()> run = [x, w, onednn, cuda = device.is_cuda()] {
+    const torch::NoGradGuard no_grad;
     auto y = onednn ? onednn_matmul(x, w) : torch::matmul(x, w);
-    if (device.is_cuda()) y.cpu();  // wait for the kernel
+    if (cuda) y.cpu();  // wait for the kernel
   };
   run();
-  double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
+  return run;
+}
+
+/// The best times of `runs` runs of `a` and of `b`, taken in turn (a, b, a, b, ...): a host whose
+/// speed drifts (another load, a vCPU slowed for a while) moves both alike, whereas timed one after
+/// the other a slow stretch over one precision's runs alone decides the answer (bf16 once came
+/// out 1.2x as fast as fp32, pinned to a vCPU that another load was slowing, on a CPU where it runs
+/// 2x).
+std::pair<double, double> best_in_turn(const std::function<void()>& a,
+                                       const std::function<void()>& b,
+                                       int runs) {
+  const auto time = [](const std::function<void()>& run) {
     const auto start = std::chrono::steady_clock::now();
     run();
-    best = std::min(
-        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double best_a = 1e30, best_b = 1e30;
+  for (int i = 0; i < runs; ++i) {
+    best_a = std::min(best_a, time(a));
+    best_b = std::min(best_b, time(b));
   }
-  return best;
+  return {best_a, best_b};
 }
 
 }  // namespace
@@ -73,13 +92,14 @@ PrecisionChoice probe_precision(const torch::Device& device) {
   // A small GEMM first: without bf16 instructions it is ~100x slower and the answer is clear
   // in a few milliseconds; otherwise a BERT-sized one (256 x 768 x 768), where thread wake-ups
   // and oneDNN's set-up no longer blur the timings.
-  auto fp32 = probe_gemm(torch::kFloat, device, 64, 256, 5);
+  // fp32's product is made (and run once) outside the try: its failure is no answer about bf16.
+  const auto fp32_small = probe_product(torch::kFloat, device, 64, 256);
   try {
-    auto bf16 = probe_gemm(torch::kBFloat16, device, 64, 256, 5);
-    if (bf16 < 3 * fp32) {
-      fp32 = probe_gemm(torch::kFloat, device, 256, 768, 5);
-      bf16 = probe_gemm(torch::kBFloat16, device, 256, 768, 5);
-    }
+    auto [fp32, bf16] =
+        best_in_turn(fp32_small, probe_product(torch::kBFloat16, device, 64, 256), 5);
+    if (bf16 < 3 * fp32)
+      std::tie(fp32, bf16) = best_in_turn(probe_product(torch::kFloat, device, 256, 768),
+                                          probe_product(torch::kBFloat16, device, 256, 768), 5);
     return choose_precision(fp32, bf16, where);
   } catch (const std::exception& e) {
     // LibTorch 1.13 sends a CPU bf16 product to oneDNN wherever the CPU has AVX-512, even where
