@@ -74,13 +74,15 @@ namespace {
 struct Shadow {
   /// The weight's TensorImpl, held weakly: its address is not reused while the entry lives.
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner;
-  torch::Tensor copy = {};
+  Copies copy = {};
   const void* data = nullptr;  ///< the weight's data the copy was made from
   int64_t version = -1;        ///< and its version then
 };
 
 /// A ScopedBf16Shadows' choice (0 off, 1 on), or -1.
 std::atomic<int> forced{-1};
+/// A ScopedBf16ShadowPacking's choice (0 off, 1 on), or -1.
+std::atomic<int> forced_packing{-1};
 
 std::mutex table_mutex;
 
@@ -106,8 +108,11 @@ Shadow* entry(const torch::Tensor& weight) {
 }
 
 bool matches(const Shadow& s, const torch::Tensor& weight) {
-  return s.copy.defined() && s.data == weight.data_ptr() && s.version == weight._version() &&
-         s.copy.sizes() == weight.sizes();
+  const bool same_shape = s.copy.packed()
+                              ? s.copy.forward.out_features() == weight.size(0) &&
+                                    s.copy.forward.in_features() == weight.size(1)
+                              : s.copy.plain.defined() && s.copy.plain.sizes() == weight.sizes();
+  return same_shape && s.data == weight.data_ptr() && s.version == weight._version();
 }
 
 }  // namespace
@@ -118,7 +123,13 @@ bool enabled() {
   return on;
 }
 
-torch::Tensor current(const torch::Tensor& weight) {
+bool packing() {
+  if (const int f = forced_packing.load(); f >= 0) return f == 1;
+  static const bool on = !detail::env_is("BERTFT_BF16_SHADOW_PACK", "off");
+  return on;
+}
+
+Copies current(const torch::Tensor& weight) {
   TORCH_CHECK(weight.scalar_type() == torch::kFloat && weight.device().is_cpu(),
               "bf16_shadow: float32 CPU weights only, got ", weight.scalar_type(), " on ",
               weight.device());
@@ -133,24 +144,31 @@ torch::Tensor current(const torch::Tensor& weight) {
                           weight.getIntrusivePtr())})
              .first->second;
   }
-  s->copy = torch::Tensor();  // the old copy's memory first (unless a graph still holds it)
+  s->copy = Copies();  // the old copy's memory first (unless a graph still holds it)
   const torch::NoGradGuard no_grad;
-  s->copy = weight.detach().to(torch::kBFloat16).contiguous();
+  const torch::Tensor w = weight.detach();
+  if (packing() && w.dim() == 2) {
+    s->copy.forward = onednn_pack_bf16_weight(w, PackedFor::kForward);
+    if (s->copy.forward.defined())
+      s->copy.input_grad = onednn_pack_bf16_weight(w, PackedFor::kInputGradient);
+    if (!s->copy.input_grad.defined()) s->copy.forward = OneDnnPackedBf16Weight();
+  }
+  if (!s->copy.packed()) s->copy.plain = w.to(torch::kBFloat16).contiguous();
   s->data = weight.data_ptr();
   s->version = weight._version();
   return s->copy;
 }
 
-torch::Tensor find_current(const torch::Tensor& weight) {
+Copies find_current(const torch::Tensor& weight) {
   const std::lock_guard<std::mutex> lock(table_mutex);
   const Shadow* s = entry(weight);
-  return s != nullptr && matches(*s, weight) ? s->copy : torch::Tensor();
+  return s != nullptr && matches(*s, weight) ? s->copy : Copies();
 }
 
-torch::Tensor writable(const torch::Tensor& weight) {
+Copies writable(const torch::Tensor& weight) {
   const std::lock_guard<std::mutex> lock(table_mutex);
   const Shadow* s = entry(weight);
-  return s != nullptr ? s->copy : torch::Tensor();
+  return s != nullptr ? s->copy : Copies();
 }
 
 void written(const torch::Tensor& weight) {
@@ -159,7 +177,9 @@ void written(const torch::Tensor& weight) {
   if (s == nullptr || !s->copy.defined()) return;
   s->data = weight.data_ptr();
   s->version = weight._version();
-  torch::autograd::impl::bump_version(s->copy);
+  if (s->copy.plain.defined()) torch::autograd::impl::bump_version(s->copy.plain);
+  for (const auto* packed : {&s->copy.forward, &s->copy.input_grad})
+    if (packed->defined()) torch::autograd::impl::bump_version(packed->storage());
 }
 
 void drop(const torch::Tensor& weight) {
@@ -174,6 +194,13 @@ size_t count() {
 }
 
 }  // namespace bf16_shadow
+
+ScopedBf16ShadowPacking::ScopedBf16ShadowPacking(bool on)
+    : previous_(bf16_shadow::forced_packing.exchange(on ? 1 : 0)) {}
+
+ScopedBf16ShadowPacking::~ScopedBf16ShadowPacking() {
+  bf16_shadow::forced_packing.store(previous_);
+}
 
 ScopedBf16Shadows::ScopedBf16Shadows(bool on)
     : previous_(bf16_shadow::forced.exchange(on ? 1 : 0)) {}
@@ -206,8 +233,10 @@ torch::Tensor LinearImpl::bf16_inference(const torch::Tensor& input, bool gelu) 
       bf16_version_ != weight._version()) {
     drop_bf16_weight();  // the old cast's memory first
     const torch::NoGradGuard no_grad;
-    bf16_weight_ = bf16_shadow::find_current(weight);
-    if (!bf16_weight_.defined()) bf16_packed_ = onednn_pack_bf16_weight(weight);
+    const auto shadow = bf16_shadow::find_current(weight);
+    bf16_weight_ = shadow.plain;
+    bf16_packed_ = shadow.forward;
+    if (!shadow.defined()) bf16_packed_ = onednn_pack_bf16_weight(weight);
     if (!keeps_bf16_weight()) bf16_weight_ = weight.to(torch::kBFloat16);
     bf16_source_ = weight.data_ptr();
     bf16_version_ = weight._version();
@@ -220,8 +249,13 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& input) {
   if (packed_.isNone()) {
     if (linear_needs_autograd(input, weight, bias)) {
       drop_bf16_weight();
-      if (bf16_shadow::enabled() && use_onednn_bf16_linear(input, weight))
-        return onednn_linear_bf16(input, weight, bias, bf16_shadow::current(weight));
+      if (bf16_shadow::enabled() && use_onednn_bf16_linear(input, weight)) {
+        const auto copy = bf16_shadow::current(weight);
+        if (copy.packed())
+          return onednn_linear_bf16_packed_training(input, weight, bias, copy.forward,
+                                                    copy.input_grad);
+        return onednn_linear_bf16(input, weight, bias, copy.plain);
+      }
       bf16_shadow::drop(weight);  // training without bf16 holds no copy
     } else if (use_onednn_bf16_linear(input, weight)) {
       return bf16_inference(input, /*gelu=*/false);

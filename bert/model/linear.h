@@ -68,18 +68,34 @@ namespace bf16_shadow {
 /// BERTFT_BF16_SHADOW=off (for side-by-side measurements).
 bool enabled();
 
+/// Whether the shadows are kept packed where the CPU's bf16 kernels read a packed b
+/// (onednn_pack_bf16_weight): two copies, one laid out for the forward's product and one for the
+/// input gradient's, written by the fused AdamW straight into those layouts, so that the kernels
+/// do not copy the weight into them inside every product. Unless a ScopedBf16ShadowPacking says
+/// otherwise or BERTFT_BF16_SHADOW_PACK=off (plain copies, for side-by-side measurements).
+bool packing();
+
+/// A weight's kept bf16 copy: plain ([out, in], as the cast gives it) or packed (both layouts).
+struct Copies {
+  torch::Tensor plain;
+  OneDnnPackedBf16Weight forward, input_grad;
+  bool defined() const { return plain.defined() || forward.defined(); }
+  bool packed() const { return forward.defined(); }
+};
+
 /// The bf16 copy of float32 `weight` as its values are now: the kept one where it matches,
 /// else `weight` cast now and kept (the stale copy released first, so that its memory can be
-/// reused unless a graph still holds it).
-torch::Tensor current(const torch::Tensor& weight);
+/// reused unless a graph still holds it); packed where packing() says so and the CPU's kernels
+/// read a packed b.
+Copies current(const torch::Tensor& weight);
 
-/// The kept copy matching `weight` now, or undefined (nothing is cast).
-torch::Tensor find_current(const torch::Tensor& weight);
+/// The kept copy matching `weight` now, or an undefined one (nothing is cast).
+Copies find_current(const torch::Tensor& weight);
 
 /// The kept copy of `weight`, whatever its version (undefined when none), for a writer that
-/// updates the weight and writes its copy in one pass; it then bumps the weight's version and
-/// calls written(weight).
-torch::Tensor writable(const torch::Tensor& weight);
+/// updates the weight and writes its copy in one pass (a packed one through each layout's
+/// writer()); it then bumps the weight's version and calls written(weight).
+Copies writable(const torch::Tensor& weight);
 
 /// Says that `weight`'s copy was written from its values as they are now (and bumps the copy's
 /// version, so that an autograd graph that saved the old copy refuses to run backward, as it
@@ -93,6 +109,19 @@ void drop(const torch::Tensor& weight);
 size_t count();
 
 }  // namespace bf16_shadow
+
+/// Turns the packing of bf16 shadows on or off while in scope (tests and measurements alternate
+/// both); a copy made before keeps its form.
+class ScopedBf16ShadowPacking {
+ public:
+  explicit ScopedBf16ShadowPacking(bool on);
+  ~ScopedBf16ShadowPacking();
+  ScopedBf16ShadowPacking(const ScopedBf16ShadowPacking&) = delete;
+  ScopedBf16ShadowPacking& operator=(const ScopedBf16ShadowPacking&) = delete;
+
+ private:
+  int previous_;
+};
 
 /// Turns bf16 shadows on or off while in scope (tests and measurements alternate both).
 class ScopedBf16Shadows {

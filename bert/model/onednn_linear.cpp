@@ -681,9 +681,14 @@ torch::Tensor onednn_linear_add(const torch::Tensor& input,
 
 struct OneDnnPackedBf16Weight::Impl {
   int64_t out = 0, in = 0;
+  PackedFor use = PackedFor::kForward;
   torch::Tensor storage;  ///< the packed bf16 values (bytes)
+  /// weight[n][k] at element row[n] + col[k] of storage (the layout's offsets, dim by dim)
+  std::vector<int64_t> row, col;
+  std::vector<int32_t> pair_col;  ///< col[k] / 2 for even k, where writer()'s pairs path fits
+  bool strided_runs = false;      ///< where its strided path fits
 #ifdef BERTFT_HAVE_DNNL
-  dnnl::memory::desc layout;  ///< their layout, as the kernels chose it for b [in, out]
+  dnnl::memory::desc layout;  ///< their layout, as the kernels chose it for b
 #endif
 };
 
@@ -693,11 +698,79 @@ int64_t OneDnnPackedBf16Weight::out_features() const {
 int64_t OneDnnPackedBf16Weight::in_features() const {
   return impl_->in;
 }
+PackedFor OneDnnPackedBf16Weight::use() const {
+  return impl_->use;
+}
 int64_t OneDnnPackedBf16Weight::nbytes() const {
   return impl_->storage.numel();
 }
+const torch::Tensor& OneDnnPackedBf16Weight::storage() const {
+  return impl_->storage;
+}
+kernels::ScatteredLayout OneDnnPackedBf16Weight::writer() const {
+  kernels::ScatteredLayout to;
+  to.data = static_cast<uint16_t*>(impl_->storage.data_ptr());
+  to.row = impl_->row.data();
+  to.col = impl_->col.data();
+  to.pair_col = impl_->pair_col.empty() ? nullptr : impl_->pair_col.data();
+  to.rows = impl_->out;
+  to.cols = impl_->in;
+  to.strided_runs = impl_->strided_runs;
+  return to;
+}
 
-OneDnnPackedBf16Weight onednn_pack_bf16_weight(const torch::Tensor& weight) {
+namespace {
+
+#ifdef BERTFT_HAVE_DNNL
+
+/// The element offset of index `i` of dim `dim` in the blocked 2-D layout `md`: its outer block
+/// times the dim's stride, plus its place in the inner blocks (the innermost block varies fastest).
+int64_t blocked_offset(const dnnl::memory::desc& md, int dim, int64_t i) {
+  const auto& blocking = md.data.format_desc.blocking;
+  int64_t per_outer = 1;
+  for (int b = 0; b < blocking.inner_nblks; ++b)
+    if (blocking.inner_idxs[b] == dim) per_outer *= blocking.inner_blks[b];
+  int64_t offset = i / per_outer * blocking.strides[dim];
+  int64_t rest = i % per_outer, step = 1;
+  for (int b = blocking.inner_nblks - 1; b >= 0; --b) {
+    if (blocking.inner_idxs[b] == dim) {
+      offset += rest % blocking.inner_blks[b] * step;
+      rest /= blocking.inner_blks[b];
+    }
+    step *= blocking.inner_blks[b];
+  }
+  return offset;
+}
+
+/// Fills impl's offset tables from its layout (b's dims: [in, out] for the forward, [out, in]
+/// for the input gradient) and says which of the writer's vector paths fit them.
+void lay_out(OneDnnPackedBf16Weight::Impl& impl) {
+  const int row_dim = impl.use == PackedFor::kForward ? 1 : 0;
+  impl.row.resize(impl.out);
+  impl.col.resize(impl.in);
+  for (int64_t n = 0; n < impl.out; ++n)
+    impl.row[n] = impl.layout.data.offset0 + blocked_offset(impl.layout, row_dim, n);
+  for (int64_t k = 0; k < impl.in; ++k) impl.col[k] = blocked_offset(impl.layout, 1 - row_dim, k);
+  const int64_t elements = static_cast<int64_t>(impl.layout.get_size()) / 2;
+  if (elements >= (int64_t{1} << 31)) return;  // the vector paths' offsets are 32-bit
+  const auto even = [](int64_t v) { return v % 2 == 0; };
+  bool pairs = std::all_of(impl.row.begin(), impl.row.end(), even);
+  for (int64_t k = 0; pairs && k < impl.in; k += 2)
+    pairs = even(impl.col[k]) && (k + 1 == impl.in || impl.col[k + 1] == impl.col[k] + 1);
+  if (pairs)
+    for (int64_t k = 0; k < impl.in; k += 2)
+      impl.pair_col.push_back(static_cast<int32_t>(impl.col[k] / 2));
+  bool strided = std::all_of(impl.col.begin(), impl.col.end(), even);
+  for (int64_t k = 0; strided && k < impl.in; ++k)
+    strided = impl.col[k] == impl.col[k / 16 * 16] + 2 * (k % 16);
+  impl.strided_runs = strided;
+}
+
+#endif
+
+}  // namespace
+
+OneDnnPackedBf16Weight onednn_pack_bf16_weight(const torch::Tensor& weight, PackedFor use) {
   TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == torch::kFloat &&
                   weight.dim() == 2 && !(torch::GradMode::is_enabled() && weight.requires_grad()),
               "onednn_pack_bf16_weight: a float32 CPU weight [out, in] without autograd");
@@ -707,39 +780,162 @@ OneDnnPackedBf16Weight onednn_pack_bf16_weight(const torch::Tensor& weight) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   const int64_t out = weight.size(0), in = weight.size(1);
+  const bool forward = use == PackedFor::kForward;
+  const int64_t k = forward ? in : out, n = forward ? out : in;  // b [k, n]
   const auto& engine = detail::onednn_cpu_engine();
-  // The layout the kernels take for b [in, out] when free to choose: the same for any number of
+  // The layout the kernels take for b [k, n] when free to choose: the same for any number of
   // rows (1 to 4096 rows of bert-base's shapes).
   const dnnl::matmul::primitive_desc chosen(
-      dnnl::matmul::desc({{1, in}, dt::bf16, tag::ab}, {{in, out}, dt::bf16, tag::any},
-                         {{1, out}, dt::bf16, tag::ab}),
+      dnnl::matmul::desc({{1, k}, dt::bf16, tag::ab}, {{k, n}, dt::bf16, tag::any},
+                         {{1, n}, dt::bf16, tag::ab}),
       engine);
   const auto layout = chosen.weights_desc();
-  if (layout == dnnl::memory::desc({in, out}, dt::bf16, dnnl::memory::dims{1, in})) return {};
+  // The weight as it is stored: b [in, out] column-major for the forward, row-major else.
+  const auto stored = forward ? dnnl::memory::dims{1, in} : dnnl::memory::dims{in, 1};
+  if (layout == dnnl::memory::desc({k, n}, dt::bf16, stored) ||
+      layout.data.format_kind != dnnl_blocked)
+    return {};
   const torch::Tensor w = weight.contiguous();
   auto impl = std::make_shared<OneDnnPackedBf16Weight::Impl>();
   impl->out = out;
   impl->in = in;
+  impl->use = use;
   impl->layout = layout;
-  impl->storage = torch::empty({static_cast<int64_t>(layout.get_size())}, torch::kByte);
-  // weight^T as b [in, out] (a column-major view of the row-major weight), cast and laid out
-  // in one pass.
-  dnnl::memory source({{in, out}, dt::f32, dnnl::memory::dims{1, in}}, engine, w.data_ptr());
-  dnnl::memory packed(layout, engine, impl->storage.data_ptr());
-  dnnl::stream stream(engine);
-  dnnl::reorder(source, packed).execute(stream, source, packed);
-  stream.wait();
+  impl->storage = torch::zeros({static_cast<int64_t>(layout.get_size())}, torch::kByte);
+  lay_out(*impl);
+  // Cast and laid out in one pass, rounded as the cast rounds (and as the writer rounds).
+  const auto writer = OneDnnPackedBf16Weight(impl).writer();
+  kernels::f32_to_bf16_scattered(w.data_ptr<float>(), 0, w.numel(), &writer);
   return OneDnnPackedBf16Weight(std::move(impl));
 #else
+  (void)use;
   return {};
 #endif
 }
+
+namespace {
+
+#ifdef BERTFT_HAVE_DNNL
+
+/// c = a [rows, k] (bf16) x the packed b (+ bias, bf16 [1, n]) (then GELU), c of `type`.
+torch::Tensor packed_product(const torch::Tensor& a_in,
+                             const OneDnnPackedBf16Weight& weight,
+                             const torch::Tensor& bias,
+                             torch::ScalarType type,
+                             bool gelu) {
+  const bool forward = weight.use() == PackedFor::kForward;
+  const int64_t n = forward ? weight.out_features() : weight.in_features();
+  const torch::Tensor a = plain(a_in);
+  const torch::Tensor c = torch::empty({a.size(0), n}, a.options().dtype(type));
+  if (a.size(0) == 0) return c;
+  RECORD_FUNCTION("bertft::onednn_matmul_packed", std::vector<c10::IValue>({a}));
+  // Kept per thread as matmul_into's primitives are; the packed layout is this process's
+  // choice for (k, n) and the use, so the shapes and the output pass make the key.
+  thread_local std::map<std::vector<int64_t>, Primitive> made;
+  std::vector<int64_t> key = {gelu,
+                              forward,
+                              weight.in_features(),
+                              weight.out_features(),
+                              bias.defined(),
+                              static_cast<int64_t>(type)};
+  add_to_key(key, a);
+  auto it = made.find(key);
+  if (it == made.end()) {
+    if (made.size() >= 1024) made.clear();
+    const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
+    it = made.emplace(std::move(key),
+                      make_primitive(dnnl::matmul::desc(describe(a), weight.impl().layout, bias_md,
+                                                        describe(c)),
+                                     /*accumulate=*/false, {}, gelu))
+             .first;
+  }
+  const auto& engine = detail::onednn_cpu_engine();
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(describe(a), engine, a.data_ptr())},
+      {DNNL_ARG_WEIGHTS,
+       dnnl::memory(weight.impl().layout, engine, weight.impl().storage.data_ptr())},
+      {DNNL_ARG_DST, dnnl::memory(describe(c), engine, c.data_ptr())}};
+  if (bias.defined())
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(describe(bias), engine, bias.data_ptr()));
+  execute(it->second, std::move(args));
+  return c;
+}
+
+#else
+
+torch::Tensor packed_product(const torch::Tensor&,
+                             const OneDnnPackedBf16Weight&,
+                             const torch::Tensor&,
+                             torch::ScalarType,
+                             bool) {
+  throw std::runtime_error("onednn: this build has no oneDNN (install libdnnl-dev)");
+}
+
+#endif
+
+/// The two packed copies a training forward reads (the input gradient's is kept for backward).
+struct PackedPair {
+  OneDnnPackedBf16Weight forward, input_grad;
+};
+
+/// A packed copy kept in an autograd context (saved_data holds IValues).
+struct PackedHolder : torch::CustomClassHolder {
+  explicit PackedHolder(OneDnnPackedBf16Weight w) : weight(std::move(w)) {}
+  OneDnnPackedBf16Weight weight;
+};
+
+/// onednn_linear_bf16's OneDnnLinearFunction with the weight's products from packed copies.
+struct OneDnnPackedLinearFunction : public torch::autograd::Function<OneDnnPackedLinearFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               const torch::Tensor& x,
+                               const torch::Tensor& weight,
+                               const c10::optional<torch::Tensor>& bias,
+                               const PackedPair& packed) {
+    (void)weight;  // its gradient comes from x and the output's
+    const torch::Tensor xc = x.to(torch::kBFloat16);
+    const bool has_bias = bias.has_value() && bias->defined();
+    const torch::Tensor bc = has_bias ? bias->to(torch::kBFloat16).view({1, -1}) : torch::Tensor();
+    // The input gradient's copy is saved as a tensor too, so that a write reported through its
+    // version makes backward refuse to run.
+    ctx->save_for_backward({xc, packed.input_grad.storage()});
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["bias"] = has_bias;
+    ctx->saved_data["input_grad"] =
+        c10::IValue::make_capsule(c10::make_intrusive<PackedHolder>(packed.input_grad));
+    return packed_product(xc, packed.forward, bc, torch::kBFloat16, /*gelu=*/false);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& x = saved[0];
+    const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const torch::Tensor dy = plain(grads[0]).to(torch::kBFloat16);
+    torch::autograd::variable_list out(4);
+    if (ctx->needs_input_grad(0)) {
+      const auto holder = c10::static_intrusive_pointer_cast<PackedHolder>(
+          ctx->saved_data["input_grad"].toCapsule());
+      out[0] = packed_product(dy, holder->weight, {}, x_dtype, /*gelu=*/false);  // [M,N] [N,K]
+    }
+    if (ctx->needs_input_grad(1))
+      out[1] = gemm(dy.t(), x, {}, false, torch::kFloat);  // [N,M] [M,K]
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2))
+      out[2] = dy.size(0) > 0
+                   ? gemm(torch::ones({1, dy.size(0)}, dy.options()), dy, {}, false, torch::kFloat)
+                         .view({dy.size(1)})
+                   : dy.sum(0, /*keepdim=*/false, torch::kFloat);
+    return out;
+  }
+};
+
+}  // namespace
 
 torch::Tensor onednn_linear_bf16_packed(const torch::Tensor& input,
                                         const OneDnnPackedBf16Weight& weight,
                                         const torch::Tensor& bias,
                                         bool gelu) {
-  TORCH_CHECK(weight.defined(), "onednn_linear_bf16_packed: no packed weight");
+  TORCH_CHECK(weight.defined() && weight.use() == PackedFor::kForward,
+              "onednn_linear_bf16_packed: no weight packed for the forward");
   const int64_t out = weight.out_features(), in = weight.in_features();
   TORCH_CHECK(input.device().is_cpu() && input.dim() >= 1 && input.size(-1) == in &&
                   (input.scalar_type() == torch::kFloat || input.scalar_type() == torch::kBFloat16),
@@ -751,41 +947,31 @@ torch::Tensor onednn_linear_bf16_packed(const torch::Tensor& input,
   TORCH_CHECK(!(torch::GradMode::is_enabled() &&
                 (input.requires_grad() || (bias.defined() && bias.requires_grad()))),
               "onednn_linear_bf16_packed: inference only (the packed weight carries no gradient)");
-#ifdef BERTFT_HAVE_DNNL
-  const torch::Tensor a = plain(rows_of(input).to(torch::kBFloat16));
+  const torch::Tensor a = rows_of(input).to(torch::kBFloat16);
   const torch::Tensor b = bias.defined() ? bias.to(torch::kBFloat16).view({1, out}) : bias;
-  const torch::Tensor c = torch::empty({a.size(0), out}, a.options());
-  if (a.size(0) > 0) {
-    RECORD_FUNCTION("bertft::onednn_matmul_packed", std::vector<c10::IValue>({a}));
-    // Kept per thread as matmul_into's primitives are; the packed layout is this process's
-    // choice for (in, out), so the shapes and the output pass make the key.
-    thread_local std::map<std::vector<int64_t>, Primitive> made;
-    std::vector<int64_t> key = {gelu, in, out, b.defined()};
-    add_to_key(key, a);
-    auto it = made.find(key);
-    if (it == made.end()) {
-      if (made.size() >= 1024) made.clear();
-      const auto bias_md = b.defined() ? describe(b) : dnnl::memory::desc();
-      it = made.emplace(std::move(key),
-                        make_primitive(dnnl::matmul::desc(describe(a), weight.impl().layout,
-                                                          bias_md, describe(c)),
-                                       /*accumulate=*/false, {}, gelu))
-               .first;
-    }
-    const auto& engine = detail::onednn_cpu_engine();
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, dnnl::memory(describe(a), engine, a.data_ptr())},
-        {DNNL_ARG_WEIGHTS,
-         dnnl::memory(weight.impl().layout, engine, weight.impl().storage.data_ptr())},
-        {DNNL_ARG_DST, dnnl::memory(describe(c), engine, c.data_ptr())}};
-    if (b.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(describe(b), engine, b.data_ptr()));
-    execute(it->second, std::move(args));
-  }
-  return c.view(output_sizes(input, out));
-#else
-  (void)gelu;
-  throw std::runtime_error("onednn: this build has no oneDNN (install libdnnl-dev)");
-#endif
+  return packed_product(a, weight, b, torch::kBFloat16, gelu).view(output_sizes(input, out));
+}
+
+torch::Tensor onednn_linear_bf16_packed_training(const torch::Tensor& input,
+                                                 const torch::Tensor& weight,
+                                                 const torch::Tensor& bias,
+                                                 const OneDnnPackedBf16Weight& forward,
+                                                 const OneDnnPackedBf16Weight& input_grad) {
+  check_operands(input, weight, bias, /*bf16_input=*/true);
+  const int64_t out = weight.size(0), in = weight.size(1);
+  for (const auto* p : {&forward, &input_grad})
+    TORCH_CHECK(p->defined() && p->out_features() == out && p->in_features() == in,
+                "onednn_linear_bf16_packed_training: packed copies of a weight [", out, ", ", in,
+                "] needed");
+  TORCH_CHECK(forward.use() == PackedFor::kForward && input_grad.use() == PackedFor::kInputGradient,
+              "onednn_linear_bf16_packed_training: the forward's copy, then the input gradient's");
+  if (!linear_needs_autograd(input, weight, bias))
+    return onednn_linear_bf16_packed(input, forward, bias, /*gelu=*/false);
+  return OneDnnPackedLinearFunction::apply(
+             rows_of(input), weight,
+             bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt,
+             PackedPair{forward, input_grad})
+      .view(output_sizes(input, out));
 }
 
 }  // namespace bert

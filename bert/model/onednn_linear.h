@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "bert/model/pack_kernel.h"
+
 namespace bert {
 
 /// Which library runs the fp32 GEMMs of bert::Linear on CPU.
@@ -95,13 +97,17 @@ torch::Tensor onednn_linear_bf16(const torch::Tensor& input,
                                  const torch::Tensor& bias,
                                  const torch::Tensor& weight_bf16 = {});
 
+/// Which product a packed bf16 weight [out, in] is laid out for: the forward's (weight^T as
+/// b [in, out]) or the input gradient's (weight as b [out, in]).
+enum class PackedFor { kForward, kInputGradient };
+
 /// A float32 weight [out, in] cast to bf16 (rounded as autocast's cast rounds) and laid out as
-/// oneDNN's bf16 matmul kernels for this CPU read their b operand: their blocked layout, made
-/// once by a oneDNN reorder. The kernels otherwise copy a plain b into that layout inside every
-/// product; stand-alone bf16 products of bert-base's shapes ran 1.12-1.20x as fast from the
-/// packed weight (an AMD EPYC with avx512_bf16, 1024 and 4096 rows; bench/RESULTS.md). For
-/// repeated inference (bert::Linear keeps one while its weight is unchanged). Cheap to copy
-/// (the packed data is shared).
+/// oneDNN's bf16 matmul kernels for this CPU read their b operand: their blocked layout. The
+/// kernels otherwise copy a plain b into that layout inside every product; stand-alone bf16
+/// products of bert-base's shapes ran 1.12-1.20x as fast from the packed weight (an AMD EPYC
+/// with avx512_bf16, 1024 and 4096 rows; bench/RESULTS.md). For repeated inference (bert::Linear
+/// keeps one while its weight is unchanged) and bf16 training's kept copies (bf16_shadow, whose
+/// writer lays out each new value through writer()). Cheap to copy (the packed data is shared).
 class OneDnnPackedBf16Weight {
  public:
   struct Impl;
@@ -110,18 +116,25 @@ class OneDnnPackedBf16Weight {
   bool defined() const { return impl_ != nullptr; }
   int64_t out_features() const;
   int64_t in_features() const;
+  PackedFor use() const;
   /// Bytes the packed copy holds.
   int64_t nbytes() const;
+  /// The packed bytes (a uint8 tensor; its version counts the writes a writer reports).
+  const torch::Tensor& storage() const;
+  /// Where weight[n][k] lies in storage() (rows n, columns k), for a writer that keeps the copy
+  /// equal to the weight's cast (kernels::f32_to_bf16_scattered). Padding stays zero.
+  kernels::ScatteredLayout writer() const;
   const Impl& impl() const { return *impl_; }
 
  private:
   std::shared_ptr<const Impl> impl_;
 };
 
-/// `weight` (float32 [out, in], CPU) packed for bf16 inference; undefined where there is nothing
-/// to gain: this CPU's kernels read the plain layout itself, oneDNN has no bf16 products here,
-/// or BERTFT_BF16_PACK=off (for side-by-side measurements).
-OneDnnPackedBf16Weight onednn_pack_bf16_weight(const torch::Tensor& weight);
+/// `weight` (float32 [out, in], CPU) packed for `use`'s bf16 products; undefined where there is
+/// nothing to gain: this CPU's kernels read the plain layout itself, oneDNN has no bf16 products
+/// here, or BERTFT_BF16_PACK=off (for side-by-side measurements).
+OneDnnPackedBf16Weight onednn_pack_bf16_weight(const torch::Tensor& weight,
+                                               PackedFor use = PackedFor::kForward);
 
 /// What onednn_linear_bf16_cast computes (no autograd; `gelu` in the output pass; the bias cast
 /// as autocast casts it), from a packed weight.
@@ -129,6 +142,17 @@ torch::Tensor onednn_linear_bf16_packed(const torch::Tensor& input,
                                         const OneDnnPackedBf16Weight& weight,
                                         const torch::Tensor& bias,
                                         bool gelu);
+
+/// What onednn_linear_bf16 computes, with autograd, from the weight's bf16 copies packed for the
+/// forward and for the input gradient (bf16 training's kept copies): the same values bit for
+/// bit, without the kernels' per-product copy of b. The weight's gradient (from the input and
+/// the output gradient) is the float32 one onednn_linear_bf16 gives. A write to `input_grad`
+/// reported through its storage's version before backward makes backward refuse to run.
+torch::Tensor onednn_linear_bf16_packed_training(const torch::Tensor& input,
+                                                 const torch::Tensor& weight,
+                                                 const torch::Tensor& bias,
+                                                 const OneDnnPackedBf16Weight& forward,
+                                                 const OneDnnPackedBf16Weight& input_grad);
 
 /// Whether a batched matmul a [..., M, K] x b [..., K, N] goes through onednn_matmul: fp32 as
 /// for bert::Linear (CPU, no autocast, at least 2^20 multiply-adds, the engine oneDNN); bf16

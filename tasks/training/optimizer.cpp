@@ -107,32 +107,54 @@ class FusedAdamW final : public torch::optim::AdamW {
         const int64_t n = p.numel();
         // The weight's bf16 copy for bf16 training (bert::bf16_shadow), where it keeps one:
         // rounded from each piece of the new weights while they are in cache.
-        const torch::Tensor shadow = bert::bf16_shadow::writable(p);
-        uint16_t* sp = shadow.defined() && shadow.scalar_type() == torch::kBFloat16 &&
-                               shadow.is_contiguous() && shadow.numel() == n
-                           ? reinterpret_cast<uint16_t*>(shadow.data_ptr<at::BFloat16>())
+        // A packed copy is written through each layout's offsets (both layouts).
+        const bert::bf16_shadow::Copies shadow = bert::bf16_shadow::writable(p);
+        const torch::Tensor& plain = shadow.plain;
+        uint16_t* sp = plain.defined() && plain.scalar_type() == torch::kBFloat16 &&
+                               plain.is_contiguous() && plain.numel() == n
+                           ? reinterpret_cast<uint16_t*>(plain.data_ptr<at::BFloat16>())
                            : nullptr;
+        const bool packed = shadow.packed() && p.dim() == 2 &&
+                            shadow.forward.out_features() == p.size(0) &&
+                            shadow.forward.in_features() == p.size(1);
+        bert::kernels::ScatteredLayout layouts[2];
+        if (packed) {
+          layouts[0] = shadow.forward.writer();
+          layouts[1] = shadow.input_grad.writer();
+        }
+        const bool copies = sp != nullptr || packed;
         // Across threads in chunks that start at multiples of kBlock elements: the compiler's
         // vector loop and its scalar tail round differently (a multiply-add may be fused in one
         // and not the other), and so each element takes the path it takes in a single call,
         // and the weights are the same bits on any number of threads (and with a bf16 copy,
-        // whose pieces are multiples of kBlock too).
-        constexpr int64_t kBlock = 64, kPiece = 64 * kBlock;
+        // whose pieces are multiples of kBlock too). Packed copies are written 16 whole rows
+        // at a time (a piece of 16 rows, where that is a multiple of kBlock).
+        constexpr int64_t kBlock = 64;
+        const int64_t rows16 = packed ? 16 * p.size(1) : 0;
+        const int64_t block = rows16 > 0 && rows16 % kBlock == 0 ? rows16 : kBlock;
+        const int64_t kPiece = std::max(64 * kBlock, block);
         bert::parallel_for(
-            0, (n + kBlock - 1) / kBlock, 16384 / kBlock, [&](int64_t first, int64_t last) {
-              const int64_t begin = first * kBlock, end = std::min(n, last * kBlock);
-              const int64_t piece = sp != nullptr ? kPiece : end - begin;  // else one call
+            0, (n + block - 1) / block, std::max<int64_t>(1, 16384 / block),
+            [&](int64_t first, int64_t last) {
+              const int64_t begin = first * block, end = std::min(n, last * block);
+              const int64_t piece = copies ? kPiece : end - begin;  // else one call
               for (int64_t at = begin; at < end; at += piece) {
                 const int64_t count = std::min(piece, end - at);
-                adamw_update(pp + at, gp + at, mp + at, vp + at, count, decay, b1, one_minus_b1, b2,
-                             one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
+                // With copies, the update in runs of 64 blocks at most (a piece of 16 long rows
+                // holds more of the four arrays than the cache does), then the piece's copies.
+                const int64_t run_length = copies ? 64 * kBlock : count;
+                for (int64_t run = at; run < at + count; run += run_length)
+                  adamw_update(pp + run, gp + run, mp + run, vp + run,
+                               std::min(run_length, at + count - run), decay, b1, one_minus_b1, b2,
+                               one_minus_b2, bc2_sqrt, epsilon, neg_step, grad_scale);
                 if (sp != nullptr) bert::kernels::f32_to_bf16(pp + at, sp + at, count);
+                if (packed) bert::kernels::f32_to_bf16_scattered(pp + at, at, count, layouts, 2);
               }
             });
         // Written through its pointer, as no in-place op would be: say so to whoever keeps
         // something made from the weight (bert::Linear's bf16 cast for inference).
         torch::autograd::impl::bump_version(p);
-        if (sp != nullptr) bert::bf16_shadow::written(p);
+        if (copies) bert::bf16_shadow::written(p);
       }
     }
     return {};

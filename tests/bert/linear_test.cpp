@@ -866,6 +866,7 @@ TEST(OneDnnLinear, PackedBf16WeightGivesThePlainCastsProducts) {
   // bf16 training's evaluations: where the weight's training copy matches it, inference takes
   // that copy rather than packing a second one.
   Linear trained(96, 200);
+  const ScopedBf16ShadowPacking plain_copies(false);  // (packed ones: Bf16Shadows.Packed...)
   {
     const torch::AutoGradMode grad(true);  // a training forward
     const ScopedBf16Shadows shadows(true);
@@ -896,7 +897,8 @@ TEST(OneDnnLinear, PackedBf16WeightGivesThePlainCastsProducts) {
 // training forward without bf16 drops the copy, and a copy goes with its weight.
 TEST(Bf16Shadows, TrainingForwardsKeepTheCastWhileItMatchesTheWeight) {
   REQUIRE_ONEDNN_BF16();
-  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);  // the small GEMM through oneDNN
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);     // the small GEMM through oneDNN
+  const ScopedBf16ShadowPacking plain_copies(false);  // packed: PackedCopies... below
   torch::manual_seed(6);
   const auto x = torch::randn({5, 7, 48}), upstream = torch::randn({5, 7, 40});
   const auto run = [&](Linear& linear, bool shadows) {
@@ -926,19 +928,20 @@ TEST(Bf16Shadows, TrainingForwardsKeepTheCastWhileItMatchesTheWeight) {
   EXPECT_EQ(bf16_shadow::count(), before);  // off: nothing kept
   const auto kept = run(linear, true);
   ASSERT_EQ(bf16_shadow::count(), before + 1);
-  const auto copy = bf16_shadow::find_current(linear->weight);
+  const auto copy = bf16_shadow::find_current(linear->weight).plain;
   ASSERT_TRUE(copy.defined());
   EXPECT_TRUE(torch::equal(copy, cast(linear->weight)));
   expect_equal(plain, kept, "kept copy, tensor ");
   expect_equal(run(linear, true), kept, "again, tensor ");
-  EXPECT_EQ(bf16_shadow::find_current(linear->weight).data_ptr(), copy.data_ptr());  // no cast
+  EXPECT_EQ(bf16_shadow::find_current(linear->weight).plain.data_ptr(),
+            copy.data_ptr());  // no cast
   {
     const torch::NoGradGuard no_grad;
     linear->weight.mul_(1.5);
   }
   EXPECT_FALSE(bf16_shadow::find_current(linear->weight).defined());  // stale: not used
   const auto changed = run(linear, true);
-  EXPECT_TRUE(torch::equal(bf16_shadow::find_current(linear->weight), cast(linear->weight)));
+  EXPECT_TRUE(torch::equal(bf16_shadow::find_current(linear->weight).plain, cast(linear->weight)));
   expect_equal(changed, run(linear, false), "changed weight, tensor ");
   EXPECT_FALSE(torch::equal(changed[0], kept[0]));
   EXPECT_EQ(bf16_shadow::count(), before);  // a forward with shadows off dropped the copy
@@ -947,10 +950,10 @@ TEST(Bf16Shadows, TrainingForwardsKeepTheCastWhileItMatchesTheWeight) {
   {
     const torch::NoGradGuard no_grad;
     linear->weight.add_(0.25);
-    bf16_shadow::writable(linear->weight).copy_(cast(linear->weight));
+    bf16_shadow::writable(linear->weight).plain.copy_(cast(linear->weight));
     bf16_shadow::written(linear->weight);
   }
-  const auto written = bf16_shadow::find_current(linear->weight);
+  const auto written = bf16_shadow::find_current(linear->weight).plain;
   ASSERT_TRUE(written.defined());
   EXPECT_TRUE(torch::equal(written, cast(linear->weight)));
   expect_equal(run(linear, true), run(linear, false), "written copy, tensor ");
@@ -967,31 +970,116 @@ TEST(Bf16Shadows, TrainingForwardsKeepTheCastWhileItMatchesTheWeight) {
 
 // The fused AdamW writes a weight and its bf16 copy through raw pointers, past autograd's version
 // counters; written() counts the copy's change, so a graph recorded before the step refuses its
-// backward (as for any in-place change of a tensor it saved) rather than use the new copy.
+// backward (as for any in-place change of a tensor it saved) rather than use the new copy, plain
+// or packed.
 TEST(Bf16Shadows, AGraphRecordedBeforeAWriteRefusesItsBackward) {
   REQUIRE_ONEDNN_BF16();
   const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);
   const ScopedBf16Shadows shadows(true);
-  torch::manual_seed(8);
-  Linear linear(48, 40);
-  const auto input = torch::randn({5, 7, 48}).requires_grad_(true);
-  torch::Tensor y;
-  {
-    const Bf16Autocast autocast;
-    y = linear->forward(input);
+  for (const bool packing : {false, true}) {
+    const ScopedBf16ShadowPacking packed_copies(packing);
+    torch::manual_seed(8);
+    Linear linear(48, 40);
+    const auto input = torch::randn({5, 7, 48}).requires_grad_(true);
+    torch::Tensor y;
+    {
+      const Bf16Autocast autocast;
+      y = linear->forward(input);
+    }
+    {
+      const torch::NoGradGuard no_grad;
+      float* w = linear->weight.data_ptr<float>();
+      for (int64_t i = 0; i < linear->weight.numel(); ++i) w[i] += 0.25f;
+      const auto copy = bf16_shadow::writable(linear->weight);
+      ASSERT_TRUE(copy.defined());
+      if (copy.packed()) {
+        const kernels::ScatteredLayout layouts[] = {copy.forward.writer(),
+                                                    copy.input_grad.writer()};
+        kernels::f32_to_bf16_scattered(w, 0, linear->weight.numel(), layouts, 2);
+      } else {
+        ASSERT_FALSE(packing && onednn_pack_bf16_weight(linear->weight.detach()).defined());
+        const auto fresh = linear->weight.detach().to(torch::kBFloat16);
+        std::memcpy(copy.plain.data_ptr(), fresh.data_ptr(), copy.plain.nbytes());
+      }
+      bf16_shadow::written(linear->weight);
+    }
+    EXPECT_TRUE(bf16_shadow::find_current(linear->weight).defined());  // the copy is current
+    EXPECT_THROW(y.sum().backward(), c10::Error) << "packing " << packing;
   }
-  {
+}
+
+// Where this CPU's bf16 kernels take a packed b, bf16 training keeps each weight's copy packed
+// twice, for the forward's product and for the input gradient's: outputs and gradients (of a
+// float32 and of a bf16 input) are the casting forward's, bit for bit, for shapes whose sides
+// are not multiples of the layout's blocks; the writer's pieces, wherever they start and end,
+// lay out what a fresh pack lays out, through its vector paths and its scalar one alike.
+TEST(Bf16Shadows, PackedCopiesGiveTheCastsOutputsAndGradients) {
+  REQUIRE_ONEDNN_BF16();
+  const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);
+  const ScopedBf16ShadowPacking packed_copies(true);
+  for (const auto& [in, out] : {std::pair<int64_t, int64_t>{48, 40}, {70, 100}, {96, 33}}) {
+    torch::manual_seed(in + out);
+    Linear linear(in, out);
+    for (const auto type : {torch::kFloat, torch::kBFloat16}) {
+      const auto x = torch::randn({5, 7, in}).to(type), upstream = torch::randn({5, 7, out});
+      const auto run = [&](bool shadows) {
+        const ScopedBf16Shadows scoped(shadows);
+        const auto input = x.clone().requires_grad_(true);
+        torch::Tensor y;
+        {
+          const Bf16Autocast autocast;
+          y = linear->forward(input);
+        }
+        y.backward(upstream.to(y.scalar_type()));
+        std::vector<torch::Tensor> result = {y.detach(), input.grad(), linear->weight.grad(),
+                                             linear->bias.grad()};
+        linear->weight.mutable_grad() = torch::Tensor();
+        linear->bias.mutable_grad() = torch::Tensor();
+        return result;
+      };
+      const auto cast = run(false);
+      const auto packed = run(true);
+      const auto copy = bf16_shadow::find_current(linear->weight);
+      if (!copy.packed()) GTEST_SKIP() << "this CPU's bf16 kernels read the plain layout";
+      for (size_t i = 0; i < cast.size(); ++i)
+        EXPECT_TRUE(torch::equal(cast[i], packed[i]))
+            << in << "x" << out << " " << type << " tensor " << i;
+      EXPECT_TRUE(torch::equal(run(true)[1], cast[1]));  // again, from the kept copy
+    }
+    // A writer's pieces: an update written piece by piece equals a fresh pack of the weight.
     const torch::NoGradGuard no_grad;
-    float* w = linear->weight.data_ptr<float>();
-    for (int64_t i = 0; i < linear->weight.numel(); ++i) w[i] += 0.25f;
-    const auto fresh = linear->weight.detach().to(torch::kBFloat16);
-    auto copy = bf16_shadow::writable(linear->weight);
-    ASSERT_TRUE(copy.defined());
-    std::memcpy(copy.data_ptr(), fresh.data_ptr(), copy.nbytes());
+    linear->weight.mul_(-0.75);
+    const auto copy = bf16_shadow::writable(linear->weight);
+    ASSERT_TRUE(copy.packed());
+    const float* w = linear->weight.data_ptr<float>();
+    const int64_t n = linear->weight.numel();
+    for (const auto* packed : {&copy.forward, &copy.input_grad}) {
+      const auto fresh = onednn_pack_bf16_weight(linear->weight, packed->use()).storage();
+      for (const int64_t piece : {n, int64_t{37}, 16 * in, int64_t{512}}) {
+        packed->storage().zero_();
+        const auto layout = packed->writer();
+        for (int64_t at = 0; at < n; at += piece)
+          kernels::f32_to_bf16_scattered(w + at, at, std::min(piece, n - at), &layout);
+        EXPECT_TRUE(torch::equal(packed->storage(), fresh)) << in << "x" << out << " " << piece;
+      }
+      auto scalar = packed->writer();  // no vector path
+      scalar.pair_col = nullptr;
+      scalar.strided_runs = false;
+      packed->storage().zero_();
+      kernels::f32_to_bf16_scattered(w, 0, n, &scalar);
+      EXPECT_TRUE(torch::equal(packed->storage(), fresh)) << in << "x" << out << " scalar";
+    }
     bf16_shadow::written(linear->weight);
+    EXPECT_TRUE(bf16_shadow::find_current(linear->weight).packed());
+    // An evaluation reads the copy packed for the forward.
+    const Bf16Autocast autocast;
+    const auto x = torch::randn({3, in});
+    EXPECT_TRUE(torch::equal(linear->forward(x),
+                             onednn_linear_bf16_cast(x, linear->weight.to(torch::kBFloat16),
+                                                     linear->bias, /*gelu=*/false)));
+    EXPECT_TRUE(linear->keeps_packed_bf16_weight());
   }
-  EXPECT_TRUE(bf16_shadow::find_current(linear->weight).defined());  // the copy is current
-  EXPECT_THROW(y.sum().backward(), c10::Error);
+  EXPECT_TRUE(kernels::scattered_has_vector_paths() || !__builtin_cpu_supports("avx512bw"));
 }
 
 TEST(OneDnnLinear, TheEngineIsAFixedRuleOfTheCpu) {

@@ -257,8 +257,9 @@ TEST(FusedAdamW, WritesTheBf16CopiesOfTheWeightsItUpdates) {
   if (!onednn_bf16_available()) GTEST_SKIP() << "this CPU's oneDNN has no bf16 products";
   const ScopedFp32Gemm direct(Fp32Gemm::kOneDnn);  // the tiny model's GEMMs through oneDNN
   const auto ids = torch::randint(5, 99, {3, 12}, torch::kLong);
-  const auto train = [&](bool shadows) {
+  const auto train = [&](bool shadows, bool packing) {
     const ScopedBf16Shadows scoped(shadows);
+    const ScopedBf16ShadowPacking packed_copies(packing);
     torch::manual_seed(8);
     BertModel model(testing::tiny_config());
     model->train();
@@ -289,10 +290,26 @@ TEST(FusedAdamW, WritesTheBf16CopiesOfTheWeightsItUpdates) {
         }
         EXPECT_TRUE(copy.defined()) << p.key() << " after step " << step;
         if (!copy.defined()) continue;
-        EXPECT_TRUE(torch::equal(copy, p.value().detach().to(torch::kBFloat16))) << p.key();
+        const torch::Tensor weight = p.value().detach();
+        const void* data = nullptr;
+        if (packing && copy.packed()) {
+          // Both layouts hold the weight's cast: the bytes a fresh pack of it lays out.
+          EXPECT_TRUE(torch::equal(copy.forward.storage(),
+                                   onednn_pack_bf16_weight(weight, PackedFor::kForward).storage()))
+              << p.key();
+          EXPECT_TRUE(
+              torch::equal(copy.input_grad.storage(),
+                           onednn_pack_bf16_weight(weight, PackedFor::kInputGradient).storage()))
+              << p.key();
+          data = copy.forward.storage().data_ptr();
+        } else {
+          EXPECT_FALSE(packing && onednn_pack_bf16_weight(weight).defined()) << p.key();
+          EXPECT_TRUE(torch::equal(copy.plain, weight.to(torch::kBFloat16))) << p.key();
+          data = copy.plain.data_ptr();
+        }
         // Written in place, not cast anew by the next forward.
-        if (step == 0) first_copy[p.key()] = copy.data_ptr();
-        EXPECT_EQ(copy.data_ptr(), first_copy[p.key()]) << p.key();
+        if (step == 0) first_copy[p.key()] = data;
+        EXPECT_EQ(data, first_copy[p.key()]) << p.key();
       }
     }
     for (const auto& p : params) out.push_back(p.detach().clone());
@@ -300,10 +317,14 @@ TEST(FusedAdamW, WritesTheBf16CopiesOfTheWeightsItUpdates) {
   };
   const int before = torch::get_num_threads();
   torch::set_num_threads(2);
-  const auto cast = train(false), kept = train(true);
+  const auto cast = train(false, false), kept = train(true, false), packed = train(true, true);
   torch::set_num_threads(before);
   ASSERT_EQ(cast.size(), kept.size());
-  for (size_t i = 0; i < cast.size(); ++i) EXPECT_TRUE(torch::equal(cast[i], kept[i])) << i;
+  ASSERT_EQ(cast.size(), packed.size());
+  for (size_t i = 0; i < cast.size(); ++i) {
+    EXPECT_TRUE(torch::equal(cast[i], kept[i])) << i;
+    EXPECT_TRUE(torch::equal(cast[i], packed[i])) << i << " (packed copies)";
+  }
 }
 
 // The fused step splits each weight's elements across LibTorch's threads (bert::parallel_for)
