@@ -16,8 +16,9 @@
 // mrpc,stsb]` times MRPC and STS-B training against HF run_glue-style (bench/hf_glue_epoch.py);
 // `--only similar` times `bertft similar` over 1 M vectors; `--only pretrain_step` times a
 // bert-base MLM + NSP step with the last layer whole against [CLS] and the masked positions alone;
-// `--only bf16_shadows` times a bf16 step with the weights' bf16 copies kept against cast in every
-// forward; `--only clip_norm` times clipping's norm against LibTorch's per-tensor norms;
+// `--only bf16_shadows` times a bf16 step with the weights' bf16 copies kept (plain and packed)
+// against cast in every forward; `--only clip_norm` times clipping's norm against LibTorch's
+// per-tensor norms;
 // `--only retrieval [--retrieval-models DIR,...]` gives recall@1/@10 of SQuAD v1.1 dev
 // questions -> their paragraphs by `embed` + `similar`.
 #include <fmt/format.h>
@@ -775,14 +776,17 @@ struct Suite {
   }
 
   /// bf16 training's weight copies kept between steps (bert::bf16_shadow) against casting every
-  /// weight in every forward: a bert-base 8x128 bf16 step's forward, backward and optimizer
-  /// (clipping + AdamW) times with and without them, alternated in this process, and what
-  /// casting the encoder's 72 weights costs alone (what a forward saves; the optimizer pays for
-  /// writing the copies). Run wherever oneDNN has bf16 products, fast or not: the parts that do
-  /// not depend on the GEMMs transfer. Not in the default set (about 90 s on 2 cores).
+  /// weight in every forward, and the copies kept plain against packed for the CPU's kernels (the
+  /// default where they read a packed b): a bert-base 8x128 bf16 step's forward, backward and
+  /// optimizer (clipping + AdamW) times each way, alternated in this process (the copies dropped
+  /// and made again, untimed, at each change), and what casting the encoder's 72 weights costs
+  /// alone (what a forward saves; the optimizer pays for writing the copies). Run wherever oneDNN
+  /// has bf16 products, fast or not: the parts that do not depend on the GEMMs transfer. Not in
+  /// the default set (about 2 minutes on 2 cores).
   void bf16_shadows() {
     fmt::print(
-        "\n== bf16_shadows: bert-base 8x128 bf16 train step, weight copies kept vs cast ==\n");
+        "\n== bf16_shadows: bert-base 8x128 bf16 train step, weight copies cast, kept plain, "
+        "kept packed ==\n");
     if (!bert::onednn_bf16_available()) {
       fmt::print("(skipped: this CPU's oneDNN has no bf16 products)\n");
       return;
@@ -791,22 +795,34 @@ struct Suite {
     const auto a = adapter();
     auto training = start_training(*a);
     const auto b = random_batch(8, 128, config.vocab_size());
-    std::array<std::array<std::vector<double>, 3>, 2> parts;  // [kept][fwd, bwd, opt]
-    const auto step = [&](bool kept, bool timed) {
-      const bert::ScopedBf16Shadows shadows(kept);
-      const auto took = timed_train_step(*a, training, b, /*bf16=*/true);
-      if (timed)
-        for (size_t k = 0; k < 3; ++k) parts[kept][k].push_back(took[k]);
-    };
-    step(false, false);  // warm-up, both ways
-    step(true, false);
-    const int rounds = std::max(iters, 6);
-    for (int r = 0; r < rounds; ++r)
-      for (const bool kept : {r % 2 == 0, r % 2 != 0}) step(kept, true);
-    std::vector<torch::Tensor> weights;
+    enum Mode { kCast, kPlain, kPacked };
+    bool packed = false;  // whether the packed mode's copies were packed (the CPU's kernels')
+    std::array<std::array<std::vector<double>, 3>, 3> parts;  // [mode][fwd, bwd, opt]
+    std::vector<torch::Tensor> projections;
     for (const auto& p : training.model->named_parameters())
       if (p.key().find("encoder.") != std::string::npos && p.value().dim() == 2)
-        weights.push_back(p.value());
+        projections.push_back(p.value());
+    const auto step = [&](int mode, bool timed) {
+      const bert::ScopedBf16Shadows shadows(mode != kCast);
+      const bert::ScopedBf16ShadowPacking packing(mode == kPacked);
+      const auto took = timed_train_step(*a, training, b, /*bf16=*/true);
+      if (timed)
+        for (size_t k = 0; k < 3; ++k) parts[mode][k].push_back(took[k]);
+      if (mode == kPacked) packed = bert::bf16_shadow::find_current(projections[0]).packed();
+    };
+    const auto switch_to = [&](int mode) {  // copies of the mode's kind, made untimed
+      for (const auto& w : projections) bert::bf16_shadow::drop(w);
+      step(mode, false);
+    };
+    const int rounds = std::max(iters, 6);
+    for (int r = 0; r < rounds; ++r)
+      for (int i = 0; i < 3; ++i) {
+        const int mode = (r + i) % 3;
+        switch_to(mode);
+        step(mode, true);
+        step(mode, true);
+      }
+    const auto& weights = projections;
     std::vector<double> casts;
     {
       const torch::NoGradGuard no_grad;
@@ -820,20 +836,25 @@ struct Suite {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    fmt::print("{:<28} {:>9} {:>9} {:>9} {:>9}\n", "median of " + std::to_string(rounds) + " steps",
-               "fwd s", "bwd s", "opt s", "step s");
-    for (const bool kept : {false, true}) {
-      const auto& p = parts[kept];
+    fmt::print("{:<32} {:>9} {:>9} {:>9} {:>9}\n",
+               "median of " + std::to_string(2 * rounds) + " steps", "fwd s", "bwd s", "opt s",
+               "step s");
+    const char* names[] = {
+        "cast every forward", "copies kept, plain",
+        packed ? "copies kept, packed (default)" : "kept, packed (= plain here)"};
+    const char* keys[] = {"cast", "kept", "packed"};
+    for (const int mode : {kCast, kPlain, kPacked}) {
+      const auto& p = parts[mode];
       std::vector<double> total(p[0].size());
       for (size_t i = 0; i < total.size(); ++i) total[i] = p[0][i] + p[1][i] + p[2][i];
-      fmt::print("{:<28} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f}\n",
-                 kept ? "copies kept (default)" : "cast every forward", median(p[0]), median(p[1]),
-                 median(p[2]), median(total));
-      results["bf16_shadows"][kept ? "kept" : "cast"] = {{"forward_s", median(p[0])},
-                                                         {"backward_s", median(p[1])},
-                                                         {"optimizer_s", median(p[2])},
-                                                         {"step_s", median(total)}};
+      fmt::print("{:<32} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f}\n", names[mode], median(p[0]),
+                 median(p[1]), median(p[2]), median(total));
+      results["bf16_shadows"][keys[mode]] = {{"forward_s", median(p[0])},
+                                             {"backward_s", median(p[1])},
+                                             {"optimizer_s", median(p[2])},
+                                             {"step_s", median(total)}};
     }
+    results["bf16_shadows"]["packed_for_this_cpu"] = packed;
     fmt::print("casting the {} encoder weights alone: {:.4f} s (median of 15)\n", weights.size(),
                median(casts));
     results["bf16_shadows"]["cast_weights_s"] = median(casts);
