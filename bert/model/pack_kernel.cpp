@@ -8,9 +8,11 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define BERTFT_PACK_VECTORS 1
+#if !defined(__clang__)
 // GCC 12 warns that its own intrinsics' undefined pass-through operand (_mm512_undefined_epi32)
 // may be used uninitialized; it is not used.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace bert::kernels {
