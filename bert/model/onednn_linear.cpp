@@ -366,6 +366,16 @@ struct OneDnnMatmulFunction : public torch::autograd::Function<OneDnnMatmulFunct
   }
 };
 
+/// The bias's gradient from the output's, dy [rows, out], summed in float32. A bf16 dy summed
+/// into float32 by ATen is first cast whole (1.0 ms for [1024, 3072]); as a GEMV of ones the
+/// bf16 rows are read once and summed in float32 (0.3 ms).
+torch::Tensor bias_gradient(const torch::Tensor& dy) {
+  return dy.scalar_type() == torch::kBFloat16 && dy.size(0) > 0
+             ? gemm(torch::ones({1, dy.size(0)}, dy.options()), dy, {}, false, torch::kFloat)
+                   .view({dy.size(1)})
+             : dy.sum(0, /*keepdim=*/false, torch::kFloat);
+}
+
 /// y = x w^T + b with oneDNN for the forward and both backward GEMMs. In bf16 (for bf16
 /// autocast) x, w and b are cast to bf16 as autocast would cast them and y is bf16; the
 /// gradients come out of the GEMMs in float32 (w's, and x's when x is float32) without a bf16
@@ -397,14 +407,7 @@ struct OneDnnLinearFunction : public torch::autograd::Function<OneDnnLinearFunct
     if (ctx->needs_input_grad(0)) out[0] = gemm(dy, weight, {}, false, x_dtype);  // [M,N] [N,K]
     if (ctx->needs_input_grad(1))
       out[1] = gemm(dy.t(), x, {}, false, torch::kFloat);  // [N,M] [M,K]
-    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) {
-      // A bf16 dy summed into float32 by ATen is first cast whole (1.0 ms for [1024, 3072]);
-      // as a GEMV of ones the bf16 rows are read once and summed in float32 (0.3 ms).
-      out[2] = dy.scalar_type() == torch::kBFloat16 && dy.size(0) > 0
-                   ? gemm(torch::ones({1, dy.size(0)}, dy.options()), dy, {}, false, torch::kFloat)
-                         .view({dy.size(1)})
-                   : dy.sum(0, /*keepdim=*/false, torch::kFloat);
-    }
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) out[2] = bias_gradient(dy);
     return out;
   }
 };
@@ -919,11 +922,7 @@ struct OneDnnPackedLinearFunction : public torch::autograd::Function<OneDnnPacke
     }
     if (ctx->needs_input_grad(1))
       out[1] = gemm(dy.t(), x, {}, false, torch::kFloat);  // [N,M] [M,K]
-    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2))
-      out[2] = dy.size(0) > 0
-                   ? gemm(torch::ones({1, dy.size(0)}, dy.options()), dy, {}, false, torch::kFloat)
-                         .view({dy.size(1)})
-                   : dy.sum(0, /*keepdim=*/false, torch::kFloat);
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) out[2] = bias_gradient(dy);
     return out;
   }
 };
