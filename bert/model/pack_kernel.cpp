@@ -140,6 +140,15 @@ bool has_avx512bw() {
 
 #endif
 
+/// One run of a row, through the fastest path `to` allows on this CPU.
+void write_run(const uint16_t* bits, int64_t r, int64_t c, int64_t len, const ScatteredLayout& to) {
+#ifdef BERTFT_PACK_VECTORS
+  if (to.pair_col != nullptr && has_avx512bw()) return write_pairs(bits, r, c, len, to);
+  if (to.strided_runs && has_avx512bw()) return write_strided(bits, r, c, len, to);
+#endif
+  write_run_scalar(bits, r, c, len, to);
+}
+
 }  // namespace
 
 bool scattered_has_vector_paths() {
@@ -177,12 +186,8 @@ void f32_to_bf16_scattered(
               rows_side_by_side(to[l], r + i, 2, 1)) {
             write_strided_2_rows(row, r + i, to[l]);
             ++i;
-          } else if (to[l].pair_col != nullptr) {
-            write_pairs(row, r + i, 0, cols, to[l]);
-          } else if (to[l].strided_runs) {
-            write_strided(row, r + i, 0, cols, to[l]);
           } else {
-            write_run_scalar(row, r + i, 0, cols, to[l]);
+            write_run(row, r + i, 0, cols, to[l]);
           }
         }
       }
@@ -192,16 +197,7 @@ void f32_to_bf16_scattered(
 #endif
     const int64_t len = std::min({n - done, cols - c, kRun});
     f32_to_bf16(x + done, bits, len);
-    for (int l = 0; l < layouts; ++l) {
-#ifdef BERTFT_PACK_VECTORS
-      if (to[l].pair_col != nullptr && has_avx512bw())
-        write_pairs(bits, r, c, len, to[l]);
-      else if (to[l].strided_runs && has_avx512bw())
-        write_strided(bits, r, c, len, to[l]);
-      else
-#endif
-        write_run_scalar(bits, r, c, len, to[l]);
-    }
+    for (int l = 0; l < layouts; ++l) write_run(bits, r, c, len, to[l]);
     done += len;
   }
 }
