@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "bert/common/autocast.h"
+#include "bert/model/layer_norm.h"
 #include "bert/model/onednn_attention.h"
 #include "bert/model/onednn_linear.h"
 
@@ -195,8 +196,8 @@ torch::Tensor BertSelfOutputImpl::forward(const torch::Tensor& hidden,
                                           const torch::Tensor& residual) {
   if (!dropout_->active())
     if (const auto sum = linear_add_if_inference(*dense_, hidden, residual); sum.defined())
-      return layer_norm_(sum);
-  return layer_norm_(dropout_(dense_(hidden)) + residual);
+      return add_layer_norm(*layer_norm_, sum);
+  return add_layer_norm(*layer_norm_, dropout_(dense_(hidden)), residual);
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {

@@ -1,5 +1,7 @@
 #include "bert/model/embeddings.h"
 
+#include "bert/model/layer_norm.h"
+
 namespace bert {
 
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c)
@@ -60,7 +62,7 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
                                    : token_type_embeddings(token_type_ids));
   }
   embeddings = embeddings + position_embeddings(positions);
-  return dropout(layer_norm(embeddings));
+  return dropout(add_layer_norm(*layer_norm, embeddings));
 }
 
 }  // namespace bert

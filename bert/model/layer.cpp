@@ -1,5 +1,6 @@
 #include "bert/model/layer.h"
 
+#include "bert/model/layer_norm.h"
 #include "bert/model/onednn_linear.h"
 
 namespace bert {
@@ -59,8 +60,8 @@ torch::Tensor BertOutputImpl::forward(const torch::Tensor& intermediate,
                                       const torch::Tensor& residual) {
   if (!dropout_->active())
     if (const auto sum = linear_add_if_inference(*dense_, intermediate, residual); sum.defined())
-      return layer_norm_(sum);
-  return layer_norm_(dropout_(dense_(intermediate)) + residual);
+      return add_layer_norm(*layer_norm_, sum);
+  return add_layer_norm(*layer_norm_, dropout_(dense_(intermediate)), residual);
 }
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c) {
