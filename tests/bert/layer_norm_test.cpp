@@ -25,12 +25,25 @@ torch::nn::LayerNorm random_norm(int64_t cols, double eps) {
   return norm;
 }
 
+/// Two of LibTorch's threads while it lives (the tests run with one): the rows split in chunks.
+class TwoThreads {
+ public:
+  TwoThreads() : before_(torch::get_num_threads()) { torch::set_num_threads(2); }
+  ~TwoThreads() { torch::set_num_threads(before_); }
+  TwoThreads(const TwoThreads&) = delete;
+  TwoThreads& operator=(const TwoThreads&) = delete;
+
+ private:
+  int before_;
+};
+
 // The sizes the kernel meets (bert-base rows split over threads) and those its 16-lane loops
 // leave a tail of (37, 100) or none of (16).
 const std::vector<std::vector<int64_t>> kShapes = {
     {2, 3, 768}, {5, 37}, {1, 16}, {4, 7, 100}, {8, 128, 768}};
 
 TEST(AddLayerNorm, IsTheModuleOnTheSum) {
+  const TwoThreads threads;
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   for (const auto& shape : kShapes)
@@ -69,6 +82,7 @@ TEST(AddLayerNorm, TakesStridedOperands) {
 // Training and evaluation give the same values bit for bit (one kernel), and the gradients are
 // the module's to every operand that asks for one, whichever do: x's in x's dtype.
 TEST(AddLayerNorm, GradientsAreTheModulesAndTheForwardIsTheSame) {
+  const TwoThreads threads;
   torch::manual_seed(2);
   for (const auto& shape : kShapes)
     for (const bool bf16 : {false, true})
@@ -136,6 +150,9 @@ TEST(AddLayerNorm, LeavesTheRestToTheModule) {
   expect_module(*two_dims, x, residual, "two normalized dimensions");
   torch::nn::LayerNorm plain(torch::nn::LayerNormOptions({32}).elementwise_affine(false));
   expect_module(*plain, x, residual, "no affine");
+  auto bf16_bias = random_norm(32, 1e-12);
+  bf16_bias->bias = bf16_bias->bias.to(torch::kBFloat16);
+  EXPECT_FALSE(add_layer_norm_fused(*bf16_bias, x, residual)) << "a bf16 bias";
   EXPECT_FALSE(add_layer_norm_fused(*norm, torch::randn({0, 32}), torch::randn({0, 32})));
 }
 
