@@ -43,24 +43,21 @@ Normalized normalize(const torch::Tensor& x,
   const float e = static_cast<float>(eps);
   float *out = data(n.out), *sum = data(n.sum), *mean = data(n.mean), *rstd = data(n.rstd);
   const int64_t grain = std::max<int64_t>(1, 8192 / cols);  // ~32 KiB of output a chunk
-  const auto run = [&](const auto* from) {
-    parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-      const int64_t at = begin * cols;
-      kernels::LayerNormOutputs to;
-      to.out = out + at;
-      if (keep) {
-        to.sum = sum + at;
-        to.mean = mean + begin;
-        to.rstd = rstd + begin;
-      }
-      kernels::add_layer_norm_f32(from + at, r != nullptr ? r + at : nullptr, gamma, beta,
-                                  end - begin, cols, e, to);
-    });
-  };
-  if (in.scalar_type() == torch::kBFloat16)
-    run(reinterpret_cast<const uint16_t*>(in.data_ptr<at::BFloat16>()));
-  else
-    run(in.data_ptr<float>());
+  const bool bf16 = in.scalar_type() == torch::kBFloat16;
+  const auto* from = static_cast<const char*>(in.data_ptr());
+  const int64_t row_bytes = cols * static_cast<int64_t>(in.element_size());
+  parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    const int64_t at = begin * cols;
+    kernels::LayerNormOutputs to;
+    to.out = out + at;
+    if (keep) {
+      to.sum = sum + at;
+      to.mean = mean + begin;
+      to.rstd = rstd + begin;
+    }
+    kernels::add_layer_norm_f32(from + begin * row_bytes, bf16, r != nullptr ? r + at : nullptr,
+                                gamma, beta, end - begin, cols, e, to);
+  });
   return n;
 }
 

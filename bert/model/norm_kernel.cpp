@@ -83,7 +83,8 @@ __attribute__((always_inline)) inline void add_layer_norm_rows(const In* x,
 }  // namespace
 
 BERTFT_CLONES
-void add_layer_norm_f32(const float* x,
+void add_layer_norm_f32(const void* x,
+                        bool x_bf16,
                         const float* residual,
                         const float* gamma,
                         const float* beta,
@@ -91,19 +92,11 @@ void add_layer_norm_f32(const float* x,
                         int64_t cols,
                         float eps,
                         const LayerNormOutputs& to) {
-  add_layer_norm_rows(x, residual, gamma, beta, rows, cols, eps, to);
-}
-
-BERTFT_CLONES
-void add_layer_norm_f32(const uint16_t* x,
-                        const float* residual,
-                        const float* gamma,
-                        const float* beta,
-                        int64_t rows,
-                        int64_t cols,
-                        float eps,
-                        const LayerNormOutputs& to) {
-  add_layer_norm_rows(x, residual, gamma, beta, rows, cols, eps, to);
+  if (x_bf16)
+    add_layer_norm_rows(static_cast<const uint16_t*>(x), residual, gamma, beta, rows, cols, eps,
+                        to);
+  else
+    add_layer_norm_rows(static_cast<const float*>(x), residual, gamma, beta, rows, cols, eps, to);
 }
 
 }  // namespace bert::kernels

@@ -19,18 +19,11 @@ struct LayerNormOutputs {
 /// variance of the row's s (about its mean, in a second pass), rstd = 1 / sqrt(variance + eps):
 /// LibTorch's expression for its CPU layer_norm, its moments summed in another order (the two
 /// agree within ~1e-6 relative). s is float32 (x widened, then one float32 addition, as LibTorch
-/// adds a bf16 tensor to a float32 one); `residual` may be null (s = x). x is float32 or bf16
-/// (raw bits). `to.out` may be `residual` or x (float32) itself. Vectorised for AVX-512, AVX2 or
-/// baseline x86-64, chosen at run time; the caller splits rows across threads.
-void add_layer_norm_f32(const float* x,
-                        const float* residual,
-                        const float* gamma,
-                        const float* beta,
-                        int64_t rows,
-                        int64_t cols,
-                        float eps,
-                        const LayerNormOutputs& to);
-void add_layer_norm_f32(const uint16_t* x,
+/// adds a bf16 tensor to a float32 one); `residual` may be null (s = x). x is float32, or bf16
+/// (raw bits) where `x_bf16`. `to.out` may be `residual` or x (float32) itself. Vectorised for
+/// AVX-512, AVX2 or baseline x86-64, chosen at run time; the caller splits rows across threads.
+void add_layer_norm_f32(const void* x,
+                        bool x_bf16,
                         const float* residual,
                         const float* gamma,
                         const float* beta,

@@ -175,7 +175,7 @@ TEST(AddLayerNormKernel, KeepsTheSumAndTheMoments) {
     to.sum = sum.data_ptr<float>();
     to.mean = mean.data_ptr<float>();
     to.rstd = rstd.data_ptr<float>();
-    kernels::add_layer_norm_f32(x.data_ptr<float>(), residual.data_ptr<float>(),
+    kernels::add_layer_norm_f32(x.data_ptr<float>(), /*x_bf16=*/false, residual.data_ptr<float>(),
                                 gamma.data_ptr<float>(), beta.data_ptr<float>(), rows, cols, 1e-5f,
                                 to);
     const auto s = x + residual;
@@ -188,9 +188,9 @@ TEST(AddLayerNormKernel, KeepsTheSumAndTheMoments) {
     auto in_place = x.clone();
     kernels::LayerNormOutputs over;
     over.out = in_place.data_ptr<float>();
-    kernels::add_layer_norm_f32(in_place.data_ptr<float>(), residual.data_ptr<float>(),
-                                gamma.data_ptr<float>(), beta.data_ptr<float>(), rows, cols, 1e-5f,
-                                over);
+    kernels::add_layer_norm_f32(in_place.data_ptr<float>(), /*x_bf16=*/false,
+                                residual.data_ptr<float>(), gamma.data_ptr<float>(),
+                                beta.data_ptr<float>(), rows, cols, 1e-5f, over);
     EXPECT_TRUE(torch::equal(in_place, out)) << cols;
   }
 }
