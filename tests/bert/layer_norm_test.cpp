@@ -8,13 +8,12 @@
 #include <vector>
 
 #include "bert/model/norm_kernel.h"
+#include "tests/support/test_support.h"
 
 namespace bert {
 namespace {
 
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
-}
+using testing::max_abs_diff;
 
 /// A LayerNorm over `cols` with random (not the initial ones and zeros) weight and bias.
 torch::nn::LayerNorm random_norm(int64_t cols, double eps) {
