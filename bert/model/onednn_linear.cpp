@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -86,6 +87,9 @@ void check_operands(const torch::Tensor& input,
 /// A ScopedGemmSplit's choice (0 whole, 1 halves), or -1.
 std::atomic<int> forced_split{-1};
 
+/// A ScopedWeightGradientLayout's choice (0 plain, 1 laid out), or -1.
+std::atomic<int> forced_weight_gradient_layout{-1};
+
 #ifdef BERTFT_HAVE_DNNL
 
 /// A matmul primitive for one problem (shapes, strides, bias, add, GELU). oneDNN keeps a cache
@@ -159,6 +163,12 @@ const Primitive& primitive_for(const MatmulCall& m) {
       .first->second;
 }
 
+/// This thread's oneDNN stream (each thread runs its primitives on its own).
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(detail::onednn_cpu_engine());
+  return stream;
+}
+
 /// Runs `p` on this thread's stream with `args` (a scratchpad added where `p` needs one, from
 /// LibTorch's allocator).
 void execute(const Primitive& p, std::unordered_map<int, dnnl::memory> args) {
@@ -169,7 +179,7 @@ void execute(const Primitive& p, std::unordered_map<int, dnnl::memory> args) {
     args.emplace(DNNL_ARG_SCRATCHPAD,
                  dnnl::memory(p.desc.scratchpad_desc(), engine, scratch.data_ptr()));
   }
-  thread_local dnnl::stream stream(engine);
+  dnnl::stream& stream = thread_stream();
   p.matmul.execute(stream, args);
   stream.wait();
 }
@@ -376,6 +386,94 @@ torch::Tensor bias_gradient(const torch::Tensor& dy) {
              : dy.sum(0, /*keepdim=*/false, torch::kFloat);
 }
 
+/// Whether bf16 weight gradients with a wide side take weight_gradient's laid-out operands
+/// (BERTFT_BF16_PACK_WEIGHT_GRAD=off keeps the plain product, for side-by-side measurements).
+bool lay_out_weight_gradients() {
+  if (const int forced = forced_weight_gradient_layout.load(); forced >= 0) return forced == 1;
+  static const bool on = !detail::env_is("BERTFT_BF16_PACK_WEIGHT_GRAD", "off");
+  return on;
+}
+
+#ifdef BERTFT_HAVE_DNNL
+
+/// A weight gradient's product from laid-out operands: x copied into the layout the kernels read
+/// their b in (`pack` empty where that is x's own), and a narrow dy^T copied row-major
+/// (`transpose` empty where a reads the transposed view itself).
+struct WeightGradientPlan {
+  Primitive product;
+  dnnl::memory::desc dy_t, x;  ///< dy^T (a column-major view) and x as they are stored
+  dnnl::reorder transpose, pack;
+};
+
+const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k) {
+  using dt = dnnl::memory::data_type;
+  thread_local std::map<std::array<int64_t, 3>, WeightGradientPlan> made;
+  const std::array<int64_t, 3> key = {m, n, k};
+  if (const auto it = made.find(key); it != made.end()) return it->second;
+  if (made.size() >= 1024) made.clear();  // dynamic padding makes many token counts
+  const auto& engine = detail::onednn_cpu_engine();
+  WeightGradientPlan plan;
+  plan.dy_t = dnnl::memory::desc({n, m}, dt::bf16, dnnl::memory::dims{1, n});
+  plan.x = dnnl::memory::desc({m, k}, dt::bf16, dnnl::memory::dims{k, 1});
+  const bool transpose = n < kWideSide;
+  const auto a =
+      transpose ? dnnl::memory::desc({n, m}, dt::bf16, dnnl::memory::dims{m, 1}) : plan.dy_t;
+  plan.product =
+      make_primitive(dnnl::matmul::desc(a, {{m, k}, dt::bf16, dnnl::memory::format_tag::any}, {},
+                                        {{n, k}, dt::f32, dnnl::memory::dims{k, 1}}),
+                     /*accumulate=*/false, {}, /*gelu=*/false);
+  if (transpose)
+    plan.transpose = dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan.dy_t, engine, a));
+  const auto b = plan.product.desc.weights_desc();
+  if (b != plan.x)
+    plan.pack = dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan.x, engine, b));
+  return made.emplace(key, std::move(plan)).first->second;
+}
+
+#endif
+
+/// A weight's float32 gradient dy^T x from bf16 dy [M, N] and x [M, K]. oneDNN 2.6's kernels
+/// copy a plain b into their blocked layout inside the product, and read a transposed a slower
+/// than a row-major one. Where N or K is kWideSide or more (bert-base's FFN weights), x is
+/// copied into that layout first, and a narrow dy^T into a row-major a: with the copies the
+/// products ran 1.06-1.20x as fast (operands cold as in a step, 1024 tokens, an AMD EPYC with
+/// avx512_bf16; bench/RESULTS.md), where a copy of the wide dy^T cost what it saved and
+/// 768 x 768 gained nothing.
+torch::Tensor weight_gradient(const torch::Tensor& dy, const torch::Tensor& x) {
+#ifdef BERTFT_HAVE_DNNL
+  const int64_t m = dy.size(0), n = dy.size(1), k = x.size(1);
+  if (dy.scalar_type() == torch::kBFloat16 && x.scalar_type() == torch::kBFloat16 &&
+      dy.is_contiguous() && x.is_contiguous() && m > 0 && std::max(n, k) >= kWideSide &&
+      lay_out_weight_gradients()) {
+    RECORD_FUNCTION("bertft::onednn_weight_gradient", std::vector<c10::IValue>({dy, x}));
+    const WeightGradientPlan& plan = weight_gradient_plan(m, n, k);
+    const auto& engine = detail::onednn_cpu_engine();
+    const auto& product = plan.product.desc;
+    torch::Tensor a = dy;
+    if (plan.transpose) {
+      a = torch::empty({n, m}, dy.options());
+      dnnl::memory from(plan.dy_t, engine, dy.data_ptr()),
+          to(product.src_desc(), engine, a.data_ptr());
+      plan.transpose.execute(thread_stream(), from, to);
+    }
+    torch::Tensor b = x;
+    if (plan.pack) {
+      b = torch::empty({static_cast<int64_t>(product.weights_desc().get_size())}, torch::kByte);
+      dnnl::memory from(plan.x, engine, x.data_ptr()),
+          to(product.weights_desc(), engine, b.data_ptr());
+      plan.pack.execute(thread_stream(), from, to);
+    }
+    const torch::Tensor c = torch::empty({n, k}, x.options().dtype(torch::kFloat));
+    execute(plan.product,
+            {{DNNL_ARG_SRC, dnnl::memory(product.src_desc(), engine, a.data_ptr())},
+             {DNNL_ARG_WEIGHTS, dnnl::memory(product.weights_desc(), engine, b.data_ptr())},
+             {DNNL_ARG_DST, dnnl::memory(product.dst_desc(), engine, c.data_ptr())}});
+    return c;
+  }
+#endif
+  return gemm(dy.t(), x, {}, false, torch::kFloat);
+}
+
 /// y = x w^T + b with oneDNN for the forward and both backward GEMMs. In bf16 (for bf16
 /// autocast) x, w and b are cast to bf16 as autocast would cast them and y is bf16; the
 /// gradients come out of the GEMMs in float32 (w's, and x's when x is float32) without a bf16
@@ -405,8 +503,7 @@ struct OneDnnLinearFunction : public torch::autograd::Function<OneDnnLinearFunct
     const torch::Tensor dy = plain(grads[0]).to(x.scalar_type());
     torch::autograd::variable_list out(5);
     if (ctx->needs_input_grad(0)) out[0] = gemm(dy, weight, {}, false, x_dtype);  // [M,N] [N,K]
-    if (ctx->needs_input_grad(1))
-      out[1] = gemm(dy.t(), x, {}, false, torch::kFloat);  // [N,M] [M,K]
+    if (ctx->needs_input_grad(1)) out[1] = weight_gradient(dy, x);                // [N,M] [M,K]
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) out[2] = bias_gradient(dy);
     return out;
   }
@@ -538,6 +635,26 @@ ScopedGemmSplit::ScopedGemmSplit(bool split) : previous_(forced_split.exchange(s
 
 ScopedGemmSplit::~ScopedGemmSplit() {
   forced_split.store(previous_);
+}
+
+torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy, const torch::Tensor& x) {
+  TORCH_CHECK(dy.device().is_cpu() && x.device().is_cpu() && dy.scalar_type() == torch::kBFloat16 &&
+                  x.scalar_type() == torch::kBFloat16 && dy.dim() == 2 && x.dim() == 2 &&
+                  dy.size(0) == x.size(0) && dy.is_contiguous() && x.is_contiguous(),
+              "onednn_bf16_weight_gradient: contiguous bf16 CPU tensors dy [M, N] and x [M, K], "
+              "got ",
+              dy.sizes(), " and ", x.sizes());
+  TORCH_CHECK(onednn_bf16_available(),
+              "onednn_bf16_weight_gradient: oneDNN has no bf16 products "
+              "on this CPU");
+  return weight_gradient(dy, x);
+}
+
+ScopedWeightGradientLayout::ScopedWeightGradientLayout(bool lay_out)
+    : previous_(forced_weight_gradient_layout.exchange(lay_out ? 1 : 0)) {}
+
+ScopedWeightGradientLayout::~ScopedWeightGradientLayout() {
+  forced_weight_gradient_layout.store(previous_);
 }
 
 namespace {
@@ -920,8 +1037,7 @@ struct OneDnnPackedLinearFunction : public torch::autograd::Function<OneDnnPacke
           ctx->saved_data["input_grad"].toCapsule());
       out[0] = packed_product(dy, holder->weight, {}, x_dtype, /*gelu=*/false);  // [M,N] [N,K]
     }
-    if (ctx->needs_input_grad(1))
-      out[1] = gemm(dy.t(), x, {}, false, torch::kFloat);  // [N,M] [M,K]
+    if (ctx->needs_input_grad(1)) out[1] = weight_gradient(dy, x);  // [N,M] [M,K]
     if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) out[2] = bias_gradient(dy);
     return out;
   }

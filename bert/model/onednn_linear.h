@@ -76,6 +76,27 @@ class ScopedGemmSplit {
   int previous_;
 };
 
+/// A weight's float32 gradient dy^T x [N, K] from bf16 dy [M, N] and x [M, K] (contiguous CPU
+/// tensors), as onednn_linear_bf16's backward computes it: where N or K is 2048 or more, from
+/// operands first laid out for oneDNN's kernels (see ScopedWeightGradientLayout), else one plain
+/// product of the transposed dy. Needs oneDNN's bf16 products (onednn_bf16_available()).
+torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy, const torch::Tensor& x);
+
+/// For tests and benchmarks: while it lives, bf16 weight gradients with a side of 2048 or more
+/// (bert-base's FFN weights) take (`lay_out`) or skip the copies that lay their operands out for
+/// oneDNN's kernels first, whatever BERTFT_BF16_PACK_WEIGHT_GRAD says (unset: take them; `off`:
+/// skip). Process-wide; not for concurrent use.
+class ScopedWeightGradientLayout {
+ public:
+  explicit ScopedWeightGradientLayout(bool lay_out);
+  ~ScopedWeightGradientLayout();
+  ScopedWeightGradientLayout(const ScopedWeightGradientLayout&) = delete;
+  ScopedWeightGradientLayout& operator=(const ScopedWeightGradientLayout&) = delete;
+
+ private:
+  int previous_;
+};
+
 /// Whether bert::Linear sends a forward of `rows` x `in` -> `out` features through oneDNN:
 /// fp32 weight and input on CPU, no autocast, a GEMM large enough that the call's set-up is
 /// noise (rows * in * out >= 2^20; below that LibTorch's own path), and fp32_gemm() says so

@@ -14,6 +14,7 @@ namespace bert {
 namespace {
 
 using testing::max_abs_diff;
+using testing::TwoThreads;
 
 /// A LayerNorm over `cols` with random (not the initial ones and zeros) weight and bias.
 torch::nn::LayerNorm random_norm(int64_t cols, double eps) {
@@ -23,18 +24,6 @@ torch::nn::LayerNorm random_norm(int64_t cols, double eps) {
   norm->bias.copy_(torch::randn({cols}) * 0.3);
   return norm;
 }
-
-/// Two of LibTorch's threads while it lives (the tests run with one): the rows split in chunks.
-class TwoThreads {
- public:
-  TwoThreads() : before_(torch::get_num_threads()) { torch::set_num_threads(2); }
-  ~TwoThreads() { torch::set_num_threads(before_); }
-  TwoThreads(const TwoThreads&) = delete;
-  TwoThreads& operator=(const TwoThreads&) = delete;
-
- private:
-  int before_;
-};
 
 // The sizes the kernel meets (bert-base rows split over threads) and those its 16-lane loops
 // leave a tail of (37, 100) or none of (16).

@@ -34,6 +34,19 @@ size_t fixture_model_keys(const std::string& name, const std::string& prefix = "
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "not found: " << (path); \
   } while (0)
 
+/// Runs LibTorch (and the kernels that follow its thread count) on two threads while it lives,
+/// so that work split across threads is split in a test too; restores the count before.
+class TwoThreads {
+ public:
+  TwoThreads() : before_(torch::get_num_threads()) { torch::set_num_threads(2); }
+  ~TwoThreads() { torch::set_num_threads(before_); }
+  TwoThreads(const TwoThreads&) = delete;
+  TwoThreads& operator=(const TwoThreads&) = delete;
+
+ private:
+  int before_;
+};
+
 /// Seeds torch in the constructor so every test starts from the same random state.
 class SeededTest : public ::testing::Test {
  protected:
