@@ -483,6 +483,7 @@ struct Suite {
     results["fp32_gemm"] = bert::fp32_gemm().reason;
     if (!bf16_fast) fmt::print("(bf16 skipped everywhere: {})\n", bf16_reason);
     if (bert::onednn_built()) gemm_halves();
+    if (bf16_fast && bert::onednn_bf16_available()) gemm_weight_gradients();
   }
 
   /// The fp32 FFN backward's GEMMs whose b is row-major with a side of 3072, as oneDNN computes
@@ -515,6 +516,40 @@ struct Suite {
                  flops / best[1] / 1e12, best[0] / best[1]);
       results["gemm_halves"][name] = {{"whole_tflops", flops / best[0] / 1e12},
                                       {"halves_tflops", flops / best[1] / 1e12}};
+    }
+  }
+
+  /// bf16 training's weight gradients (dy^T x, float32 results) as oneDNN computes them from the
+  /// plain operands and from operands laid out first (bert::ScopedWeightGradientLayout; training
+  /// lays out those with a side of 2048 or more), alternated in this process, each product's
+  /// operands fresh from a set of twelve (a step's layers) so that they come cold as in a step.
+  void gemm_weight_gradients() {
+    fmt::print(
+        "\nbf16 weight gradients dy^T x: plain vs laid-out operands (TF/s, copies included; "
+        "training lays out those with a side of 2048 or more)\n{:<28} {:>10} {:>10} {:>8}\n",
+        "shape", "plain", "laid out", "ratio");
+    const int64_t T = 1024, H = 768, I = 3072, layers = 12;
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, out, in] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
+             {"up dW 3072x1024x768", I, H}, {"down dW 768x1024x3072", H, I}}) {
+      std::vector<torch::Tensor> dy, x;
+      for (int64_t l = 0; l < layers; ++l) {
+        dy.push_back(torch::randn({T, out}).to(torch::kBFloat16));
+        x.push_back(torch::randn({T, in}).to(torch::kBFloat16));
+      }
+      double seconds[2] = {0, 0};
+      for (int round = 0; round < 2 * iters + 2; ++round)
+        for (const bool lay_out : {false, true}) {
+          const bert::ScopedWeightGradientLayout layout(lay_out);
+          const auto t = Clock::now();
+          for (int64_t l = 0; l < layers; ++l) bert::onednn_bf16_weight_gradient(dy[l], x[l]);
+          if (round > 0) seconds[lay_out] += since(t);  // the first round makes the primitives
+        }
+      const double flops = 2.0 * static_cast<double>(out * T * in) * layers * (2 * iters + 1);
+      fmt::print("{:<28} {:>10.3f} {:>10.3f} {:>7.2f}x\n", name, flops / seconds[0] / 1e12,
+                 flops / seconds[1] / 1e12, seconds[0] / seconds[1]);
+      results["gemm_weight_gradients"][name] = {{"plain_tflops", flops / seconds[0] / 1e12},
+                                                {"laid_out_tflops", flops / seconds[1] / 1e12}};
     }
   }
 
