@@ -386,6 +386,8 @@ torch::Tensor bias_gradient(const torch::Tensor& dy) {
              : dy.sum(0, /*keepdim=*/false, torch::kFloat);
 }
 
+#ifdef BERTFT_HAVE_DNNL
+
 /// Whether bf16 weight gradients with a wide side take weight_gradient's laid-out operands
 /// (BERTFT_BF16_PACK_WEIGHT_GRAD=off keeps the plain product, for side-by-side measurements).
 bool lay_out_weight_gradients() {
@@ -393,8 +395,6 @@ bool lay_out_weight_gradients() {
   static const bool on = !detail::env_is("BERTFT_BF16_PACK_WEIGHT_GRAD", "off");
   return on;
 }
-
-#ifdef BERTFT_HAVE_DNNL
 
 /// A weight gradient's product from laid-out operands: x copied into the layout the kernels read
 /// their b in (`pack` empty where that is x's own), and a narrow dy^T copied row-major
@@ -436,9 +436,9 @@ const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k) 
 /// copy a plain b into their blocked layout inside the product, and read a transposed a slower
 /// than a row-major one. Where N or K is kWideSide or more (bert-base's FFN weights), x is
 /// copied into that layout first, and a narrow dy^T into a row-major a: with the copies the
-/// products ran 1.06-1.20x as fast (operands cold as in a step, 1024 tokens, an AMD EPYC with
-/// avx512_bf16; bench/RESULTS.md), where a copy of the wide dy^T cost what it saved and
-/// 768 x 768 gained nothing.
+/// products ran 1.02-1.16x as fast (bench_suite --only gemm: 1024 tokens, twelve layers' cold
+/// operands, an AMD EPYC with avx512_bf16; bench/RESULTS.md), where a copy of the wide dy^T
+/// cost what it saved and 768 x 768 gained nothing.
 torch::Tensor weight_gradient(const torch::Tensor& dy, const torch::Tensor& x) {
 #ifdef BERTFT_HAVE_DNNL
   const int64_t m = dy.size(0), n = dy.size(1), k = x.size(1);
@@ -645,8 +645,7 @@ torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy, const torch::
               "got ",
               dy.sizes(), " and ", x.sizes());
   TORCH_CHECK(onednn_bf16_available(),
-              "onednn_bf16_weight_gradient: oneDNN has no bf16 products "
-              "on this CPU");
+              "onednn_bf16_weight_gradient: oneDNN has no bf16 products on this CPU");
   return weight_gradient(dy, x);
 }
 
