@@ -148,19 +148,25 @@ Primitive make_primitive(const dnnl::matmul::desc& problem,
           reference};
 }
 
+/// `made`'s entry for `key`, made by `make()` where there is none: a thread's kept primitives
+/// and plans. Dynamic padding makes many shapes, so the map is emptied at 1024 entries.
+template <class Map, class Make>
+const typename Map::mapped_type& kept(Map& made, typename Map::key_type key, const Make& make) {
+  if (const auto it = made.find(key); it != made.end()) return it->second;
+  if (made.size() >= 1024) made.clear();
+  return made.emplace(std::move(key), make()).first->second;
+}
+
 const Primitive& primitive_for(const MatmulCall& m) {
   const auto& [a, b, bias, add, c, gelu, accumulate] = m;
   std::vector<int64_t> key = {gelu, accumulate};
   for (const auto* t : {&a, &b, &bias, &add, &c}) add_to_key(key, *t);
   thread_local std::map<std::vector<int64_t>, Primitive> made;
-  if (const auto it = made.find(key); it != made.end()) return it->second;
-  if (made.size() >= 1024) made.clear();  // dynamic padding makes many shapes; keep it bounded
-  const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
-  return made
-      .emplace(std::move(key),
-               make_primitive(dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)),
-                              accumulate, add, gelu))
-      .first->second;
+  return kept(made, std::move(key), [&] {
+    const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
+    return make_primitive(dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)),
+                          accumulate, add, gelu);
+  });
 }
 
 /// This thread's oneDNN stream (each thread runs its primitives on its own).
@@ -405,12 +411,8 @@ struct WeightGradientPlan {
   dnnl::reorder transpose, pack;
 };
 
-const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k) {
+WeightGradientPlan make_weight_gradient_plan(int64_t m, int64_t n, int64_t k) {
   using dt = dnnl::memory::data_type;
-  thread_local std::map<std::array<int64_t, 3>, WeightGradientPlan> made;
-  const std::array<int64_t, 3> key = {m, n, k};
-  if (const auto it = made.find(key); it != made.end()) return it->second;
-  if (made.size() >= 1024) made.clear();  // dynamic padding makes many token counts
   const auto& engine = detail::onednn_cpu_engine();
   WeightGradientPlan plan;
   plan.dy_t = dnnl::memory::desc({n, m}, dt::bf16, dnnl::memory::dims{1, n});
@@ -427,7 +429,13 @@ const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k) 
   const auto b = plan.product.desc.weights_desc();
   if (b != plan.x)
     plan.pack = dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan.x, engine, b));
-  return made.emplace(key, std::move(plan)).first->second;
+  return plan;
+}
+
+const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k) {
+  thread_local std::map<std::array<int64_t, 3>, WeightGradientPlan> made;
+  const std::array<int64_t, 3> key = {m, n, k};
+  return kept(made, key, [&] { return make_weight_gradient_plan(m, n, k); });
 }
 
 #endif
@@ -958,16 +966,12 @@ torch::Tensor packed_product(const torch::Tensor& a_in,
                               bias.defined(),
                               static_cast<int64_t>(type)};
   add_to_key(key, a);
-  auto it = made.find(key);
-  if (it == made.end()) {
-    if (made.size() >= 1024) made.clear();
+  const Primitive& primitive = kept(made, std::move(key), [&] {
     const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
-    it = made.emplace(std::move(key),
-                      make_primitive(dnnl::matmul::desc(describe(a), weight.impl().layout, bias_md,
-                                                        describe(c)),
-                                     /*accumulate=*/false, {}, gelu))
-             .first;
-  }
+    return make_primitive(
+        dnnl::matmul::desc(describe(a), weight.impl().layout, bias_md, describe(c)),
+        /*accumulate=*/false, {}, gelu);
+  });
   const auto& engine = detail::onednn_cpu_engine();
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, dnnl::memory(describe(a), engine, a.data_ptr())},
@@ -976,7 +980,7 @@ torch::Tensor packed_product(const torch::Tensor& a_in,
       {DNNL_ARG_DST, dnnl::memory(describe(c), engine, c.data_ptr())}};
   if (bias.defined())
     args.emplace(DNNL_ARG_BIAS, dnnl::memory(describe(bias), engine, bias.data_ptr()));
-  execute(it->second, std::move(args));
+  execute(primitive, std::move(args));
   return c;
 }
 
