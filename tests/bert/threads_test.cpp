@@ -22,6 +22,7 @@
 #include "bert/common/parallel.h"
 #include "bert/model/onednn_detail.h"
 #include "bert/model/onednn_linear.h"
+#include "tests/support/test_support.h"
 
 namespace bert {
 namespace {
@@ -248,19 +249,19 @@ TEST(ParallelFor, SplitsTheRangeAcrossLibTorchsThreadsAndCoversItOnce) {
   // Only the fuzz targets' build goes without OpenMP, and it builds no tests: here threads are a
   // must, not a reason to skip.
   ASSERT_TRUE(parallel_for_has_threads()) << "bert/common/parallel.cpp built without OpenMP";
-  const int before = torch::get_num_threads();
-  torch::set_num_threads(2);
   std::mutex mutex;
   std::set<std::thread::id> threads;
   std::vector<int> hits(1000, 0);
-  parallel_for(0, 1000, 10, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) ++hits[i];
-    // keep each chunk busy long enough that one thread cannot take them all
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const std::lock_guard<std::mutex> lock(mutex);
-    threads.insert(std::this_thread::get_id());
-  });
-  torch::set_num_threads(before);
+  {
+    const testing::TwoThreads two;
+    parallel_for(0, 1000, 10, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) ++hits[i];
+      // keep each chunk busy long enough that one thread cannot take them all
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const std::lock_guard<std::mutex> lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    });
+  }
   EXPECT_EQ(threads.size(), 2u);
   EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 1000);
 }

@@ -315,10 +315,13 @@ TEST(FusedAdamW, WritesTheBf16CopiesOfTheWeightsItUpdates) {
     for (const auto& p : params) out.push_back(p.detach().clone());
     return out;
   };
-  const int before = torch::get_num_threads();
-  torch::set_num_threads(2);
-  const auto cast = train(false, false), kept = train(true, false), packed = train(true, true);
-  torch::set_num_threads(before);
+  std::vector<torch::Tensor> cast, kept, packed;
+  {
+    const testing::TwoThreads two;
+    cast = train(false, false);
+    kept = train(true, false);
+    packed = train(true, true);
+  }
   ASSERT_EQ(cast.size(), kept.size());
   ASSERT_EQ(cast.size(), packed.size());
   for (size_t i = 0; i < cast.size(); ++i) {
