@@ -87,8 +87,8 @@ void check_operands(const torch::Tensor& input,
 /// A ScopedGemmSplit's choice (0 whole, 1 halves), or -1.
 std::atomic<int> forced_split{-1};
 
-/// A ScopedWeightGradientLayout's choice (0 plain, 1 laid out), or -1.
-std::atomic<int> forced_weight_gradient_layout{-1};
+/// A ScopedInnerProductWeightGradients's choice (0 the matmul, 1 the inner product), or -1.
+std::atomic<int> forced_inner_product{-1};
 
 #ifdef BERTFT_HAVE_DNNL
 
@@ -394,91 +394,97 @@ torch::Tensor bias_gradient(const torch::Tensor& dy) {
 
 #ifdef BERTFT_HAVE_DNNL
 
-/// Whether bf16 weight gradients with a wide side take weight_gradient's laid-out operands
-/// (BERTFT_BF16_PACK_WEIGHT_GRAD=off keeps the plain product, for side-by-side measurements).
-bool lay_out_weight_gradients() {
-  if (const int forced = forced_weight_gradient_layout.load(); forced >= 0) return forced == 1;
-  static const bool on = !detail::env_is("BERTFT_BF16_PACK_WEIGHT_GRAD", "off");
+/// Whether bf16 weight gradients come from oneDNN's inner-product backward
+/// (BERTFT_BF16_IP_WEIGHT_GRAD=off keeps the matmul of the transposed dy, for side-by-side
+/// measurements).
+bool inner_product_weight_gradients() {
+  if (const int forced = forced_inner_product.load(); forced >= 0) return forced == 1;
+  static const bool on = !detail::env_is("BERTFT_BF16_IP_WEIGHT_GRAD", "off");
   return on;
 }
 
-/// A weight gradient's product from laid-out operands: x copied into the layout the kernels read
-/// their b in (`pack` empty where that is x's own), and a narrow dy^T copied row-major
-/// (`transpose` empty where a reads the transposed view itself).
+/// oneDNN's inner-product backward (weights) for bf16 x [M, K] and dy [M, N], both row-major,
+/// into a float32 dW [N, K] row-major and, where `bias`, a float32 db [N].
 struct WeightGradientPlan {
-  Primitive product;
-  dnnl::memory::desc dy_t, x;  ///< dy^T (a column-major view) and x as they are stored
-  dnnl::reorder transpose, pack;
+  dnnl::inner_product_backward_weights::primitive_desc desc;
+  dnnl::inner_product_backward_weights product;
+  int64_t scratchpad_bytes = 0;
+  bool reference = false;  ///< only oneDNN's reference loop takes it (no bf16 kernels)
 };
 
-WeightGradientPlan make_weight_gradient_plan(int64_t m, int64_t n, int64_t k) {
+WeightGradientPlan make_weight_gradient_plan(int64_t m, int64_t n, int64_t k, bool bias) {
   using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  using backward = dnnl::inner_product_backward_weights;
   const auto& engine = detail::onednn_cpu_engine();
+  const dnnl::memory::desc x({m, k}, dt::bf16, tag::nc), dy({m, n}, dt::bf16, tag::nc),
+      dw({n, k}, dt::f32, tag::oi), db({n}, dt::f32, tag::x);
+  // The backward is described with its forward as a hint (whose weight layout is left to oneDNN:
+  // the gradient's own is given).
+  const dnnl::inner_product_forward::primitive_desc hint(
+      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, x,
+                                        {{n, k}, dt::bf16, tag::any}, dy),
+      engine);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   WeightGradientPlan plan;
-  plan.dy_t = dnnl::memory::desc({n, m}, dt::bf16, dnnl::memory::dims{1, n});
-  plan.x = dnnl::memory::desc({m, k}, dt::bf16, dnnl::memory::dims{k, 1});
-  const bool transpose = n < kWideSide;
-  const auto a =
-      transpose ? dnnl::memory::desc({n, m}, dt::bf16, dnnl::memory::dims{m, 1}) : plan.dy_t;
-  plan.product =
-      make_primitive(dnnl::matmul::desc(a, {{m, k}, dt::bf16, dnnl::memory::format_tag::any}, {},
-                                        {{n, k}, dt::f32, dnnl::memory::dims{k, 1}}),
-                     /*accumulate=*/false, {}, /*gelu=*/false);
-  if (transpose)
-    plan.transpose = dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan.dy_t, engine, a));
-  const auto b = plan.product.desc.weights_desc();
-  if (b != plan.x)
-    plan.pack = dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan.x, engine, b));
+  plan.desc = backward::primitive_desc(
+      bias ? backward::desc(x, dw, db, dy) : backward::desc(x, dw, dy), attr, engine, hint);
+  plan.product = backward(plan.desc);
+  plan.scratchpad_bytes = static_cast<int64_t>(plan.desc.scratchpad_desc().get_size());
+  plan.reference = std::string(plan.desc.impl_info_str()).rfind("ref", 0) == 0;
   return plan;
 }
 
-const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k) {
-  thread_local std::map<std::array<int64_t, 3>, WeightGradientPlan> made;
-  const std::array<int64_t, 3> key = {m, n, k};
-  return kept(made, key, [&] { return make_weight_gradient_plan(m, n, k); });
+const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k, bool bias) {
+  thread_local std::map<std::array<int64_t, 4>, WeightGradientPlan> made;
+  const std::array<int64_t, 4> key = {m, n, k, bias};
+  return kept(made, key, [&] { return make_weight_gradient_plan(m, n, k, bias); });
 }
 
 #endif
 
-/// A weight's float32 gradient dy^T x from bf16 dy [M, N] and x [M, K]. oneDNN 2.6's kernels
-/// copy a plain b into their blocked layout inside the product, and read a transposed a slower
-/// than a row-major one. Where N or K is kWideSide or more (bert-base's FFN weights), x is
-/// copied into that layout first, and a narrow dy^T into a row-major a: with the copies the
-/// products ran 1.02-1.16x as fast (bench_suite --only gemm: 1024 tokens, twelve layers' cold
-/// operands, an AMD EPYC with avx512_bf16; bench/RESULTS.md), where a copy of the wide dy^T
-/// cost what it saved and 768 x 768 gained nothing.
-torch::Tensor weight_gradient(const torch::Tensor& dy, const torch::Tensor& x) {
+/// A weight's float32 gradient dy^T x from dy [M, N] and x [M, K], and where `bias` is given the
+/// bias's, dy's column sums, into it. bf16 operands go through oneDNN's inner-product backward
+/// (weights and bias in one primitive), whose kernels ran the weight gradients of bert-base's
+/// shapes 1.1-1.4x as fast as a matmul of the transposed dy, with or without its operands laid
+/// out first (1024 tokens, cold operands, an AMD EPYC with avx512_bf16; bench/RESULTS.md).
+torch::Tensor weight_gradient(const torch::Tensor& dy,
+                              const torch::Tensor& x,
+                              torch::Tensor* bias = nullptr) {
 #ifdef BERTFT_HAVE_DNNL
   const int64_t m = dy.size(0), n = dy.size(1), k = x.size(1);
   if (dy.scalar_type() == torch::kBFloat16 && x.scalar_type() == torch::kBFloat16 &&
-      dy.is_contiguous() && x.is_contiguous() && m > 0 && std::max(n, k) >= kWideSide &&
-      lay_out_weight_gradients()) {
-    RECORD_FUNCTION("bertft::onednn_weight_gradient", std::vector<c10::IValue>({dy, x}));
-    const WeightGradientPlan& plan = weight_gradient_plan(m, n, k);
-    const auto& engine = detail::onednn_cpu_engine();
-    const auto& product = plan.product.desc;
-    torch::Tensor a = dy;
-    if (plan.transpose) {
-      a = torch::empty({n, m}, dy.options());
-      dnnl::memory from(plan.dy_t, engine, dy.data_ptr()),
-          to(product.src_desc(), engine, a.data_ptr());
-      plan.transpose.execute(thread_stream(), from, to);
+      dy.is_contiguous() && x.is_contiguous() && m > 0 && inner_product_weight_gradients()) {
+    const WeightGradientPlan& plan = weight_gradient_plan(m, n, k, bias != nullptr);
+    if (!plan.reference) {
+      RECORD_FUNCTION("bertft::onednn_weight_gradient", std::vector<c10::IValue>({dy, x}));
+      const auto& engine = detail::onednn_cpu_engine();
+      const torch::Tensor dw = torch::empty({n, k}, x.options().dtype(torch::kFloat));
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_SRC, dnnl::memory(plan.desc.src_desc(), engine, x.data_ptr())},
+          {DNNL_ARG_DIFF_DST, dnnl::memory(plan.desc.diff_dst_desc(), engine, dy.data_ptr())},
+          {DNNL_ARG_DIFF_WEIGHTS,
+           dnnl::memory(plan.desc.diff_weights_desc(), engine, dw.data_ptr())}};
+      if (bias != nullptr) {
+        *bias = torch::empty({n}, dw.options());
+        args.emplace(DNNL_ARG_DIFF_BIAS,
+                     dnnl::memory(plan.desc.diff_bias_desc(), engine, bias->data_ptr()));
+      }
+      torch::Tensor scratch;
+      if (plan.scratchpad_bytes > 0) {
+        scratch = torch::empty({plan.scratchpad_bytes}, torch::kByte);
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     dnnl::memory(plan.desc.scratchpad_desc(), engine, scratch.data_ptr()));
+      }
+      dnnl::stream& stream = thread_stream();
+      plan.product.execute(stream, args);
+      stream.wait();
+      return dw;
     }
-    torch::Tensor b = x;
-    if (plan.pack) {
-      b = torch::empty({static_cast<int64_t>(product.weights_desc().get_size())}, torch::kByte);
-      dnnl::memory from(plan.x, engine, x.data_ptr()),
-          to(product.weights_desc(), engine, b.data_ptr());
-      plan.pack.execute(thread_stream(), from, to);
-    }
-    const torch::Tensor c = torch::empty({n, k}, x.options().dtype(torch::kFloat));
-    execute(plan.product,
-            {{DNNL_ARG_SRC, dnnl::memory(product.src_desc(), engine, a.data_ptr())},
-             {DNNL_ARG_WEIGHTS, dnnl::memory(product.weights_desc(), engine, b.data_ptr())},
-             {DNNL_ARG_DST, dnnl::memory(product.dst_desc(), engine, c.data_ptr())}});
-    return c;
   }
 #endif
+  if (bias != nullptr) *bias = bias_gradient(dy);
   return gemm(dy.t(), x, {}, false, torch::kFloat);
 }
 
@@ -511,8 +517,11 @@ struct OneDnnLinearFunction : public torch::autograd::Function<OneDnnLinearFunct
     const torch::Tensor dy = plain(grads[0]).to(x.scalar_type());
     torch::autograd::variable_list out(5);
     if (ctx->needs_input_grad(0)) out[0] = gemm(dy, weight, {}, false, x_dtype);  // [M,N] [N,K]
-    if (ctx->needs_input_grad(1)) out[1] = weight_gradient(dy, x);                // [N,M] [M,K]
-    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) out[2] = bias_gradient(dy);
+    const bool bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
+    if (ctx->needs_input_grad(1))  // [N,M] [M,K], and the bias's with it
+      out[1] = weight_gradient(dy, x, bias ? &out[2] : nullptr);
+    else if (bias)
+      out[2] = bias_gradient(dy);
     return out;
   }
 };
@@ -645,7 +654,9 @@ ScopedGemmSplit::~ScopedGemmSplit() {
   forced_split.store(previous_);
 }
 
-torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy, const torch::Tensor& x) {
+torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy,
+                                          const torch::Tensor& x,
+                                          torch::Tensor* bias) {
   TORCH_CHECK(dy.device().is_cpu() && x.device().is_cpu() && dy.scalar_type() == torch::kBFloat16 &&
                   x.scalar_type() == torch::kBFloat16 && dy.dim() == 2 && x.dim() == 2 &&
                   dy.size(0) == x.size(0) && dy.is_contiguous() && x.is_contiguous(),
@@ -654,14 +665,14 @@ torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy, const torch::
               dy.sizes(), " and ", x.sizes());
   TORCH_CHECK(onednn_bf16_available(),
               "onednn_bf16_weight_gradient: oneDNN has no bf16 products on this CPU");
-  return weight_gradient(dy, x);
+  return weight_gradient(dy, x, bias);
 }
 
-ScopedWeightGradientLayout::ScopedWeightGradientLayout(bool lay_out)
-    : previous_(forced_weight_gradient_layout.exchange(lay_out ? 1 : 0)) {}
+ScopedInnerProductWeightGradients::ScopedInnerProductWeightGradients(bool inner_product)
+    : previous_(forced_inner_product.exchange(inner_product ? 1 : 0)) {}
 
-ScopedWeightGradientLayout::~ScopedWeightGradientLayout() {
-  forced_weight_gradient_layout.store(previous_);
+ScopedInnerProductWeightGradients::~ScopedInnerProductWeightGradients() {
+  forced_inner_product.store(previous_);
 }
 
 namespace {
@@ -1040,8 +1051,11 @@ struct OneDnnPackedLinearFunction : public torch::autograd::Function<OneDnnPacke
           ctx->saved_data["input_grad"].toCapsule());
       out[0] = packed_product(dy, holder->weight, {}, x_dtype, /*gelu=*/false);  // [M,N] [N,K]
     }
-    if (ctx->needs_input_grad(1)) out[1] = weight_gradient(dy, x);  // [N,M] [M,K]
-    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) out[2] = bias_gradient(dy);
+    const bool bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
+    if (ctx->needs_input_grad(1))  // [N,M] [M,K], and the bias's with it
+      out[1] = weight_gradient(dy, x, bias ? &out[2] : nullptr);
+    else if (bias)
+      out[2] = bias_gradient(dy);
     return out;
   }
 };

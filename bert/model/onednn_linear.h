@@ -77,21 +77,24 @@ class ScopedGemmSplit {
 };
 
 /// A weight's float32 gradient dy^T x [N, K] from bf16 dy [M, N] and x [M, K] (contiguous CPU
-/// tensors), as onednn_linear_bf16's backward computes it: where N or K is 2048 or more, from
-/// operands first laid out for oneDNN's kernels (see ScopedWeightGradientLayout), else one plain
-/// product of the transposed dy. Needs oneDNN's bf16 products (onednn_bf16_available()).
-torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy, const torch::Tensor& x);
+/// tensors), as onednn_linear_bf16's backward computes it: by oneDNN's inner-product backward
+/// (see ScopedInnerProductWeightGradients), which where `bias` is given also writes the bias's
+/// gradient into it (dy's column sums, float32 [N]). Needs oneDNN's bf16 products
+/// (onednn_bf16_available()).
+torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy,
+                                          const torch::Tensor& x,
+                                          torch::Tensor* bias = nullptr);
 
-/// For tests and benchmarks: while it lives, bf16 weight gradients with a side of 2048 or more
-/// (bert-base's FFN weights) take (`lay_out`) or skip the copies that lay their operands out for
-/// oneDNN's kernels first, whatever BERTFT_BF16_PACK_WEIGHT_GRAD says (unset: take them; `off`:
-/// skip). Process-wide; not for concurrent use.
-class ScopedWeightGradientLayout {
+/// For tests and benchmarks: while it lives, bf16 weight gradients come from oneDNN's
+/// inner-product backward (`inner_product`) or from a matmul of the transposed dy (the bias's
+/// from a product of ones), whatever BERTFT_BF16_IP_WEIGHT_GRAD says (unset: the inner product;
+/// `off`: the matmul). Process-wide; not for concurrent use.
+class ScopedInnerProductWeightGradients {
  public:
-  explicit ScopedWeightGradientLayout(bool lay_out);
-  ~ScopedWeightGradientLayout();
-  ScopedWeightGradientLayout(const ScopedWeightGradientLayout&) = delete;
-  ScopedWeightGradientLayout& operator=(const ScopedWeightGradientLayout&) = delete;
+  explicit ScopedInnerProductWeightGradients(bool inner_product);
+  ~ScopedInnerProductWeightGradients();
+  ScopedInnerProductWeightGradients(const ScopedInnerProductWeightGradients&) = delete;
+  ScopedInnerProductWeightGradients& operator=(const ScopedInnerProductWeightGradients&) = delete;
 
  private:
   int previous_;

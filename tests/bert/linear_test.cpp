@@ -631,8 +631,8 @@ TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {
       const auto upstream = torch::randn({6, out});
       const auto run = [&](bool split, int* gemms) {
         const ScopedGemmSplit scoped(split);
-        // (bf16 weight gradients from laid-out operands: their own test below.)
-        const ScopedWeightGradientLayout plain_operands(false);
+        // (bf16 weight gradients from oneDNN's inner product: their own test below.)
+        const ScopedInnerProductWeightGradients matmul(false);
         std::vector<torch::Tensor> results;
         *gemms = onednn_gemms_during([&] {
           std::unique_ptr<Bf16Autocast> autocast;
@@ -657,48 +657,58 @@ TEST(OneDnnLinear, WideRowMajorProductsInHalvesEqualTheWholeProducts) {
     }
 }
 
-TEST(OneDnnLinear, Bf16WeightGradientFromLaidOutOperandsEqualsThePlainProduct) {
+TEST(OneDnnLinear, Bf16WeightGradientFromTheInnerProductEqualsThePlainProduct) {
   REQUIRE_ONEDNN_BF16();
   const testing::TwoThreads two;  // the products split their work between threads
   torch::manual_seed(6);
-  // Wide sides of 2100 as out (dy^T read in place) and as in (dy^T copied row-major), a second
-  // width of in with the same tokens and out (each shape its own plan), a narrow product (the
-  // plain one), token counts that fill no pair of rows (the blocked b pads its rows) and none
-  // (an empty sum: the plain product's zeros).
+  // Wide and narrow sides, two widths of in with the same tokens and out (each shape its own
+  // primitive), token counts that fill no pair of rows (bf16 kernels take rows in pairs) and none
+  // (an empty sum: the matmul's zeros), each with and without the bias's gradient.
   for (const auto& [in, out] :
        {std::pair<int64_t, int64_t>{24, 2100}, {40, 2100}, {2100, 24}, {2100, 40}, {64, 48}})
-    for (const int64_t tokens : {0, 1, 7, 64}) {
-      SCOPED_TRACE(fmt::format("in {} out {} tokens {}", in, out, tokens));
-      const auto dy = torch::randn({tokens, out}).to(torch::kBFloat16);
-      const auto x = torch::randn({tokens, in}).to(torch::kBFloat16);
-      const auto want = torch::mm(dy.to(torch::kDouble).t(), x.to(torch::kDouble));
-      torch::Tensor plain, laid_out;
-      {
-        const ScopedWeightGradientLayout off(false);
-        EXPECT_EQ(records_during("bertft::onednn_weight_gradient",
-                                 [&] { plain = onednn_bf16_weight_gradient(dy, x); }),
-                  0);
-      }
-      const bool wide = tokens > 0 && std::max(in, out) >= 2048;
-      {
-        const ScopedWeightGradientLayout on(true);
-        EXPECT_EQ(records_during("bertft::onednn_weight_gradient",
-                                 [&] { laid_out = onednn_bf16_weight_gradient(dy, x); }),
-                  wide ? 1 : 0);
-      }
-      for (const auto* got : {&plain, &laid_out}) {
-        ASSERT_EQ(got->scalar_type(), torch::kFloat);
-        ASSERT_EQ(got->sizes(), want.sizes());
-        if (tokens == 0) {
-          EXPECT_TRUE(torch::equal(*got, torch::zeros_like(*got)));
-        } else {
-          EXPECT_LT(relative_error(got->to(torch::kDouble), want), 1e-6);
+    for (const int64_t tokens : {0, 1, 7, 64})
+      for (const bool with_bias : {false, true}) {
+        SCOPED_TRACE(fmt::format("in {} out {} tokens {} bias {}", in, out, tokens, with_bias));
+        const auto dy = torch::randn({tokens, out}).to(torch::kBFloat16);
+        const auto x = torch::randn({tokens, in}).to(torch::kBFloat16);
+        const auto want = torch::mm(dy.to(torch::kDouble).t(), x.to(torch::kDouble));
+        const auto want_bias = dy.to(torch::kDouble).sum(0);
+        torch::Tensor matmul, inner, matmul_bias, inner_bias;
+        const auto run = [&](bool inner_product, torch::Tensor* got, torch::Tensor* bias) {
+          const ScopedInnerProductWeightGradients scoped(inner_product);
+          return records_during("bertft::onednn_weight_gradient", [&] {
+            *got = onednn_bf16_weight_gradient(dy, x, with_bias ? bias : nullptr);
+          });
+        };
+        EXPECT_EQ(run(false, &matmul, &matmul_bias), 0);
+        EXPECT_EQ(run(true, &inner, &inner_bias), tokens > 0 ? 1 : 0);
+        for (const auto* got : {&matmul, &inner}) {
+          ASSERT_EQ(got->scalar_type(), torch::kFloat);
+          ASSERT_EQ(got->sizes(), want.sizes());
+          if (tokens == 0) {
+            EXPECT_TRUE(torch::equal(*got, torch::zeros_like(*got)));
+          } else {
+            EXPECT_LT(relative_error(got->to(torch::kDouble), want), 1e-6);
+          }
+        }
+        if (tokens > 0) {
+          EXPECT_LT(relative_error(inner, matmul), 1e-6);
+        }
+        if (!with_bias) {
+          EXPECT_FALSE(inner_bias.defined());
+          continue;
+        }
+        for (const auto* got : {&matmul_bias, &inner_bias}) {
+          ASSERT_TRUE(got->defined());
+          ASSERT_EQ(got->scalar_type(), torch::kFloat);
+          ASSERT_EQ(got->sizes(), want_bias.sizes());
+          if (tokens == 0) {
+            EXPECT_TRUE(torch::equal(*got, torch::zeros_like(*got)));
+          } else {
+            EXPECT_LT(relative_error(got->to(torch::kDouble), want_bias), 1e-6);
+          }
         }
       }
-      if (tokens > 0) {
-        EXPECT_LT(relative_error(laid_out, plain), 1e-6);
-      }
-    }
   const auto bf16 = [](int64_t rows, int64_t cols) {
     return torch::ones({rows, cols}, torch::kBFloat16);
   };
@@ -707,40 +717,57 @@ TEST(OneDnnLinear, Bf16WeightGradientFromLaidOutOperandsEqualsThePlainProduct) {
   EXPECT_THROW(onednn_bf16_weight_gradient(bf16(3, 2100), torch::ones({3, 4})), c10::Error);
 }
 
-TEST(OneDnnLinear, Bf16TrainingTakesTheLaidOutWeightGradientForWideWeights) {
+TEST(OneDnnLinear, Bf16TrainingTakesTheInnerProductForWeightAndBiasGradients) {
   REQUIRE_ONEDNN_BF16();
   torch::manual_seed(7);
-  // An FFN-down-like weight (in 2100): its gradient through onednn_linear_bf16's backward and,
-  // where this CPU packs bf16 weights, through the packed copies' backward, is the laid-out
-  // product of the bf16 output gradient and the bf16 input, bit for bit.
-  const auto w = (torch::randn({24, 2100}) * 0.05).requires_grad_(true);
-  const auto b = torch::randn({24}).requires_grad_(true);
-  const auto x = torch::randn({2, 5, 2100});
-  const auto upstream = torch::randn({2, 5, 24}).to(torch::kBFloat16);
-  const ScopedWeightGradientLayout on(true);
-  const auto want = onednn_bf16_weight_gradient(upstream.reshape({10, 24}),
-                                                x.to(torch::kBFloat16).reshape({10, 2100}));
-  const auto weight_gradient = [&](const std::function<torch::Tensor()>& forward) {
-    torch::Tensor got;
-    EXPECT_EQ(records_during("bertft::onednn_weight_gradient",
-                             [&] {
-                               const Bf16Autocast autocast;
-                               got = torch::autograd::grad({forward()}, {w}, {upstream})[0];
-                             }),
-              1);
-    return got;
-  };
-  EXPECT_TRUE(torch::equal(weight_gradient([&] { return onednn_linear_bf16(x, w, b); }), want));
-  torch::NoGradGuard no_grad;
-  const auto forward = onednn_pack_bf16_weight(w, PackedFor::kForward);
-  const auto input_grad = onednn_pack_bf16_weight(w, PackedFor::kInputGradient);
-  if (!forward.defined()) return;  // this CPU's kernels read the plain weight
-  torch::AutoGradMode grad(true);
-  EXPECT_TRUE(torch::equal(weight_gradient([&] {
-                             return onednn_linear_bf16_packed_training(x, w, b, forward,
-                                                                       input_grad);
-                           }),
-                           want));
+  // A linear layer's weight and bias gradients through onednn_linear_bf16's backward and, where
+  // this CPU packs bf16 weights, through the packed copies' backward, are the inner product's of
+  // the bf16 output gradient and the bf16 input, bit for bit, in one primitive (no product of
+  // ones for the bias), for a narrow and a wide weight.
+  for (const auto& [in, out] : {std::pair<int64_t, int64_t>{40, 24}, {2100, 24}}) {
+    SCOPED_TRACE(fmt::format("in {} out {}", in, out));
+    const auto w = (torch::randn({out, in}) * 0.05).requires_grad_(true);
+    const auto b = torch::randn({out}).requires_grad_(true);
+    const auto x = torch::randn({2, 5, in});
+    const auto upstream = torch::randn({2, 5, out}).to(torch::kBFloat16);
+    const ScopedInnerProductWeightGradients on(true);
+    torch::Tensor want_bias;
+    const auto want = onednn_bf16_weight_gradient(
+        upstream.reshape({10, out}), x.to(torch::kBFloat16).reshape({10, in}), &want_bias);
+    const auto gradients = [&](const std::function<torch::Tensor()>& forward) {
+      torch::Tensor y;
+      {
+        const Bf16Autocast autocast;
+        y = forward();
+      }
+      std::vector<torch::Tensor> got;
+      const auto [inner_products, matmuls] =
+          records_during("bertft::onednn_weight_gradient", "bertft::onednn_matmul", [&] {
+            got = torch::autograd::grad({y}, {w, b}, {upstream});
+          });
+      EXPECT_EQ(inner_products, 1);
+      EXPECT_EQ(matmuls, 0);  // x takes no gradient, and the bias's comes with the weight's
+      return got;
+    };
+    const auto plain = gradients([&] { return onednn_linear_bf16(x, w, b); });
+    EXPECT_TRUE(torch::equal(plain[0], want));
+    EXPECT_TRUE(torch::equal(plain[1], want_bias));
+    {  // the bias's gradient alone: a product of ones, equal to rounding
+      const Bf16Autocast autocast;
+      const auto bias_only =
+          torch::autograd::grad({onednn_linear_bf16(x, w.detach(), b)}, {b}, {upstream})[0];
+      EXPECT_LT(relative_error(bias_only, want_bias), 1e-6);
+    }
+    torch::NoGradGuard no_grad;
+    const auto forward = onednn_pack_bf16_weight(w, PackedFor::kForward);
+    const auto input_grad = onednn_pack_bf16_weight(w, PackedFor::kInputGradient);
+    if (!forward.defined()) continue;  // this CPU's kernels read the plain weight
+    torch::AutoGradMode grad(true);
+    const auto packed =
+        gradients([&] { return onednn_linear_bf16_packed_training(x, w, b, forward, input_grad); });
+    EXPECT_TRUE(torch::equal(packed[0], want));
+    EXPECT_TRUE(torch::equal(packed[1], want_bias));
+  }
 }
 
 TEST(OneDnnLinear, Bf16GoesToOneDnnOnlyWhereItHasBf16Products) {
