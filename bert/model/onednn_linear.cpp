@@ -175,19 +175,25 @@ dnnl::stream& thread_stream() {
   return stream;
 }
 
-/// Runs `p` on this thread's stream with `args` (a scratchpad added where `p` needs one, from
-/// LibTorch's allocator).
-void execute(const Primitive& p, std::unordered_map<int, dnnl::memory> args) {
-  const auto& engine = detail::onednn_cpu_engine();
+/// Runs `primitive` on this thread's stream with `args`, a scratchpad of `scratchpad_bytes` (as
+/// `scratchpad` describes it) added from LibTorch's allocator where it needs one.
+void execute(const dnnl::primitive& primitive,
+             const dnnl::memory::desc& scratchpad,
+             int64_t scratchpad_bytes,
+             std::unordered_map<int, dnnl::memory> args) {
   torch::Tensor scratch;
-  if (p.scratchpad_bytes > 0) {
-    scratch = torch::empty({p.scratchpad_bytes}, torch::kByte);
+  if (scratchpad_bytes > 0) {
+    scratch = torch::empty({scratchpad_bytes}, torch::kByte);
     args.emplace(DNNL_ARG_SCRATCHPAD,
-                 dnnl::memory(p.desc.scratchpad_desc(), engine, scratch.data_ptr()));
+                 dnnl::memory(scratchpad, detail::onednn_cpu_engine(), scratch.data_ptr()));
   }
   dnnl::stream& stream = thread_stream();
-  p.matmul.execute(stream, args);
+  primitive.execute(stream, args);
   stream.wait();
+}
+
+void execute(const Primitive& p, std::unordered_map<int, dnnl::memory> args) {
+  execute(p.matmul, p.desc.scratchpad_desc(), p.scratchpad_bytes, std::move(args));
 }
 
 /// Runs `m` through its (kept) primitive.
@@ -447,8 +453,9 @@ const WeightGradientPlan& weight_gradient_plan(int64_t m, int64_t n, int64_t k, 
 /// A weight's float32 gradient dy^T x from dy [M, N] and x [M, K], and where `bias` is given the
 /// bias's, dy's column sums, into it. bf16 operands go through oneDNN's inner-product backward
 /// (weights and bias in one primitive), whose kernels ran the weight gradients of bert-base's
-/// shapes 1.1-1.4x as fast as a matmul of the transposed dy, with or without its operands laid
-/// out first (1024 tokens, cold operands, an AMD EPYC with avx512_bf16; bench/RESULTS.md).
+/// shapes 1.12-1.31x as fast as a matmul of the transposed dy (bench_suite --only gemm: 1024
+/// tokens, twelve layers' cold operands, an AMD EPYC with avx512_bf16; bench/RESULTS.md), and
+/// faster than the matmul from operands laid out for its kernels first.
 torch::Tensor weight_gradient(const torch::Tensor& dy,
                               const torch::Tensor& x,
                               torch::Tensor* bias = nullptr) {
@@ -471,15 +478,7 @@ torch::Tensor weight_gradient(const torch::Tensor& dy,
         args.emplace(DNNL_ARG_DIFF_BIAS,
                      dnnl::memory(plan.desc.diff_bias_desc(), engine, bias->data_ptr()));
       }
-      torch::Tensor scratch;
-      if (plan.scratchpad_bytes > 0) {
-        scratch = torch::empty({plan.scratchpad_bytes}, torch::kByte);
-        args.emplace(DNNL_ARG_SCRATCHPAD,
-                     dnnl::memory(plan.desc.scratchpad_desc(), engine, scratch.data_ptr()));
-      }
-      dnnl::stream& stream = thread_stream();
-      plan.product.execute(stream, args);
-      stream.wait();
+      execute(plan.product, plan.desc.scratchpad_desc(), plan.scratchpad_bytes, std::move(args));
       return dw;
     }
   }
