@@ -451,8 +451,23 @@ TEST_F(DistributedEndToEnd, SigkillOfTheSweepLeavesNoTrainer) {
   while (processes_with(" train " + runs.string()).size() < 2 && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(processes_with(" train " + runs.string()).size(), 2u);
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // into training
-  ::kill(shell, SIGKILL);                                // `exec`: the shell is the sweep
+  // Into training: both trainers have logged their plan (their stop signals were set up before
+  // it). A fixed 2 s was not always enough under CI's load: one trial logged no interrupted step
+  // (a trainer not yet past its set-up when the signal came).
+  const auto planned = [&] {
+    size_t count = 0;
+    if (fs::exists(runs / "trials"))
+      for (const auto& entry : fs::directory_iterator(runs / "trials"))
+        if (fs::exists(entry.path() / "train.log"))
+          count += read_file(entry.path() / "train.log").find(" steps (") != std::string::npos;
+    return count;
+  };
+  deadline = Clock::now() + std::chrono::seconds(60);
+  while (planned() < 2 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(planned(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(shell, SIGKILL);  // `exec`: the shell is the sweep
   ::waitpid(shell, nullptr, 0);
   deadline = Clock::now() + std::chrono::seconds(30);
   while (!processes_with(" train " + runs.string()).empty() && Clock::now() < deadline)
