@@ -162,10 +162,11 @@ const Primitive& primitive_for(const MatmulCall& m) {
   std::vector<int64_t> key = {gelu, accumulate};
   for (const auto* t : {&a, &b, &bias, &add, &c}) add_to_key(key, *t);
   thread_local std::map<std::vector<int64_t>, Primitive> made;
-  return kept(made, std::move(key), [&] {
-    const auto bias_md = bias.defined() ? describe(bias) : dnnl::memory::desc();
-    return make_primitive(dnnl::matmul::desc(describe(a), describe(b), bias_md, describe(c)),
-                          accumulate, add, gelu);
+  // (The lambda reads m's members: C++17 lets no lambda capture a structured binding.)
+  return kept(made, std::move(key), [&m] {
+    const auto bias_md = m.bias.defined() ? describe(m.bias) : dnnl::memory::desc();
+    return make_primitive(dnnl::matmul::desc(describe(m.a), describe(m.b), bias_md, describe(m.c)),
+                          m.accumulate, m.add, m.gelu);
   });
 }
 
