@@ -488,6 +488,20 @@ torch::Tensor weight_gradient(const torch::Tensor& dy,
   return gemm(dy.t(), x, {}, false, torch::kFloat);
 }
 
+/// A linear backward's out[1] and out[2], the weight's [N,M] [M,K] and the bias's gradients,
+/// where the autograd context asks for them (and a bias was given): one weight_gradient for
+/// both, or the bias's alone.
+void weight_and_bias_gradients(torch::autograd::AutogradContext* ctx,
+                               const torch::Tensor& dy,
+                               const torch::Tensor& x,
+                               torch::autograd::variable_list& out) {
+  const bool bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
+  if (ctx->needs_input_grad(1))
+    out[1] = weight_gradient(dy, x, bias ? &out[2] : nullptr);
+  else if (bias)
+    out[2] = bias_gradient(dy);
+}
+
 /// y = x w^T + b with oneDNN for the forward and both backward GEMMs. In bf16 (for bf16
 /// autocast) x, w and b are cast to bf16 as autocast would cast them and y is bf16; the
 /// gradients come out of the GEMMs in float32 (w's, and x's when x is float32) without a bf16
@@ -517,11 +531,7 @@ struct OneDnnLinearFunction : public torch::autograd::Function<OneDnnLinearFunct
     const torch::Tensor dy = plain(grads[0]).to(x.scalar_type());
     torch::autograd::variable_list out(5);
     if (ctx->needs_input_grad(0)) out[0] = gemm(dy, weight, {}, false, x_dtype);  // [M,N] [N,K]
-    const bool bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
-    if (ctx->needs_input_grad(1))  // [N,M] [M,K], and the bias's with it
-      out[1] = weight_gradient(dy, x, bias ? &out[2] : nullptr);
-    else if (bias)
-      out[2] = bias_gradient(dy);
+    weight_and_bias_gradients(ctx, dy, x, out);
     return out;
   }
 };
@@ -1051,11 +1061,7 @@ struct OneDnnPackedLinearFunction : public torch::autograd::Function<OneDnnPacke
           ctx->saved_data["input_grad"].toCapsule());
       out[0] = packed_product(dy, holder->weight, {}, x_dtype, /*gelu=*/false);  // [M,N] [N,K]
     }
-    const bool bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
-    if (ctx->needs_input_grad(1))  // [N,M] [M,K], and the bias's with it
-      out[1] = weight_gradient(dy, x, bias ? &out[2] : nullptr);
-    else if (bias)
-      out[2] = bias_gradient(dy);
+    weight_and_bias_gradients(ctx, dy, x, out);
     return out;
   }
 };
