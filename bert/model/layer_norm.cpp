@@ -4,6 +4,8 @@
 #include <array>
 
 #include "bert/common/parallel.h"
+#include "bert/model/bf16_twin.h"
+#include "bert/model/dropout_kernel.h"
 #include "bert/model/norm_kernel.h"
 #include "bert/model/onednn_detail.h"
 
@@ -12,15 +14,18 @@ namespace {
 
 struct Normalized {
   torch::Tensor out, sum, mean, rstd;  // sum, mean and rstd where asked to keep them
+  torch::Tensor twin;                  // out in bf16, where asked for
 };
 
-/// The kernel over x's rows (contiguous copies where x or residual is not), split across threads.
+/// The kernel over x's rows (contiguous copies where x or residual is not), split across threads;
+/// with `twin`, each chunk of rows is also written in bf16 while it is in cache.
 Normalized normalize(const torch::Tensor& x,
                      const torch::Tensor& residual,
                      const torch::Tensor& weight,
                      const torch::Tensor& bias,
                      double eps,
-                     bool keep) {
+                     bool keep,
+                     bool twin = false) {
   const torch::Tensor in = x.contiguous();
   const torch::Tensor res = residual.defined() ? residual.contiguous() : torch::Tensor();
   const auto floats = x.options().dtype(torch::kFloat);
@@ -34,6 +39,7 @@ Normalized normalize(const torch::Tensor& x,
     n.mean = torch::empty(stat_shape, floats);
     n.rstd = torch::empty(stat_shape, floats);
   }
+  if (twin) n.twin = torch::empty(x.sizes(), x.options().dtype(torch::kBFloat16));
   const auto data = [](const torch::Tensor& t) {
     return t.defined() ? t.data_ptr<float>() : nullptr;
   };
@@ -42,6 +48,7 @@ Normalized normalize(const torch::Tensor& x,
   const float* beta = bias.data_ptr<float>();
   const float e = static_cast<float>(eps);
   float *out = data(n.out), *sum = data(n.sum), *mean = data(n.mean), *rstd = data(n.rstd);
+  auto* low = twin ? static_cast<uint16_t*>(n.twin.data_ptr()) : nullptr;
   const int64_t grain = std::max<int64_t>(1, 8192 / cols);  // ~32 KiB of output a chunk
   const bool bf16 = in.scalar_type() == torch::kBFloat16;
   const auto* from = static_cast<const char*>(in.data_ptr());
@@ -57,6 +64,7 @@ Normalized normalize(const torch::Tensor& x,
     }
     kernels::add_layer_norm_f32(from + begin * row_bytes, bf16, r != nullptr ? r + at : nullptr,
                                 gamma, beta, end - begin, cols, e, to);
+    if (low != nullptr) kernels::f32_to_bf16(to.out, low + at, (end - begin) * cols);
   });
   return n;
 }
@@ -140,7 +148,11 @@ torch::Tensor add_layer_norm(torch::nn::LayerNormImpl& norm,
     const auto r = residual.defined() ? c10::optional<torch::Tensor>(residual) : c10::nullopt;
     return AddLayerNormFunction::apply(x, r, norm.weight, norm.bias, eps);
   }
-  return normalize(x, residual, norm.weight, norm.bias, eps, /*keep=*/false).out;
+  // Under bf16 autocast the output's bf16 rounding is what the next projections take.
+  const bool twin = bf16_twin::wanted();
+  Normalized n = normalize(x, residual, norm.weight, norm.bias, eps, /*keep=*/false, twin);
+  if (twin) bf16_twin::remember(n.out, std::move(n.twin));
+  return std::move(n.out);
 }
 
 }  // namespace bert

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "bert/common/autocast.h"
+#include "bert/model/bf16_twin.h"
 #include "bert/model/onednn_detail.h"
 
 namespace bert {
@@ -555,8 +556,9 @@ torch::Tensor linear_gemm(const torch::Tensor& input,
                           bool bf16,
                           bool gelu) {
   const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-  return gemm(rows_of(input).to(type), weight.to(type).t(), bias.defined() ? bias.to(type) : bias,
-              gelu)
+  // bf16: the input's twin where its LayerNorm wrote one (bert/model/bf16_twin.h).
+  const torch::Tensor x = bf16 ? bf16_twin::cast(input) : input.to(type);
+  return gemm(rows_of(x), weight.to(type).t(), bias.defined() ? bias.to(type) : bias, gelu)
       .view(output_sizes(input, weight.size(0)));
 }
 
@@ -1085,7 +1087,7 @@ torch::Tensor onednn_linear_bf16_packed(const torch::Tensor& input,
   TORCH_CHECK(!(torch::GradMode::is_enabled() &&
                 (input.requires_grad() || (bias.defined() && bias.requires_grad()))),
               "onednn_linear_bf16_packed: inference only (the packed weight carries no gradient)");
-  const torch::Tensor a = rows_of(input).to(torch::kBFloat16);
+  const torch::Tensor a = rows_of(bf16_twin::cast(input));  // the LayerNorm's twin, or a cast
   const torch::Tensor b = bias.defined() ? bias.to(torch::kBFloat16).view({1, out}) : bias;
   return packed_product(a, weight, b, torch::kBFloat16, gelu).view(output_sizes(input, out));
 }

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "bert/model/bert_model.h"
+#include "bert/model/bf16_twin.h"
 #include "bert/model/norm_kernel.h"
+#include "bert/model/onednn_linear.h"
 #include "tests/support/test_support.h"
 
 namespace bert {
@@ -181,6 +184,114 @@ TEST(AddLayerNormKernel, KeepsTheSumAndTheMoments) {
                                 beta.data_ptr<float>(), rows, cols, 1e-5f, over);
     EXPECT_TRUE(torch::equal(in_place, out)) << cols;
   }
+}
+
+// Under bf16 autocast without autograd the LayerNorm also writes its output's bf16 rounding
+// (bert/model/bf16_twin.h), which the cast of that same tensor then returns: bit for bit the
+// cast's value, for every shape the kernel splits over threads, float32 or bf16 x, inside and
+// outside InferenceMode.
+TEST(Bf16Twin, IsTheLayerNormOutputsCast) {
+  const TwoThreads threads;
+  torch::manual_seed(5);
+  for (const auto& shape : kShapes)
+    for (const bool bf16_x : {false, true})
+      for (const bool inference_mode : {false, true}) {
+        const std::string what =
+            fmt::format("{}{}{}", fmt::join(shape, "x"), bf16_x ? " bf16 x" : "",
+                        inference_mode ? " InferenceMode" : " no_grad");
+        auto norm = random_norm(shape.back(), 1e-12);
+        const auto x = torch::randn(shape) * 3;
+        const auto residual = torch::randn(shape);
+        const torch::NoGradGuard no_grad;
+        c10::optional<c10::InferenceMode> inference;
+        if (inference_mode) inference.emplace();
+        const testing::CpuBf16Autocast autocast;
+        const auto before = bf16_twin::answered();
+        const auto out = add_layer_norm(*norm, bf16_x ? x.to(torch::kBFloat16) : x, residual);
+        ASSERT_EQ(out.scalar_type(), torch::kFloat) << what;
+        const auto twin = bf16_twin::cast(out);
+        EXPECT_EQ(bf16_twin::answered(), before + 1) << what;
+        EXPECT_EQ(twin.scalar_type(), torch::kBFloat16) << what;
+        EXPECT_TRUE(
+            torch::equal(twin.view(torch::kShort), out.to(torch::kBFloat16).view(torch::kShort)))
+            << what;
+        // The same twin again (the next projection of the same output), not another cast.
+        EXPECT_EQ(bf16_twin::cast(out).data_ptr(), twin.data_ptr()) << what;
+        EXPECT_EQ(bf16_twin::answered(), before + 2) << what;
+      }
+}
+
+// The twin answers only for the tensor it was made from, unchanged: not after an in-place write,
+// not for another tensor (a copy, a view), not once the tensor is gone; none is made with
+// autograd recording, outside bf16 autocast, or with twins switched off.
+TEST(Bf16Twin, AnswersOnlyForItsOwnUnchangedTensor) {
+  torch::manual_seed(6);
+  auto norm = random_norm(48, 1e-12);
+  const auto x = torch::randn({6, 48});
+  const auto residual = torch::randn({6, 48});
+  const auto fresh_cast = [](const torch::Tensor& t, const char* what) {
+    const auto before = bf16_twin::answered();
+    const auto low = bf16_twin::cast(t);
+    EXPECT_EQ(bf16_twin::answered(), before) << what;
+    EXPECT_TRUE(torch::equal(low.view(torch::kShort), t.to(torch::kBFloat16).view(torch::kShort)))
+        << what;
+  };
+  {
+    const testing::CpuBf16Autocast autocast;
+    const torch::NoGradGuard no_grad;
+    auto out = add_layer_norm(*norm, x, residual);
+    fresh_cast(out.clone(), "a copy");
+    fresh_cast(out.view({3, 96}), "a view");
+    out.add_(1);  // its version moves on: the twin is stale
+    fresh_cast(out, "written in place");
+    {
+      const bf16_twin::ScopedBf16Twins off(false);
+      fresh_cast(add_layer_norm(*norm, x, residual), "twins off");
+    }
+    { (void)add_layer_norm(*norm, x, residual); }
+    fresh_cast(torch::randn({6, 48}), "another tensor once the first is gone");
+  }
+  {
+    const torch::NoGradGuard no_grad;
+    fresh_cast(add_layer_norm(*norm, x, residual), "outside autocast");
+  }
+  const testing::CpuBf16Autocast autocast;
+  const auto recorded = add_layer_norm(*norm, x.clone().requires_grad_(true), residual);
+  ASSERT_TRUE(recorded.requires_grad());
+  const torch::NoGradGuard no_grad;
+  fresh_cast(recorded, "made with autograd recording");
+}
+
+// A bert-base-like encoder's bf16 inference through oneDNN's projections takes the twins (each
+// layer's query, key, value and first FFN projections) and gives the same outputs bit for bit
+// as with the twins off.
+TEST(Bf16Twin, Bf16InferenceTakesTheTwinsAndGivesTheSameOutputs) {
+  if (!onednn_built() || !onednn_bf16_available())
+    GTEST_SKIP() << "this CPU's oneDNN has no bf16 products";
+  const ScopedFp32Gemm onednn(Fp32Gemm::kOneDnn);
+  torch::manual_seed(7);
+  BertConfig config = testing::tiny_config();
+  config.hidden_size(64).num_attention_heads(4).intermediate_size(128).num_hidden_layers(2);
+  BertModel model(config);
+  model->eval();
+  const auto ids = torch::randint(1, 99, {3, 20}, torch::kLong);
+  auto mask = torch::ones({3, 20}, torch::kLong);
+  mask[2].slice(0, 12).fill_(0);
+  const auto run = [&](bool twins) {
+    const bf16_twin::ScopedBf16Twins choice(twins);
+    const c10::InferenceMode inference;
+    const testing::CpuBf16Autocast autocast;
+    const auto before = bf16_twin::answered();
+    const auto out = model->forward(ids, mask, torch::zeros_like(ids));
+    return std::pair{out.last_hidden_state, bf16_twin::answered() - before};
+  };
+  const auto [with, answered] = run(true);
+  const auto [without, none] = run(false);
+  // Per layer: query, key and value take the previous LayerNorm's twin, the FFN's first
+  // projection the attention's; the pooler takes a row of the last one (a view: cast).
+  EXPECT_EQ(answered, 4 * config.num_hidden_layers());
+  EXPECT_EQ(none, 0);
+  EXPECT_TRUE(torch::equal(with, without));
 }
 
 }  // namespace

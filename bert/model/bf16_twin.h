@@ -1,0 +1,47 @@
+#pragma once
+
+#include <torch/torch.h>
+
+namespace bert::bf16_twin {
+
+/// bf16 inference casts each float32 activation a projection takes: a LayerNorm's output enters
+/// the next layer's query, key and value projections (three casts of one tensor) or the FFN's
+/// first projection, and is kept in float32 as the residual. The LayerNorm writes its bf16
+/// rounding too, while each row is still in cache, and remembers it here (per thread, one tensor
+/// at a time); the projections' cast takes it instead of reading the float32 tensor again. The
+/// twin equals x.to(torch::kBFloat16) bit for bit (round to nearest even, as LibTorch casts).
+
+/// Whether a float32 activation made now, without autograd recording, should get a twin: under
+/// CPU bf16 autocast, unless BERTFT_BF16_TWIN=off or a ScopedBf16Twins(false).
+bool wanted();
+
+/// Remembers `twin` (bf16, x's sizes, contiguous) as x's bf16 rounding on this thread, in place
+/// of the one remembered before, until x is released or written to. A write shows in x's version
+/// counter, which an InferenceMode tensor does not keep: the caller hands x only to code that
+/// does not write into it in place (bertft's encoder layers and heads do not).
+void remember(const torch::Tensor& x, torch::Tensor twin);
+
+/// x in bf16: its remembered twin where it is still x's (the same tensor, unchanged since), else
+/// x.to(torch::kBFloat16).
+torch::Tensor cast(const torch::Tensor& x);
+
+/// Forgets this thread's twin (its memory is released).
+void forget();
+
+/// How many of this thread's casts a twin has answered so far (tests and benchmarks).
+int64_t answered();
+
+/// Overrides BERTFT_BF16_TWIN while alive (tests and benchmarks), then restores the previous
+/// choice.
+class ScopedBf16Twins {
+ public:
+  explicit ScopedBf16Twins(bool on);
+  ~ScopedBf16Twins();
+  ScopedBf16Twins(const ScopedBf16Twins&) = delete;
+  ScopedBf16Twins& operator=(const ScopedBf16Twins&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace bert::bf16_twin
