@@ -227,8 +227,8 @@ TEST(Bf16Twin, IsTheLayerNormOutputsCast) {
 TEST(Bf16Twin, AnswersOnlyForItsOwnUnchangedTensor) {
   torch::manual_seed(6);
   auto norm = random_norm(48, 1e-12);
-  const auto x = torch::randn({6, 48});
-  const auto residual = torch::randn({6, 48});
+  const auto x = torch::randn({48, 48});
+  const auto residual = torch::randn({48, 48});
   const auto fresh_cast = [](const torch::Tensor& t, const char* what) {
     const auto before = bf16_twin::answered();
     const auto low = bf16_twin::cast(t);
@@ -241,7 +241,8 @@ TEST(Bf16Twin, AnswersOnlyForItsOwnUnchangedTensor) {
     const torch::NoGradGuard no_grad;
     auto out = add_layer_norm(*norm, x, residual);
     fresh_cast(out.clone(), "a copy");
-    fresh_cast(out.view({3, 96}), "a view");
+    fresh_cast(out.view({24, 96}), "a view");
+    fresh_cast(out.t(), "a view of the same sizes");
     out.add_(1);  // its version moves on: the twin is stale
     fresh_cast(out, "written in place");
     {
@@ -249,7 +250,7 @@ TEST(Bf16Twin, AnswersOnlyForItsOwnUnchangedTensor) {
       fresh_cast(add_layer_norm(*norm, x, residual), "twins off");
     }
     { (void)add_layer_norm(*norm, x, residual); }
-    fresh_cast(torch::randn({6, 48}), "another tensor once the first is gone");
+    fresh_cast(torch::randn({48, 48}), "another tensor once the first is gone");
   }
   {
     const torch::NoGradGuard no_grad;
