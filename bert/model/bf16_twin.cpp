@@ -18,12 +18,12 @@ WeakImpl nobody() {
 }
 
 struct Twin {
-  /// x's TensorImpl, held weakly: its address is not reused while the twin is kept.
-  WeakImpl owner = nobody();
-  const void* data = nullptr;  ///< x's data when the twin was made
-  int64_t version = -1;        ///< and its version then (see version())
-  torch::Tensor twin;
-  int64_t answered = 0;  ///< casts it answered, this thread's twins together
+  /// The remembered tensor's TensorImpl and its twin's, held weakly: the twin lives in the
+  /// tensor's memory (remember()), and neither address is reused while the entry is kept.
+  WeakImpl owner = nobody(), twin = nobody();
+  const void* data = nullptr;  ///< the tensor's data
+  int64_t version = -1;        ///< its version when remembered (see version())
+  int64_t answered = 0;        ///< casts a twin answered on this thread
 };
 
 Twin& kept() {
@@ -48,39 +48,34 @@ bool wanted() {
   return on() && autocast::enabled(c10::kCPU) && autocast::dtype(c10::kCPU) == torch::kBFloat16;
 }
 
-void remember(const torch::Tensor& x, torch::Tensor twin) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat && twin.scalar_type() == torch::kBFloat16 &&
-                  twin.sizes() == x.sizes() && twin.is_contiguous(),
-              "bf16_twin::remember: a contiguous bf16 tensor of x's sizes ", x.sizes(), ", got ",
-              twin.scalar_type(), " ", twin.sizes());
+torch::Tensor remember(const torch::Tensor& x, const torch::Tensor& twin) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && x.is_contiguous() && x.device().is_cpu() &&
+                  twin.scalar_type() == torch::kBFloat16 && twin.sizes() == x.sizes() &&
+                  twin.is_contiguous(),
+              "bf16_twin::remember: a contiguous float32 CPU x and a contiguous bf16 twin of its "
+              "sizes, got ",
+              x.scalar_type(), " ", x.sizes(), " and ", twin.scalar_type(), " ", twin.sizes());
+  // The same data, its memory's release also releasing x's and the twin's references.
+  torch::Tensor held = torch::from_blob(
+      x.data_ptr(), x.sizes(), [x, twin](void*) {}, x.options());
   Twin& t = kept();
-  t.twin = torch::Tensor();  // the old twin's memory first
-  t.owner = WeakImpl(x.getIntrusivePtr());
-  t.data = x.data_ptr();
-  t.version = version(x);
-  t.twin = std::move(twin);
+  t.owner = WeakImpl(held.getIntrusivePtr());
+  t.twin = WeakImpl(twin.getIntrusivePtr());
+  t.data = held.data_ptr();
+  t.version = version(held);
+  return held;
 }
 
 torch::Tensor cast(const torch::Tensor& x) {
   Twin& t = kept();
-  if (t.twin.defined()) {
-    if (t.owner.expired()) {
-      forget();
-    } else if (t.owner._unsafe_get_target() == x.unsafeGetTensorImpl() && t.data == x.data_ptr() &&
-               t.version == version(x) && t.twin.sizes() == x.sizes()) {
+  if (t.owner._unsafe_get_target() == x.unsafeGetTensorImpl() && t.data == x.data_ptr() &&
+      t.version == version(x)) {
+    if (auto twin = t.twin.lock(); twin && twin->sizes() == x.sizes()) {
       ++t.answered;
-      return t.twin;
+      return torch::Tensor(std::move(twin));
     }
   }
   return x.to(torch::kBFloat16);
-}
-
-void forget() {
-  Twin& t = kept();
-  t.twin = torch::Tensor();
-  t.owner = nobody();
-  t.data = nullptr;
-  t.version = -1;
 }
 
 int64_t answered() {

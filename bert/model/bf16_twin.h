@@ -15,18 +15,17 @@ namespace bert::bf16_twin {
 /// CPU bf16 autocast, unless BERTFT_BF16_TWIN=off or a ScopedBf16Twins(false).
 bool wanted();
 
-/// Remembers `twin` (bf16, x's sizes, contiguous) as x's bf16 rounding on this thread, in place
-/// of the one remembered before, until x is released or written to. A write shows in x's version
-/// counter, which an InferenceMode tensor does not keep: the caller hands x only to code that
-/// does not write into it in place (bertft's encoder layers and heads do not).
-void remember(const torch::Tensor& x, torch::Tensor twin);
+/// x (contiguous float32) as a tensor of the same data whose memory also holds `twin` (bf16, x's
+/// sizes, contiguous: its rounding), remembered as its twin on this thread in place of the one
+/// before. The twin lives as long as that memory (no longer) and answers while the returned
+/// tensor is unchanged. A write shows in its version counter, which an InferenceMode tensor does
+/// not keep: the caller hands it only to code that does not write into it in place (bertft's
+/// encoder layers and heads do not).
+torch::Tensor remember(const torch::Tensor& x, const torch::Tensor& twin);
 
 /// x in bf16: its remembered twin where it is still x's (the same tensor, unchanged since), else
 /// x.to(torch::kBFloat16).
 torch::Tensor cast(const torch::Tensor& x);
-
-/// Forgets this thread's twin (its memory is released).
-void forget();
 
 /// How many of this thread's casts a twin has answered so far (tests and benchmarks).
 int64_t answered();

@@ -151,8 +151,7 @@ torch::Tensor add_layer_norm(torch::nn::LayerNormImpl& norm,
   // Under bf16 autocast the output's bf16 rounding is what the next projections take.
   const bool twin = bf16_twin::wanted();
   Normalized n = normalize(x, residual, norm.weight, norm.bias, eps, /*keep=*/false, twin);
-  if (twin) bf16_twin::remember(n.out, std::move(n.twin));
-  return std::move(n.out);
+  return twin ? bf16_twin::remember(n.out, n.twin) : std::move(n.out);
 }
 
 }  // namespace bert

@@ -249,7 +249,15 @@ TEST(Bf16Twin, AnswersOnlyForItsOwnUnchangedTensor) {
       const bf16_twin::ScopedBf16Twins off(false);
       fresh_cast(add_layer_norm(*norm, x, residual), "twins off");
     }
-    { (void)add_layer_norm(*norm, x, residual); }
+    // The twin lives in its tensor's memory: released with it, even while still remembered.
+    using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+    Weak twin{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+    {
+      const auto gone = add_layer_norm(*norm, x, residual);
+      twin = Weak{bf16_twin::cast(gone).getIntrusivePtr()};
+      EXPECT_FALSE(twin.expired());
+    }
+    EXPECT_TRUE(twin.expired()) << "the twin outlived its tensor";
     fresh_cast(torch::randn({48, 48}), "another tensor once the first is gone");
   }
   {
