@@ -271,6 +271,27 @@ TEST(Bf16Twin, AnswersOnlyForItsOwnUnchangedTensor) {
   fresh_cast(recorded, "made with autograd recording");
 }
 
+// The bf16 linear from a plain bf16 weight (where oneDNN's kernels read the plain layout, or
+// BERTFT_BF16_PACK=off) takes the twin as the packed one does, with the same product.
+TEST(Bf16Twin, TheCastWeightsLinearTakesItToo) {
+  if (!onednn_built() || !onednn_bf16_available())
+    GTEST_SKIP() << "this CPU's oneDNN has no bf16 products";
+  torch::manual_seed(8);
+  auto norm = random_norm(64, 1e-12);
+  const auto x = torch::randn({2, 9, 64});
+  const auto w = torch::randn({40, 64}).to(torch::kBFloat16);
+  const auto b = torch::randn({40});
+  const torch::NoGradGuard no_grad;
+  const testing::CpuBf16Autocast autocast;
+  const auto out = add_layer_norm(*norm, x, torch::randn({2, 9, 64}));
+  const auto before = bf16_twin::answered();
+  const auto got = onednn_linear_bf16_cast(out, w, b, /*gelu=*/true);
+  EXPECT_EQ(bf16_twin::answered(), before + 1);
+  const auto expected = onednn_linear_bf16_cast(out.clone(), w, b, /*gelu=*/true);
+  EXPECT_EQ(bf16_twin::answered(), before + 1);
+  EXPECT_TRUE(torch::equal(got, expected));
+}
+
 // A bert-base-like encoder's bf16 inference through oneDNN's projections takes the twins (each
 // layer's query, key, value and first FFN projections) and gives the same outputs bit for bit
 // as with the twins off.
