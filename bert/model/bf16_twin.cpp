@@ -1,15 +1,13 @@
 #include "bert/model/bf16_twin.h"
 
-#include <atomic>
-
 #include "bert/common/autocast.h"
 #include "bert/model/onednn_detail.h"
 
 namespace bert::bf16_twin {
 namespace {
 
-/// A ScopedBf16Twins' choice (0 off, 1 on), or -1.
-std::atomic<int> forced{-1};
+/// A ScopedBf16Twins' choice.
+detail::Override twins;
 
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 
@@ -32,9 +30,8 @@ Twin& kept() {
 }
 
 bool on() {
-  if (const int f = forced.load(); f >= 0) return f == 1;
   static const bool env_on = !detail::env_is("BERTFT_BF16_TWIN", "off");
-  return env_on;
+  return twins.on_or(env_on);
 }
 
 /// x's version counter; -1 for an inference tensor (InferenceMode's tensors keep none).
@@ -82,10 +79,6 @@ int64_t answered() {
   return kept().answered;
 }
 
-ScopedBf16Twins::ScopedBf16Twins(bool on) : previous_(forced.exchange(on ? 1 : 0)) {}
-
-ScopedBf16Twins::~ScopedBf16Twins() {
-  forced.store(previous_);
-}
+ScopedBf16Twins::ScopedBf16Twins(bool on) : ScopedOverride(twins, on ? 1 : 0) {}
 
 }  // namespace bert::bf16_twin

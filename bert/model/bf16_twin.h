@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "bert/common/override.h"
+
 namespace bert::bf16_twin {
 
 /// bf16 inference casts each float32 activation a projection takes: a LayerNorm's output enters
@@ -32,15 +34,9 @@ int64_t answered();
 
 /// Overrides BERTFT_BF16_TWIN while alive (tests and benchmarks), then restores the previous
 /// choice.
-class ScopedBf16Twins {
+class ScopedBf16Twins : detail::ScopedOverride {
  public:
   explicit ScopedBf16Twins(bool on);
-  ~ScopedBf16Twins();
-  ScopedBf16Twins(const ScopedBf16Twins&) = delete;
-  ScopedBf16Twins& operator=(const ScopedBf16Twins&) = delete;
-
- private:
-  int previous_;
 };
 
 }  // namespace bert::bf16_twin

@@ -79,10 +79,8 @@ struct Shadow {
   int64_t version = -1;        ///< and its version then
 };
 
-/// A ScopedBf16Shadows' choice (0 off, 1 on), or -1.
-std::atomic<int> forced{-1};
-/// A ScopedBf16ShadowPacking's choice (0 off, 1 on), or -1.
-std::atomic<int> forced_packing{-1};
+/// A ScopedBf16Shadows' choice, and a ScopedBf16ShadowPacking's.
+detail::Override shadows, packed_shadows;
 
 std::mutex table_mutex;
 
@@ -118,15 +116,13 @@ bool matches(const Shadow& s, const torch::Tensor& weight) {
 }  // namespace
 
 bool enabled() {
-  if (const int f = forced.load(); f >= 0) return f == 1;
   static const bool on = !detail::env_is("BERTFT_BF16_SHADOW", "off");
-  return on;
+  return shadows.on_or(on);
 }
 
 bool packing() {
-  if (const int f = forced_packing.load(); f >= 0) return f == 1;
   static const bool on = !detail::env_is("BERTFT_BF16_SHADOW_PACK", "off");
-  return on;
+  return packed_shadows.on_or(on);
 }
 
 Copies current(const torch::Tensor& weight) {
@@ -196,18 +192,9 @@ size_t count() {
 }  // namespace bf16_shadow
 
 ScopedBf16ShadowPacking::ScopedBf16ShadowPacking(bool on)
-    : previous_(bf16_shadow::forced_packing.exchange(on ? 1 : 0)) {}
+    : ScopedOverride(bf16_shadow::packed_shadows, on ? 1 : 0) {}
 
-ScopedBf16ShadowPacking::~ScopedBf16ShadowPacking() {
-  bf16_shadow::forced_packing.store(previous_);
-}
-
-ScopedBf16Shadows::ScopedBf16Shadows(bool on)
-    : previous_(bf16_shadow::forced.exchange(on ? 1 : 0)) {}
-
-ScopedBf16Shadows::~ScopedBf16Shadows() {
-  bf16_shadow::forced.store(previous_);
-}
+ScopedBf16Shadows::ScopedBf16Shadows(bool on) : ScopedOverride(bf16_shadow::shadows, on ? 1 : 0) {}
 
 std::string int8_engine() {
   const auto e = select_engine();

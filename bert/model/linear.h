@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bert/common/override.h"
 #include "bert/model/onednn_linear.h"
 
 namespace bert {
@@ -112,27 +113,15 @@ size_t count();
 
 /// Turns the packing of bf16 shadows on or off while in scope (tests and measurements alternate
 /// both); a copy made before keeps its form.
-class ScopedBf16ShadowPacking {
+class ScopedBf16ShadowPacking : detail::ScopedOverride {
  public:
   explicit ScopedBf16ShadowPacking(bool on);
-  ~ScopedBf16ShadowPacking();
-  ScopedBf16ShadowPacking(const ScopedBf16ShadowPacking&) = delete;
-  ScopedBf16ShadowPacking& operator=(const ScopedBf16ShadowPacking&) = delete;
-
- private:
-  int previous_;
 };
 
 /// Turns bf16 shadows on or off while in scope (tests and measurements alternate both).
-class ScopedBf16Shadows {
+class ScopedBf16Shadows : detail::ScopedOverride {
  public:
   explicit ScopedBf16Shadows(bool on);
-  ~ScopedBf16Shadows();
-  ScopedBf16Shadows(const ScopedBf16Shadows&) = delete;
-  ScopedBf16Shadows& operator=(const ScopedBf16Shadows&) = delete;
-
- private:
-  int previous_;
 };
 
 /// dense(input) + residual with the residual added in the GEMM's own output pass, where that is

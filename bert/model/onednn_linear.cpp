@@ -85,11 +85,11 @@ void check_operands(const torch::Tensor& input,
               "onednn_linear: bias must be [", weight.size(0), "]");
 }
 
-/// A ScopedGemmSplit's choice (0 whole, 1 halves), or -1.
-std::atomic<int> forced_split{-1};
+/// A ScopedGemmSplit's choice (0 whole, 1 halves).
+detail::Override split_override;
 
-/// A ScopedInnerProductWeightGradients's choice (0 the matmul, 1 the inner product), or -1.
-std::atomic<int> forced_inner_product{-1};
+/// A ScopedInnerProductWeightGradients's choice (0 the matmul, 1 the inner product).
+detail::Override inner_product_override;
 
 #ifdef BERTFT_HAVE_DNNL
 
@@ -231,12 +231,9 @@ void run_matmul(const MatmulCall& m) {
 /// whole, for side-by-side measurements). Below AVX-512 oneDNN 2.6 takes its gemm:jit kernels,
 /// whose whole products ran 1.0-1.1x as fast as their halves (an AVX-512 Xeon capped at AVX2).
 bool split_wide_gemms() {
-  if (const int forced = forced_split.load(); forced >= 0) return forced == 1;
-  static const bool split = [] {
-    return detail::onednn_isa_has(dnnl::cpu_isa::avx512_core) &&
-           !detail::env_is("BERTFT_GEMM_SPLIT", "off");
-  }();
-  return split;
+  static const bool split = detail::onednn_isa_has(dnnl::cpu_isa::avx512_core) &&
+                            !detail::env_is("BERTFT_GEMM_SPLIT", "off");
+  return split_override.on_or(split);
 }
 
 /// A side of a row-major float32 b from which matmul_into computes the product in two halves.
@@ -406,9 +403,8 @@ torch::Tensor bias_gradient(const torch::Tensor& dy) {
 /// (BERTFT_BF16_IP_WEIGHT_GRAD=off keeps the matmul of the transposed dy, for side-by-side
 /// measurements).
 bool inner_product_weight_gradients() {
-  if (const int forced = forced_inner_product.load(); forced >= 0) return forced == 1;
   static const bool on = !detail::env_is("BERTFT_BF16_IP_WEIGHT_GRAD", "off");
-  return on;
+  return inner_product_override.on_or(on);
 }
 
 /// oneDNN's inner-product backward (weights) for bf16 x [M, K] and dy [M, N], both row-major,
@@ -586,8 +582,8 @@ bool bf16_direct() {
   return direct;
 }
 
-/// A ScopedFp32Gemm's engine (as int), or -1.
-std::atomic<int> forced_engine{-1};
+/// A ScopedFp32Gemm's engine (as int).
+detail::Override engine_override;
 
 Fp32GemmChoice decide() {
   const char* env = std::getenv("BERTFT_FP32_GEMM");
@@ -651,20 +647,12 @@ const Fp32GemmChoice& fp32_gemm() {
 }
 
 ScopedFp32Gemm::ScopedFp32Gemm(Fp32Gemm engine)
-    : previous_(forced_engine.exchange(static_cast<int>(engine))) {
+    : ScopedOverride(engine_override, static_cast<int>(engine)) {
   TORCH_CHECK(engine == Fp32Gemm::kBlas || onednn_built(),
               "ScopedFp32Gemm: this build has no oneDNN");
 }
 
-ScopedFp32Gemm::~ScopedFp32Gemm() {
-  forced_engine.store(previous_);
-}
-
-ScopedGemmSplit::ScopedGemmSplit(bool split) : previous_(forced_split.exchange(split ? 1 : 0)) {}
-
-ScopedGemmSplit::~ScopedGemmSplit() {
-  forced_split.store(previous_);
-}
+ScopedGemmSplit::ScopedGemmSplit(bool split) : ScopedOverride(split_override, split ? 1 : 0) {}
 
 torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy,
                                           const torch::Tensor& x,
@@ -681,11 +669,7 @@ torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy,
 }
 
 ScopedInnerProductWeightGradients::ScopedInnerProductWeightGradients(bool inner_product)
-    : previous_(forced_inner_product.exchange(inner_product ? 1 : 0)) {}
-
-ScopedInnerProductWeightGradients::~ScopedInnerProductWeightGradients() {
-  forced_inner_product.store(previous_);
-}
+    : ScopedOverride(inner_product_override, inner_product ? 1 : 0) {}
 
 namespace {
 
@@ -694,7 +678,7 @@ bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64
   if (!onednn_built() || !input.device().is_cpu() || input.scalar_type() != torch::kFloat ||
       other.scalar_type() != torch::kFloat || autocast::enabled(c10::kCPU))
     return false;
-  if (const int forced = forced_engine.load(); forced >= 0)
+  if (const int forced = engine_override.value(); forced >= 0)
     return forced == static_cast<int>(Fp32Gemm::kOneDnn);
   if (multiply_adds < (int64_t{1} << 20)) return false;
   return fp32_gemm().engine == Fp32Gemm::kOneDnn;
@@ -705,7 +689,7 @@ bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64
 /// for every size (kOneDnn: directly, kBlas: through autocast).
 bool bf16_wanted(const torch::Tensor& input, int64_t multiply_adds) {
   if (!onednn_built() || !input.device().is_cpu() || !onednn_bf16_available()) return false;
-  if (const int forced = forced_engine.load(); forced >= 0)
+  if (const int forced = engine_override.value(); forced >= 0)
     return forced == static_cast<int>(Fp32Gemm::kOneDnn);
   return bf16_direct() && multiply_adds >= (int64_t{1} << 20);
 }

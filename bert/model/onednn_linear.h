@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "bert/common/override.h"
 #include "bert/model/pack_kernel.h"
 
 namespace bert {
@@ -50,30 +51,18 @@ const Fp32GemmChoice& fp32_gemm();
 /// autocast) takes `engine`, whatever its size and fp32_gemm(), and bf16 autocast's projections
 /// and attention go through oneDNN directly (kOneDnn) or through autocast (kBlas); kOneDnn needs
 /// onednn_built(). Process-wide; not for concurrent use.
-class ScopedFp32Gemm {
+class ScopedFp32Gemm : detail::ScopedOverride {
  public:
   explicit ScopedFp32Gemm(Fp32Gemm engine);
-  ~ScopedFp32Gemm();
-  ScopedFp32Gemm(const ScopedFp32Gemm&) = delete;
-  ScopedFp32Gemm& operator=(const ScopedFp32Gemm&) = delete;
-
- private:
-  int previous_;
 };
 
 /// For tests and benchmarks: while it lives, oneDNN float32 products whose b is row-major with a
 /// side of 2048 or more (bert-base's FFN backward) are computed in two halves (`split`) or whole,
 /// whatever BERTFT_GEMM_SPLIT says (unset: halves where oneDNN has AVX-512 kernels for the CPU,
 /// else whole; `off`: whole). Process-wide; not for concurrent use.
-class ScopedGemmSplit {
+class ScopedGemmSplit : detail::ScopedOverride {
  public:
   explicit ScopedGemmSplit(bool split);
-  ~ScopedGemmSplit();
-  ScopedGemmSplit(const ScopedGemmSplit&) = delete;
-  ScopedGemmSplit& operator=(const ScopedGemmSplit&) = delete;
-
- private:
-  int previous_;
 };
 
 /// A weight's float32 gradient dy^T x [N, K] from bf16 dy [M, N] and x [M, K] (contiguous CPU
@@ -89,15 +78,9 @@ torch::Tensor onednn_bf16_weight_gradient(const torch::Tensor& dy,
 /// inner-product backward (`inner_product`) or from a matmul of the transposed dy (the bias's
 /// from a product of ones), whatever BERTFT_BF16_IP_WEIGHT_GRAD says (unset: the inner product;
 /// `off`: the matmul). Process-wide; not for concurrent use.
-class ScopedInnerProductWeightGradients {
+class ScopedInnerProductWeightGradients : detail::ScopedOverride {
  public:
   explicit ScopedInnerProductWeightGradients(bool inner_product);
-  ~ScopedInnerProductWeightGradients();
-  ScopedInnerProductWeightGradients(const ScopedInnerProductWeightGradients&) = delete;
-  ScopedInnerProductWeightGradients& operator=(const ScopedInnerProductWeightGradients&) = delete;
-
- private:
-  int previous_;
 };
 
 /// Whether bert::Linear sends a forward of `rows` x `in` -> `out` features through oneDNN:

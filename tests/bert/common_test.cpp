@@ -1,5 +1,6 @@
 // bert/common's small pieces that the commands rely on: durations in progress lines, which
-// messages a rank and a level let through, error text without LibTorch's backtrace.
+// messages a rank and a level let through, error text without LibTorch's backtrace, the
+// overrides through which tests and benchmarks switch bertft's own choices.
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 
 #include "bert/common/error.h"
 #include "bert/common/log.h"
+#include "bert/common/override.h"
 #include "bert/common/strings.h"
 
 namespace bert {
@@ -50,6 +52,33 @@ TEST(LogTest, LevelAndRankChooseWhatIsWritten) {
 
 // A LibTorch error's message is its text without the C++ backtrace LibTorch appends (one line
 // for the user); other exceptions give what() itself.
+// An override decides while a scope holds it, the choice's own rule otherwise; nested scopes
+// restore the value they found, not "none".
+TEST(OverrideTest, ScopesSetAndRestoreInNestedOrder) {
+  detail::Override o;
+  EXPECT_EQ(o.value(), -1);
+  EXPECT_TRUE(o.on_or(true));
+  EXPECT_FALSE(o.on_or(false));
+  {
+    const detail::ScopedOverride off(o, 0);
+    EXPECT_EQ(o.value(), 0);
+    EXPECT_FALSE(o.on_or(true));
+    {
+      const detail::ScopedOverride on(o, 1);
+      EXPECT_TRUE(o.on_or(false));
+      {
+        const detail::ScopedOverride engine(o, 7);  // an enum's value (ScopedFp32Gemm's)
+        EXPECT_EQ(o.value(), 7);
+      }
+      EXPECT_EQ(o.value(), 1);
+    }
+    EXPECT_EQ(o.value(), 0);
+    EXPECT_FALSE(o.on_or(true));
+  }
+  EXPECT_EQ(o.value(), -1);
+  EXPECT_TRUE(o.on_or(true));
+}
+
 TEST(ErrorTest, MessageOfLeavesOutLibTorchsBacktrace) {
   try {
     TORCH_CHECK(false, "shapes differ: 2 vs 3");

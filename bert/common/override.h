@@ -1,0 +1,40 @@
+#pragma once
+
+#include <atomic>
+
+namespace bert::detail {
+
+/// A process-wide override of one of bertft's own choices (an engine, a kernel path on or off)
+/// that tests and benchmarks take for a scope through a ScopedOverride, to measure or check both
+/// sides in one process: none (the choice's own rule decides: an environment variable, the CPU)
+/// or a value >= 0. One per choice, at namespace scope in the choice's source.
+class Override {
+ public:
+  /// The value set by the innermost living ScopedOverride, or -1 where none lives.
+  int value() const { return value_.load(); }
+  /// For an on/off choice: on where the override says 1, off where it says 0, else `rule`.
+  bool on_or(bool rule) const {
+    const int v = value();
+    return v >= 0 ? v == 1 : rule;
+  }
+
+ private:
+  friend class ScopedOverride;
+  std::atomic<int> value_{-1};
+};
+
+/// Sets an Override while alive, then restores the value it found (so scopes nest).
+/// Process-wide; not for concurrent use. The public Scoped* classes derive from it privately.
+class ScopedOverride {
+ public:
+  ScopedOverride(Override& o, int value) : o_(o), previous_(o.value_.exchange(value)) {}
+  ~ScopedOverride() { o_.value_.store(previous_); }
+  ScopedOverride(const ScopedOverride&) = delete;
+  ScopedOverride& operator=(const ScopedOverride&) = delete;
+
+ private:
+  Override& o_;
+  int previous_;
+};
+
+}  // namespace bert::detail
