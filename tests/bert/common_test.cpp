@@ -50,8 +50,6 @@ TEST(LogTest, LevelAndRankChooseWhatIsWritten) {
   log::set_level(before);
 }
 
-// A LibTorch error's message is its text without the C++ backtrace LibTorch appends (one line
-// for the user); other exceptions give what() itself.
 // An override decides while a scope holds it, the choice's own rule otherwise; nested scopes
 // restore the value they found, not "none".
 TEST(OverrideTest, ScopesSetAndRestoreInNestedOrder) {
@@ -67,7 +65,7 @@ TEST(OverrideTest, ScopesSetAndRestoreInNestedOrder) {
       const detail::ScopedOverride on(o, 1);
       EXPECT_TRUE(o.on_or(false));
       {
-        const detail::ScopedOverride engine(o, 7);  // an enum's value (ScopedFp32Gemm's)
+        const detail::ScopedOverride engine(o, 7);  // any value >= 0 (an enum's, as an engine)
         EXPECT_EQ(o.value(), 7);
       }
       EXPECT_EQ(o.value(), 1);
@@ -79,6 +77,8 @@ TEST(OverrideTest, ScopesSetAndRestoreInNestedOrder) {
   EXPECT_TRUE(o.on_or(true));
 }
 
+// A LibTorch error's message is its text without the C++ backtrace LibTorch appends (one line
+// for the user); other exceptions give what() itself.
 TEST(ErrorTest, MessageOfLeavesOutLibTorchsBacktrace) {
   try {
     TORCH_CHECK(false, "shapes differ: 2 vs 3");
