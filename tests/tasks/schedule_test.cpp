@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bert/common/error.h"
 #include "bert/model/onednn_linear.h"
@@ -125,20 +127,26 @@ TEST(PrecisionChoice, BfloatOnlyWhereItsGemmIsClearlyFaster) {
 // The probe times each precision through the engine bert::Linear takes for it: on an AVX-512 CPU
 // oneDNN's matmul for fp32 as for bf16. (It timed LibTorch's fp32 linear, OpenBLAS, which
 // bertft's projections do not use there: on an Intel CPU without AMX, auto chose bf16 at 0.6x
-// oneDNN's fp32 speed.)
+// oneDNN's fp32 speed.) And it times them in turn, fp32, bf16, fp32, ...: one precision's runs
+// one after the other let a slow stretch of the host decide the answer alone.
 TEST(PrecisionChoice, ProbeTimesTheEnginesTheProjectionsUse) {
   if (!onednn_built() || fp32_gemm().engine != Fp32Gemm::kOneDnn)
     GTEST_SKIP() << "fp32 GEMMs are not oneDNN's here: " << fp32_gemm().reason;
   if (!onednn_bf16_available())  // an AVX2 CPU: bf16 products go through LibTorch's autocast
     GTEST_SKIP() << "oneDNN has no bf16 products on this CPU";
   static std::atomic<int> fp32{0}, bf16{0};
+  static std::mutex order_mutex;
+  static std::string order;  // 'f' and 'b', product by product
   fp32 = bf16 = 0;
+  order.clear();
   const auto handle =
       at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction& fn)
                                                            -> std::unique_ptr<at::ObserverContext> {
                               if (std::string(fn.name()) != "bertft::onednn_matmul") return nullptr;
                               const auto type = fn.inputs()[0].toTensor().scalar_type();
                               ++(type == torch::kBFloat16 ? bf16 : fp32);
+                              const std::lock_guard<std::mutex> lock(order_mutex);
+                              order += type == torch::kBFloat16 ? 'b' : 'f';
                               return nullptr;
                             }).needsInputs(true));
   const auto choice = probe_precision(torch::kCPU);
@@ -147,6 +155,10 @@ TEST(PrecisionChoice, ProbeTimesTheEnginesTheProjectionsUse) {
   EXPECT_GE(bf16.load(), 6);
   EXPECT_EQ(fp32.load(), bf16.load());
   EXPECT_NE(choice.precision, Precision::kAuto);
+  // In turn: 5 runs of each alternate; next to a warm-up a letter may come twice, never 3 times.
+  EXPECT_NE(order.find("fbfbfbfbfb"), std::string::npos) << order;
+  EXPECT_EQ(order.find("fff"), std::string::npos) << order;
+  EXPECT_EQ(order.find("bbb"), std::string::npos) << order;
 }
 
 TEST(TrainerOptionsChecks, OptimizerScheduleAndSmoothingAreValidated) {
