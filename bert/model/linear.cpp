@@ -7,7 +7,6 @@
 #endif
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
