@@ -82,31 +82,6 @@ __attribute__((always_inline)) inline void dropout_loop(
   }
 }
 
-/// e^v on 16 lanes, in place, for v <= 0 (a score less its row's maximum): 2^n e^r with
-/// n = round(v log2 e) and |r| <= ln 2 / 2 (r = v - n ln 2 in two parts, so that n ln 2's
-/// rounding stays out of r), e^r by its Taylor polynomial to r^7 (the first term left out,
-/// r^8 / 8!, is below 6e-9; measured within 9.7e-8 of e^v over [-87, 0]). Lanes below -86.5
-/// give 0: 2^n then stays a normal number (n >= -125), and what is cut is below 2^-124. NaN
-/// stays NaN.
-__attribute__((always_inline)) inline void exp_lanes(F32x16& v) {
-  const F32x16 x = v;
-  // Adding 1.5 * 2^23 rounds x log2 e to an integer, which lands in the low mantissa bits.
-  const F32x16 shifted = x * 1.44269504088896341f + 12582912.0f;
-  const F32x16 n = shifted - 12582912.0f;
-  const F32x16 r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-  F32x16 p = r * (1.0f / 5040) + (1.0f / 720);
-  p = p * r + (1.0f / 120);
-  p = p * r + (1.0f / 24);
-  p = p * r + (1.0f / 6);
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const U32x16 two_n = (reinterpret_cast<U32x16>(shifted) - 0x4B400000u + 127u) << 23;
-  p *= reinterpret_cast<F32x16>(two_n);
-  const U32x16 cut = reinterpret_cast<U32x16>(x < -86.5f);
-  v = reinterpret_cast<F32x16>(reinterpret_cast<U32x16>(p) & ~cut);
-}
-
 }  // namespace
 
 bool softmax_f32_vectorised() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bert/common/parallel.h"
+#include "bert/model/attention_kernel.h"
 #include "bert/model/dropout.h"
 #include "bert/model/onednn_detail.h"
 #include "bert/model/onednn_linear.h"
@@ -287,6 +288,36 @@ bool by_head_fits(const torch::Tensor& q,
   return !attention_primitives(q, k, v, scale, with_backward).reference;
 }
 
+/// Whether inference's bf16 heads take kernels::attention_head_bf16
+/// (bert/model/attention_kernel.h): where the CPU has AVX-512 BF16, for head_dim 64 and at most 128
+/// keys, rows of contiguous values; BERTFT_BF16_ATTENTION_KERNEL=off keeps oneDNN's products.
+bool bf16_head_kernel_fits(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  static const bool wanted = !detail::env_is("BERTFT_BF16_ATTENTION_KERNEL", "off");
+  return wanted && q.scalar_type() == torch::kBFloat16 &&
+         kernels::attention_head_bf16_available() && q.size(3) == kernels::kAttentionHeadDim &&
+         k.size(2) >= 1 && k.size(2) <= kernels::kAttentionHeadMaxKeys && q.stride(3) == 1 &&
+         k.stride(3) == 1 && v.stride(3) == 1;
+}
+
+/// Inference's bf16 heads through kernels::attention_head_bf16, into `out` [batch, seq, heads,
+/// dim]: the same arithmetic as forward_by_head's without dropout.
+void forward_by_head_bf16_kernel(const HeadOperands& o, double scale, const torch::Tensor& out) {
+  const int64_t seq = o.q.size(2), kv_seq = o.k.size(2);
+  const int64_t bytes = kernels::attention_head_bf16_scratch_bytes(seq, kv_seq);
+  RECORD_FUNCTION("bertft::attention_head_bf16", std::vector<c10::IValue>());
+  parallel_for(0, o.q.size(0) * o.heads, 1, [&](int64_t begin, int64_t end) {
+    const torch::Tensor scratch = torch::empty({bytes}, o.q.options().dtype(torch::kByte));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / o.heads, h = i % o.heads;
+      kernels::attention_head_bf16(static_cast<const uint16_t*>(o.q_at(b, h)), o.q.stride(2),
+                                   static_cast<const uint16_t*>(o.k_at(b, h)), o.k.stride(2),
+                                   static_cast<const uint16_t*>(o.v_at(b, h)), o.v.stride(2),
+                                   static_cast<uint16_t*>(o.rows_at(out, b, h)), o.row, seq, kv_seq,
+                                   static_cast<float>(scale), o.mask_at(b), scratch.data_ptr());
+    }
+  });
+}
+
 /// The context of every head into `out` [batch, seq, heads, dim]: softmax, then dropout where
 /// dropout_p > 0 (mask_keys), then the product with v.
 void forward_by_head(const HeadOperands& o,
@@ -421,12 +452,15 @@ torch::Tensor onednn_attention(const torch::Tensor& q,
   if (q.numel() == 0 || kv_seq == 0)
     return onednn_attention_batched(q, k, v, additive_mask, scale, 0.0);
 #ifdef BERTFT_HAVE_DNNL
-  if (by_head_fits(q, k, v, scale, /*with_backward=*/false)) {
+  if (bf16_head_kernel_fits(q, k, v) || by_head_fits(q, k, v, scale, /*with_backward=*/false)) {
     const int64_t heads = q.size(1), seq = q.size(2), dim = q.size(3);
     // [batch, seq, heads, head_dim]: each head's context lands in [batch, seq, hidden] order.
     const torch::Tensor out = torch::empty({batch, seq, heads, dim}, q.options());
-    forward_by_head({q, k, v, mask, heads, heads * dim}, scale, 0.0, 0, /*with_backward=*/false,
-                    out);
+    const HeadOperands o{q, k, v, mask, heads, heads * dim};
+    if (bf16_head_kernel_fits(q, k, v))
+      forward_by_head_bf16_kernel(o, scale, out);
+    else
+      forward_by_head(o, scale, 0.0, 0, /*with_backward=*/false, out);
     return out.view({batch, seq, heads * dim});
   }
 #endif

@@ -8,11 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "bert/common/autocast.h"
 #include "bert/common/threads.h"
+#include "bert/model/attention_kernel.h"
 #include "bert/model/bert_model.h"
 #include "bert/model/dropout.h"
 #include "bert/model/layer.h"
@@ -503,6 +506,63 @@ TEST(OneDnnAttention, Bf16ByHeadIsTheFloat32AttentionOfItsBf16Operands) {
   EXPECT_THROW(onednn_attention_training(heads_of(q_rows), heads_of(k_rows).to(torch::kFloat),
                                          heads_of(v_rows), mask, scale, 0.0),
                c10::Error);
+}
+
+TEST(OneDnnAttention, Bf16KernelEqualsTheOneDnnHeadsBitForBit) {
+  // Inference's bf16 heads of head_dim 64 and up to 128 keys go through bertft's AVX-512 BF16
+  // kernel where the CPU has it: the same arithmetic as oneDNN's head-by-head products with
+  // bertft's softmax between them, so the same bits, with and without a mask, for any number of
+  // queries (one: a sentence head's last layer) and keys (tails of 16 included).
+  REQUIRE_ONEDNN_BF16();
+  if (!kernels::attention_head_bf16_available())
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16 pair products";
+  struct KernelOff {
+    KernelOff() { kernels::set_attention_head_bf16(false); }
+    ~KernelOff() { kernels::set_attention_head_bf16(true); }
+  };
+  const int64_t batch = 3, heads = 2, dim = 64, hidden = heads * dim;
+  const float lowest = std::numeric_limits<float>::lowest();
+  torch::NoGradGuard no_grad;
+  for (const auto& [seq, kv_seq] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {5, 7}, {37, 37}, {16, 16}, {1, 128}, {128, 128}, {130, 100}, {4, 129}}) {
+    SCOPED_TRACE(fmt::format("{} queries, {} keys", seq, kv_seq));
+    torch::manual_seed(seq * 1000 + kv_seq);
+    const auto rows = [&](int64_t len, double size) {
+      return (torch::randn({batch, len, hidden}) * size).to(torch::kBFloat16);
+    };
+    const auto heads_of = [&](const torch::Tensor& x) {
+      return x.view({batch, x.size(1), heads, dim}).transpose(1, 2);
+    };
+    const auto q = heads_of(rows(seq, 2.0)), k = heads_of(rows(kv_seq, 2.0));
+    const auto v = heads_of(rows(kv_seq, 1.0));
+    // Row 0 unmasked, row 1 its last third masked, row 2 every key masked.
+    auto mask = torch::zeros({batch, 1, 1, kv_seq});
+    mask.index_put_({1, 0, 0, torch::indexing::Slice(kv_seq - kv_seq / 3, kv_seq)}, lowest);
+    mask.index_put_({2}, lowest);
+    for (const bool masked : {false, true}) {
+      SCOPED_TRACE(masked ? "masked" : "no mask");
+      const auto m = masked ? mask : torch::Tensor();
+      torch::Tensor mine, theirs;
+      const int kernel_calls = records_during("bertft::attention_head_bf16",
+                                              [&] { mine = onednn_attention(q, k, v, m, 0.125); });
+      EXPECT_EQ(kernel_calls, kv_seq <= 128 ? 1 : 0);
+      {
+        const KernelOff off;
+        EXPECT_EQ(records_during("bertft::attention_head_bf16",
+                                 [&] { theirs = onednn_attention(q, k, v, m, 0.125); }),
+                  0);
+      }
+      EXPECT_EQ(mine.scalar_type(), torch::kBFloat16);
+      EXPECT_TRUE(torch::equal(mine, theirs))
+          << "largest difference "
+          << testing::max_abs_diff(mine.to(torch::kFloat), theirs.to(torch::kFloat));
+      // And the attention it is: within bf16 rounding of float32's on the same values.
+      const auto wide = onednn_attention_batched(q.to(torch::kFloat), k.to(torch::kFloat),
+                                                 v.to(torch::kFloat), m, 0.125, 0.0);
+      EXPECT_LT(testing::max_abs_diff(mine.to(torch::kFloat), wide),
+                2e-2 * wide.abs().max().item<double>());
+    }
+  }
 }
 
 TEST(OneDnnAttention, TrainingOfTheModelTakesItAndMatchesTheBatchedOps) {
