@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "bert/model/transpose16.h"
 #include "bert/model/vec16.h"
 #ifndef __clang__
 // GCC 12's AVX-512 unpack intrinsics pass _mm512_undefined_epi32() (a self-initialised
@@ -67,34 +68,13 @@ BERTFT_AVX512_BF16_INLINE __m512bh pair_in_lanes(const uint16_t* p) {
 BERTFT_AVX512_BF16 void pack_keys(const uint16_t* k, int64_t k_row, int64_t kv_seq, Scratch& s) {
   for (int64_t j0 = 0; j0 < s.width; j0 += 16)
     for (int half = 0; half < 2; ++half) {
-      __m512i r[16], t[16];
+      __m512i r[16];
       for (int x = 0; x < 16; ++x)
         r[x] = j0 + x < kv_seq ? _mm512_loadu_si512(k + (j0 + x) * k_row + 32 * half)
                                : _mm512_setzero_si512();
-      for (int x = 0; x < 16; x += 2) {
-        t[x] = _mm512_unpacklo_epi32(r[x], r[x + 1]);
-        t[x + 1] = _mm512_unpackhi_epi32(r[x], r[x + 1]);
-      }
-      // r[4y + m]: in its 128-bit lane g, pair column 4g + m of rows 4y .. 4y + 3.
-      for (int x = 0; x < 16; x += 4) {
-        r[x] = _mm512_unpacklo_epi64(t[x], t[x + 2]);
-        r[x + 1] = _mm512_unpackhi_epi64(t[x], t[x + 2]);
-        r[x + 2] = _mm512_unpacklo_epi64(t[x + 1], t[x + 3]);
-        r[x + 3] = _mm512_unpackhi_epi64(t[x + 1], t[x + 3]);
-      }
-      // Column c = 4g + m: lane g of r[m], r[4 + m], r[8 + m], r[12 + m], in that order.
-      for (int m = 0; m < 4; ++m) {
-        const __m512i a = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x88);
-        const __m512i b = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xDD);
-        const __m512i c = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x88);
-        const __m512i d = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xDD);
-        t[m] = _mm512_shuffle_i32x4(a, c, 0x88);
-        t[4 + m] = _mm512_shuffle_i32x4(b, d, 0x88);
-        t[8 + m] = _mm512_shuffle_i32x4(a, c, 0xDD);
-        t[12 + m] = _mm512_shuffle_i32x4(b, d, 0xDD);
-      }
+      transpose16(r);  // r[x]: pair column x of the 16 rows
       for (int x = 0; x < 16; ++x)
-        _mm512_storeu_si512(s.k_pairs + (16 * half + x) * s.width + j0, t[x]);
+        _mm512_storeu_si512(s.k_pairs + (16 * half + x) * s.width + j0, r[x]);
     }
 }
 

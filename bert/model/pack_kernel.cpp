@@ -7,6 +7,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+#include "bert/model/transpose16.h"
 #define BERTFT_PACK_VECTORS 1
 #if !defined(__clang__)
 // GCC 12 warns that its own intrinsics' undefined pass-through operand (_mm512_undefined_epi32)
@@ -61,30 +63,6 @@ __attribute__((target("avx512f,avx512bw"))) void write_strided(
     _mm512_mask_storeu_epi16(base + to.col[c + j], mask, v);
   }
   write_run_scalar(bits + j, r, c + j, len - j, to);
-}
-
-/// The 16 x 16 32-bit words in r transposed (r[i] holds row i's; then column i's).
-__attribute__((target("avx512f"))) inline void transpose16(__m512i* r) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-  }
 }
 
 /// Pairs along the rows, 16 whole rows r0.. whose pairs lie side by side (row[r0 + i] ==
