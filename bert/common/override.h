@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 
 namespace bert::detail {
 
@@ -12,11 +13,14 @@ class Override {
  public:
   /// The value set by the innermost living ScopedOverride, or -1 where none lives.
   int value() const { return value_.load(); }
-  /// For an on/off choice: on where the override says 1, off where it says 0, else `rule`.
-  bool on_or(bool rule) const {
+  /// Whether the override says `wanted` (any value >= 0), or nullopt where none lives: for a
+  /// choice whose own rule is costly or may throw, and is asked only when no scope decides.
+  std::optional<bool> is(int wanted) const {
     const int v = value();
-    return v >= 0 ? v == 1 : rule;
+    return v >= 0 ? std::optional<bool>(v == wanted) : std::nullopt;
   }
+  /// For an on/off choice: on where the override says 1, off where it says 0, else `rule`.
+  bool on_or(bool rule) const { return is(1).value_or(rule); }
 
  private:
   friend class ScopedOverride;

@@ -672,18 +672,12 @@ ScopedInnerProductWeightGradients::ScopedInnerProductWeightGradients(bool inner_
 
 namespace {
 
-/// What a ScopedFp32Gemm in scope decides for every size: 1 oneDNN, 0 not, -1 none in scope.
-int forced_onednn() {
-  const int forced = engine_override.value();
-  return forced < 0 ? -1 : forced == static_cast<int>(Fp32Gemm::kOneDnn) ? 1 : 0;
-}
-
 /// Whether a GEMM of `multiply_adds` on `input` (and `other`'s dtype) goes through oneDNN.
 bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64_t multiply_adds) {
   if (!onednn_built() || !input.device().is_cpu() || input.scalar_type() != torch::kFloat ||
       other.scalar_type() != torch::kFloat || autocast::enabled(c10::kCPU))
     return false;
-  if (const int forced = forced_onednn(); forced >= 0) return forced == 1;
+  if (const auto forced = engine_override.is(static_cast<int>(Fp32Gemm::kOneDnn))) return *forced;
   if (multiply_adds < (int64_t{1} << 20)) return false;
   return fp32_gemm().engine == Fp32Gemm::kOneDnn;
 }
@@ -693,7 +687,7 @@ bool onednn_wanted(const torch::Tensor& input, const torch::Tensor& other, int64
 /// for every size (kOneDnn: directly, kBlas: through autocast).
 bool bf16_wanted(const torch::Tensor& input, int64_t multiply_adds) {
   if (!onednn_built() || !input.device().is_cpu() || !onednn_bf16_available()) return false;
-  if (const int forced = forced_onednn(); forced >= 0) return forced == 1;
+  if (const auto forced = engine_override.is(static_cast<int>(Fp32Gemm::kOneDnn))) return *forced;
   return bf16_direct() && multiply_adds >= (int64_t{1} << 20);
 }
 

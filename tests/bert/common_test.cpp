@@ -55,6 +55,7 @@ TEST(LogTest, LevelAndRankChooseWhatIsWritten) {
 TEST(OverrideTest, ScopesSetAndRestoreInNestedOrder) {
   detail::Override o;
   EXPECT_EQ(o.value(), -1);
+  EXPECT_EQ(o.is(0), std::nullopt);
   EXPECT_TRUE(o.on_or(true));
   EXPECT_FALSE(o.on_or(false));
   {
@@ -67,6 +68,8 @@ TEST(OverrideTest, ScopesSetAndRestoreInNestedOrder) {
       {
         const detail::ScopedOverride engine(o, 7);  // any value >= 0 (an enum's, as an engine)
         EXPECT_EQ(o.value(), 7);
+        EXPECT_EQ(o.is(7), std::optional<bool>(true));
+        EXPECT_EQ(o.is(1), std::optional<bool>(false));
       }
       EXPECT_EQ(o.value(), 1);
     }
