@@ -1,6 +1,7 @@
 #include "bert/model/pack_kernel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "bert/model/dropout_kernel.h"
@@ -28,6 +29,17 @@ void write_run_scalar(
 }
 
 #ifdef BERTFT_PACK_VECTORS
+
+/// A whole 64-byte line of the layout: written past the caches where it is aligned (a streaming
+/// store needs no read of the line first; the copies are read again only by the next forward, long
+/// after they have left the caches), else a plain store. f32_to_bf16_scattered fences once at its
+/// end.
+__attribute__((target("avx512f"))) inline void store_line(void* to, __m512i v) {
+  if ((reinterpret_cast<uintptr_t>(to) & 63) == 0)
+    _mm512_stream_si512(static_cast<__m512i*>(to), v);
+  else
+    _mm512_storeu_si512(to, v);
+}
 
 /// Pairs along the row: 16 pairs (32 values) a 32-bit scatter.
 __attribute__((target("avx512f,avx512bw"))) void write_pairs(
@@ -78,7 +90,7 @@ __attribute__((target("avx512f,avx512bw"))) void write_pairs_16_rows(const uint1
     __m512i m[16];
     for (int i = 0; i < 16; ++i) m[i] = _mm512_loadu_si512(bits + i * cols + 2 * p);
     transpose16(m);
-    for (int j = 0; j < 16; ++j) _mm512_storeu_si512(base + to.pair_col[p + j], m[j]);
+    for (int j = 0; j < 16; ++j) store_line(base + to.pair_col[p + j], m[j]);
   }
   for (int i = 0; i < 16; ++i)
     write_run_scalar(bits + i * cols + 2 * p, r0 + i, 2 * p, cols - 2 * p, to);
@@ -98,7 +110,7 @@ __attribute__((target("avx512f,avx512bw"))) void write_strided_2_rows(const uint
         _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + c)));
     const __m512i b = _mm512_cvtepu16_epi32(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + cols + c)));
-    _mm512_storeu_si512(base + to.col[c], _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
+    store_line(base + to.col[c], _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
   }
   write_run_scalar(bits + c, r, c, cols - c, to);
   write_run_scalar(bits + cols + c, r + 1, c, cols - c, to);
@@ -178,6 +190,9 @@ void f32_to_bf16_scattered(
     for (int l = 0; l < layouts; ++l) write_run(bits, r, c, len, to[l]);
     done += len;
   }
+#ifdef BERTFT_PACK_VECTORS
+  _mm_sfence();  // the streaming stores reach memory before any later store (another thread's read)
+#endif
 }
 
 }  // namespace bert::kernels
