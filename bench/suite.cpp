@@ -654,6 +654,7 @@ struct Suite {
   /// bf16 weight gradients at the faster of the section's two ways (fp32's, not measured there, at
   /// the forward's), the attention's products at the ceiling. An upper bound on what work outside
   /// the products can still buy here; 0 where the gemm section did not measure the precision.
+  /// Above 1.0 where a shape runs faster than the ceiling's (ffn up).
   double reach(bool bf16, double batch, double seq, bool training, double optimizer_s) const {
     const std::string precision = bf16 ? "bf16" : "fp32";
     const auto known = ceiling.find(precision);
@@ -666,9 +667,10 @@ struct Suite {
     };
     const auto config = base_config();
     const double H = config.hidden_size(), I = config.intermediate_size();
-    const double rows = (config.num_hidden_layers() - 1) * batch * seq + batch;  // forward_flops'
-    // shape in the gemm section, its weight gradient's there, its forward FLOPs (the pooler's
-    // counted with the attention's projections)
+    // The rows forward_flops counts: every token in all layers but the last, each first one there.
+    const double rows = (config.num_hidden_layers() - 1) * batch * seq + batch;
+    // Each shape's name in the gemm section, its weight gradient's there, its forward FLOPs (the
+    // pooler's counted with the attention's projections).
     const std::array<std::tuple<const char*, const char*, double>, 3> shapes = {{
         {"qkv/out 768x768", "qkv/out dW 768x1024x768",
          2 * (4 * H * H * rows + (H * H + 2 * H) * batch)},
@@ -685,9 +687,8 @@ struct Suite {
       if (forward <= 0) return 0;
       double weights = forward;
       if (bf16 && results.contains("gemm_weight_gradients"))
-        weights =
-            std::max(0.0, best_of(results["gemm_weight_gradients"].value(gradient, json::object()),
-                                  {"matmul_tflops", "inner_product_tflops"}));
+        weights = best_of(results["gemm_weight_gradients"].value(gradient, json::object()),
+                          {"matmul_tflops", "inner_product_tflops"});
       if (weights <= 0) weights = forward;
       seconds += flops / (forward * 1e12);
       if (training) seconds += flops / (forward * 1e12) + flops / (weights * 1e12);
