@@ -133,6 +133,27 @@ double forward_flops(const bert::BertConfig& c, double batch, double seq) {
   return 2 * rows_x_params + attention_flops(c, batch, seq);
 }
 
+/// bert-base's projections as the gemm section times them: the product [tokens, k] x [k, n]
+/// under `name` in results["gemm"], its weight gradient (dy^T x: [n, tokens] x [tokens, k])
+/// under `gradient` in results["gemm_weight_gradients"], and how many a layer has.
+struct ProjectionShape {
+  const char* name;
+  const char* gradient;
+  int64_t k, n, per_layer;
+};
+constexpr std::array<ProjectionShape, 3> kProjectionShapes = {{
+    {"qkv/out 768x768", "qkv/out dW 768x1024x768", 768, 768, 4},
+    {"ffn up 768x3072", "up dW 3072x1024x768", 768, 3072, 1},
+    {"ffn down 3072x768", "down dW 768x1024x3072", 3072, 768, 1},
+}};
+/// The shape whose fastest product is the ceiling (the largest).
+constexpr const ProjectionShape& kCeilingShape = kProjectionShapes[1];
+/// results["gemm"]'s rates by ceiling_product's engine kind, and the weight gradients' two ways.
+constexpr std::array<const char*, 5> kGemmColumns = {
+    "fp32_tflops", "fp32_onednn_tflops", "bf16_tflops", "bf16_onednn_tflops", "bf16_packed_tflops"};
+constexpr std::array<const char*, 2> kWeightGradientColumns = {"matmul_tflops",
+                                                               "inner_product_tflops"};
+
 Batch random_batch(int64_t batch, int64_t seq, int64_t vocab) {
   Batch b;
   b.input_ids = torch::randint(1000, vocab, {batch, seq});
@@ -441,9 +462,9 @@ struct Suite {
         "\n== gemm: the ceiling (linear, tokens 1024, TF/s) ==\n{:<28} {:>10} {:>12} {:>13} "
         "{:>12} {:>12}\n",
         "shape", "fp32 BLAS", "fp32 oneDNN", "bf16 LibTorch", "bf16 oneDNN", "bf16 packed");
-    const int64_t T = 1024, H = 768, I = 3072;
-    for (const auto& [name, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
-             {"qkv/out 768x768", H, H}, {"ffn up 768x3072", H, I}, {"ffn down 3072x768", I, H}}) {
+    const int64_t T = 1024;
+    for (const auto& shape : kProjectionShapes) {
+      const int64_t k = shape.k, n = shape.n;
       // fp32 BLAS, fp32 oneDNN, bf16 LibTorch, bf16 oneDNN, bf16 oneDNN from a packed weight
       double tf[5] = {0, 0, 0, 0, 0};
       for (const int kind : {0, 1, 2, 3, 4}) {
@@ -462,21 +483,19 @@ struct Suite {
         if (kind == 4 && !packed.defined()) continue;
         const double s = best_time(iters + 5, [&] { ceiling_product(kind, x, w, packed); });
         tf[kind] = 2.0 * T * k * n / s / 1e12;
-        results["gemm"][name][std::array{"fp32_tflops", "fp32_onednn_tflops", "bf16_tflops",
-                                         "bf16_onednn_tflops", "bf16_packed_tflops"}[kind]] =
-            tf[kind];
+        results["gemm"][shape.name][kGemmColumns[kind]] = tf[kind];
       }
       const auto column = [&](int kind) {
         if ((kind % 2 == 1 || kind == 4) && !bert::onednn_built()) return std::string("not built");
         if (kind >= 2 && !bf16_fast) return std::string("skipped");
         return kind == 4 && tf[4] == 0 ? std::string("plain") : fmt::format("{:.3f}", tf[kind]);
       };
-      fmt::print("{:<28} {:>10.3f} {:>12} {:>13} {:>12} {:>12}\n", name, tf[0], column(1),
+      fmt::print("{:<28} {:>10.3f} {:>12} {:>13} {:>12} {:>12}\n", shape.name, tf[0], column(1),
                  column(2), column(3), column(4));
       // Each ceiling is the fastest engine's: fp32's (bert::Linear's is the rule's, fp32_gemm()),
       // and bf16's (LibTorch's own, or oneDNN's that bertft's bf16 projections call directly,
       // from a plain weight in training or a packed one in inference).
-      if (name == "ffn up 768x3072") {
+      if (&shape == &kCeilingShape) {
         ceiling = {{"fp32", std::max(tf[0], tf[1])}, {"bf16", std::max({tf[2], tf[3], tf[4]})}};
         bf16_ceiling_kind = tf[4] > std::max(tf[2], tf[3]) ? 4 : tf[3] > tf[2] ? 3 : 2;
       }
@@ -531,12 +550,10 @@ struct Suite {
         "\nbf16 weight and bias gradients dy^T x: a matmul vs oneDNN's inner product (TF/s of the "
         "weight's; training takes the inner product)\n{:<28} {:>10} {:>10} {:>8}\n",
         "shape", "matmul", "inner", "ratio");
-    const int64_t T = 1024, H = 768, I = 3072, layers = 12;
+    const int64_t T = 1024, layers = 12;
     torch::NoGradGuard no_grad;
-    for (const auto& [name, out, in] :
-         std::vector<std::tuple<std::string, int64_t, int64_t>>{{"qkv/out dW 768x1024x768", H, H},
-                                                                {"up dW 3072x1024x768", I, H},
-                                                                {"down dW 768x1024x3072", H, I}}) {
+    for (const auto& shape : kProjectionShapes) {
+      const int64_t out = shape.n, in = shape.k;
       std::vector<torch::Tensor> dy, x;
       for (int64_t l = 0; l < layers; ++l) {
         dy.push_back(torch::randn({T, out}).to(torch::kBFloat16));
@@ -553,11 +570,11 @@ struct Suite {
           if (round > 0) seconds[inner] += since(t);  // the first round makes the primitives
         }
       const double flops = 2.0 * static_cast<double>(out * T * in) * layers * (2 * iters + 1);
-      fmt::print("{:<28} {:>10.3f} {:>10.3f} {:>7.2f}x\n", name, flops / seconds[0] / 1e12,
-                 flops / seconds[1] / 1e12, seconds[0] / seconds[1]);
-      results["gemm_weight_gradients"][name] = {
-          {"matmul_tflops", flops / seconds[0] / 1e12},
-          {"inner_product_tflops", flops / seconds[1] / 1e12}};
+      fmt::print("{:<28} {:>10.3f} {:>10.3f} {:>7.2f}x\n", shape.gradient,
+                 flops / seconds[0] / 1e12, flops / seconds[1] / 1e12, seconds[0] / seconds[1]);
+      for (const bool inner : {false, true})
+        results["gemm_weight_gradients"][shape.gradient][kWeightGradientColumns[inner]] =
+            flops / seconds[inner] / 1e12;
     }
   }
 
@@ -578,8 +595,8 @@ struct Suite {
     auto& [x, w] = ceiling_operands[bf16];
     if (!x.defined()) {
       const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
-      x = torch::randn({1024, 768}).to(dtype);
-      w = torch::randn({3072, 768}).to(dtype);
+      x = torch::randn({1024, kCeilingShape.k}).to(dtype);
+      w = torch::randn({kCeilingShape.n, kCeilingShape.k}).to(dtype);
       if (bf16 && bf16_ceiling_kind == 4)
         ceiling_packed = bert::onednn_pack_bf16_weight(w.to(torch::kFloat));
     }
@@ -590,7 +607,7 @@ struct Suite {
         bert::fast_linear(x, w, {});
     };
     once();
-    const double flops = 2.0 * 1024 * 768 * 3072;
+    const double flops = 2.0 * 1024 * static_cast<double>(kCeilingShape.k * kCeilingShape.n);
     const double known = ceiling[bf16 ? "bf16" : "fp32"];  // 0 where the gemm section did not run
     const double rate = known > 0 ? known : 0.1;
     const int64_t n = std::max<int64_t>(1, std::llround(seconds * rate * 1e12 / flops));
@@ -654,41 +671,36 @@ struct Suite {
   /// bf16 weight gradients at the faster of the section's two ways (fp32's, not measured there, at
   /// the forward's), the attention's products at the ceiling. An upper bound on what work outside
   /// the products can still buy here; 0 where the gemm section did not measure the precision.
-  /// Above 1.0 where a shape runs faster than the ceiling's (ffn up).
+  /// Above 1.0 where a shape runs faster than the ceiling's. The pooler's product (a row a
+  /// sequence) is counted with the attention's.
   double reach(bool bf16, double batch, double seq, bool training, double optimizer_s) const {
     const std::string precision = bf16 ? "bf16" : "fp32";
     const auto known = ceiling.find(precision);
     if (known == ceiling.end() || known->second <= 0 || !results.contains("gemm")) return 0;
-    const auto best_of = [](const json& row, std::initializer_list<const char*> keys) {
+    // The fastest of the columns [first, last) in a row of results.
+    const auto best_of = [](const json& row, const char* const* first, const char* const* last) {
       double best = 0;
-      for (const char* k : keys)
-        if (row.contains(k)) best = std::max(best, row[k].get<double>());
+      for (; first != last; ++first)
+        if (row.contains(*first)) best = std::max(best, row[*first].get<double>());
       return best;
     };
     const auto config = base_config();
-    const double H = config.hidden_size(), I = config.intermediate_size();
+    const double H = config.hidden_size();
     // The rows forward_flops counts: every token in all layers but the last, each first one there.
     const double rows = (config.num_hidden_layers() - 1) * batch * seq + batch;
-    // Each shape's name in the gemm section, its weight gradient's there, its forward FLOPs (the
-    // pooler's counted with the attention's projections).
-    const std::array<std::tuple<const char*, const char*, double>, 3> shapes = {{
-        {"qkv/out 768x768", "qkv/out dW 768x1024x768",
-         2 * (4 * H * H * rows + (H * H + 2 * H) * batch)},
-        {"ffn up 768x3072", "up dW 3072x1024x768", 2 * H * I * rows},
-        {"ffn down 3072x768", "down dW 768x1024x3072", 2 * I * H * rows},
-    }};
-    double seconds =
-        (training ? 3 : 1) * attention_flops(config, batch, seq) / (known->second * 1e12);
-    for (const auto& [name, gradient, flops] : shapes) {
-      const json& row = results["gemm"].value(name, json::object());
-      const double forward =
-          bf16 ? best_of(row, {"bf16_tflops", "bf16_onednn_tflops", "bf16_packed_tflops"})
-               : best_of(row, {"fp32_tflops", "fp32_onednn_tflops"});
+    const double pooler = 2 * (H * H + 2 * H) * batch;
+    double seconds = ((training ? 3 : 1) * (attention_flops(config, batch, seq) + pooler)) /
+                     (known->second * 1e12);
+    for (const auto& shape : kProjectionShapes) {
+      const double flops = 2.0 * static_cast<double>(shape.per_layer * shape.k * shape.n) * rows;
+      const json& row = results["gemm"].value(shape.name, json::object());
+      const double forward = bf16 ? best_of(row, kGemmColumns.begin() + 2, kGemmColumns.end())
+                                  : best_of(row, kGemmColumns.begin(), kGemmColumns.begin() + 2);
       if (forward <= 0) return 0;
-      double weights = forward;
+      double weights = 0;
       if (bf16 && results.contains("gemm_weight_gradients"))
-        weights = best_of(results["gemm_weight_gradients"].value(gradient, json::object()),
-                          {"matmul_tflops", "inner_product_tflops"});
+        weights = best_of(results["gemm_weight_gradients"].value(shape.gradient, json::object()),
+                          kWeightGradientColumns.begin(), kWeightGradientColumns.end());
       if (weights <= 0) weights = forward;
       seconds += flops / (forward * 1e12);
       if (training) seconds += flops / (forward * 1e12) + flops / (weights * 1e12);
